@@ -1,0 +1,211 @@
+//! Admission of raw objects: the rule engine applied to the JSON the API server (or a file)
+//! holds. Defaults become a JSON Patch computed against the raw object, so fields this build
+//! does not know are never dropped; validation yields warnings or field errors. The webhook
+//! server and the `check` command both call [`admit`].
+
+use std::borrow::Cow;
+
+use json_patch::Patch;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::api::{Envoy, Foo};
+use crate::rules::{FieldError, FieldErrors, Rules, Warnings};
+
+/// The kinds this operator admits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdmittedKind {
+    Foo,
+    Envoy,
+}
+
+impl AdmittedKind {
+    pub const ALL: [AdmittedKind; 2] = [AdmittedKind::Foo, AdmittedKind::Envoy];
+
+    /// The kind for an API group and kind name (any version: the API server converts).
+    pub fn from_group_kind(group: &str, kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.group() == group && k.kind() == kind)
+    }
+
+    /// The kind for a manifest's `apiVersion` and `kind`, which must match the served version.
+    pub fn from_type_meta(api_version: &str, kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.api_version() == api_version && k.kind() == kind)
+    }
+
+    pub fn group(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::group(&()),
+            Self::Envoy => Envoy::group(&()),
+        }
+    }
+
+    pub fn kind(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::kind(&()),
+            Self::Envoy => Envoy::kind(&()),
+        }
+    }
+
+    pub fn api_version(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::api_version(&()),
+            Self::Envoy => Envoy::api_version(&()),
+        }
+    }
+
+    /// Plural resource name, as in webhook rules and API paths.
+    pub fn plural(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::plural(&()),
+            Self::Envoy => Envoy::plural(&()),
+        }
+    }
+
+    /// Defaults and validates `object` (and `old_object` on update) as this kind.
+    pub fn admit(self, object: &Value, old_object: Option<&Value>) -> Admission {
+        match self {
+            Self::Foo => admit::<Foo>(object, old_object),
+            Self::Envoy => admit::<Envoy>(object, old_object),
+        }
+    }
+}
+
+/// What admission made of one object.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// Operations that add the defaults to the raw object; empty when it is already defaulted.
+    pub patch: Patch,
+    /// The raw object with the patch applied.
+    pub defaulted: Value,
+    /// Warnings when the defaulted object is valid, every field error when it is not.
+    pub verdict: Result<Warnings, FieldErrors>,
+}
+
+impl Admission {
+    pub fn is_allowed(&self) -> bool {
+        self.verdict.is_ok()
+    }
+}
+
+/// Defaults then validates a raw object of kind `K`; `old_object` is the stored object on update.
+pub fn admit<K>(object: &Value, old_object: Option<&Value>) -> Admission
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let mut typed: K = match parse(object) {
+        Ok(typed) => typed,
+        Err(error) => {
+            return Admission {
+                patch: Patch(Vec::new()),
+                defaulted: object.clone(),
+                verdict: Err(vec![*error].into()),
+            };
+        }
+    };
+    typed.apply_defaults();
+
+    let mut defaulted = object.clone();
+    match serde_json::to_value(&typed) {
+        Ok(with_defaults) => fill_absent(&mut defaulted, &with_defaults),
+        // Serializing plain data cannot fail; if it ever did, admit without defaults.
+        Err(error) => tracing::error!(%error, "serializing a defaulted object failed"),
+    }
+    let patch = json_patch::diff(object, &defaulted);
+
+    // A stored object that no longer parses (e.g. written before a schema change) is
+    // validated as if created: the update rules need a parsed old object.
+    let old = old_object.and_then(|old| parse::<K>(old).ok()).map(|mut old| {
+        old.apply_defaults();
+        old
+    });
+    let verdict = typed.validate(old.as_ref());
+    Admission { patch, defaulted, verdict }
+}
+
+/// Parses a raw object, turning a type mismatch into a field error at its path.
+pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> {
+    serde_path_to_error::deserialize(object).map_err(|error| {
+        let path = error.path().to_string();
+        let pointer = pointer_of(error.path());
+        let detail = error.into_inner().to_string();
+        let error = match object.pointer(&pointer) {
+            Some(value) if path != "." => FieldError::invalid(path, value.clone(), detail),
+            _ => {
+                FieldError::invalid(if path == "." { "<root>".to_owned() } else { path }, Value::Null, detail)
+            }
+        };
+        Box::new(error)
+    })
+}
+
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut pointer = String::new();
+    for segment in path.iter() {
+        pointer.push('/');
+        match segment {
+            Segment::Seq { index } => pointer.push_str(&index.to_string()),
+            Segment::Map { key } => pointer.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Enum { variant } => pointer.push_str(variant),
+            Segment::Unknown => pointer.push('?'),
+        }
+    }
+    pointer
+}
+
+/// Copies into `base` what `top` has and `base` lacks (absent or null), recursing into
+/// objects and same-length arrays. Values `base` already holds are never changed, so
+/// defaulting can only add.
+fn fill_absent(base: &mut Value, top: &Value) {
+    match (base, top) {
+        (Value::Object(base), Value::Object(top)) => {
+            for (key, top_value) in top {
+                match base.get_mut(key) {
+                    Some(base_value) if !base_value.is_null() => fill_absent(base_value, top_value),
+                    _ => {
+                        base.insert(key.clone(), top_value.clone());
+                    }
+                }
+            }
+        }
+        (Value::Array(base), Value::Array(top)) if base.is_empty() => base.clone_from(top),
+        (Value::Array(base), Value::Array(top)) if base.len() == top.len() => {
+            for (base_item, top_item) in base.iter_mut().zip(top) {
+                fill_absent(base_item, top_item);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn fill_absent_only_adds() {
+        let mut base = json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}]});
+        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new"});
+        fill_absent(&mut base, &top);
+        assert_eq!(
+            base,
+            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "f": "new"})
+        );
+    }
+
+    #[test]
+    fn type_mismatch_names_the_field() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+            "metadata": {"name": "x"}, "spec": {"replicas": "three"}});
+        let admission = admit::<Foo>(&object, None);
+        let errors = admission.verdict.unwrap_err();
+        assert_eq!(errors.0.len(), 1);
+        assert_eq!(errors.0[0].path, "spec.replicas");
+        assert_eq!(errors.0[0].value, Some(json!("three")));
+        assert!(admission.patch.0.is_empty());
+    }
+}

@@ -1,0 +1,24 @@
+//! Regular expressions shared by the CRD schema (`pattern`) and the rule engine, so the two
+//! enforce the very same syntax. They use only syntax common to Go's RE2 (the API server) and
+//! Rust's `regex`.
+
+/// RFC 1123 subdomain (lowercase alphanumerics, `-` and `.`), as Kubernetes object names.
+pub const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// RFC 1123 label, as Service names and other single-segment names.
+pub const DNS1123_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// IANA service name, as container and Service port names.
+pub const IANA_SVC_NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// An xDS host: a DNS name (case-insensitive), an IPv4 address, or an IPv6 address. The
+/// schema keeps this loose; the rule engine parses IP addresses properly.
+pub const XDS_HOST: &str =
+    r"^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*|[0-9A-Fa-f:.]+)$";
+
+/// An Envoy cluster name: what Envoy accepts in configuration and shows in its stats.
+pub const CLUSTER_NAME: &str = r"^[A-Za-z0-9_.-]+$";
+
+/// A container image reference (`[registry[:port]/]path[:tag][@digest]`), after the
+/// grammar of the distribution reference library, lowercase repository path.
+pub const IMAGE_REFERENCE: &str = r"^(([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/)?[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$";

@@ -1,0 +1,12 @@
+//! envoy-operator: CRDs, admission rules, sidecar injection and reconcilers for the `Foo`
+//! (`samplecontroller.k8s.io/v1alpha1`) and `Envoy` (`example.com/v1`) kinds.
+
+pub mod admission;
+pub mod api;
+pub mod check;
+pub mod crd;
+mod error;
+pub mod manifest;
+pub mod rules;
+
+pub use error::{Error, Result};

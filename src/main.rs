@@ -1,0 +1,113 @@
+//! The `envoy-operator` command line: a thin shell over the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use envoy_operator::check::{Outcome, check_text};
+use envoy_operator::{crd, manifest};
+
+#[derive(Parser)]
+#[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Default and validate Foo and Envoy manifests offline, as the admission webhooks would.
+    ///
+    /// Prints every document (defaulted where it is a Foo or Envoy) as YAML on stdout,
+    /// warnings and errors on stderr, and exits 1 when any object is rejected or unreadable.
+    Check {
+        /// Files or directories of YAML/JSON manifests; `-` reads standard input.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
+    Crds {
+        /// Directory to write `<name>.yaml` files into (e.g. `crds/`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check { files } => check(&files),
+        Command::Crds { out } => crds(out),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(files: &[PathBuf]) -> envoy_operator::Result<ExitCode> {
+    let inputs = manifest::read_inputs(files)?;
+    let mut printed = Vec::new();
+    let mut failures = 0;
+    let mut documents = 0;
+    for input in &inputs {
+        for checked in check_text(&input.path.display().to_string(), &input.text) {
+            documents += 1;
+            match checked.outcome {
+                Outcome::Accepted { object, warnings } => {
+                    for warning in warnings {
+                        eprintln!("Warning: {}: {warning}", checked.origin);
+                    }
+                    printed.push(object);
+                }
+                Outcome::PassedThrough { object, note } => {
+                    eprintln!("note: {}: {note}", checked.origin);
+                    printed.push(object);
+                }
+                Outcome::Rejected { message } | Outcome::Unreadable { message } => {
+                    eprintln!("error: {}: {message}", checked.origin);
+                    failures += 1;
+                }
+            }
+        }
+    }
+    print!("{}", manifest::to_yaml_stream(&printed)?);
+    if documents == 0 {
+        eprintln!("error: no documents in {}", display_paths(files));
+        return Ok(ExitCode::FAILURE);
+    }
+    if failures > 0 {
+        eprintln!("{failures} of {documents} documents rejected");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn display_paths(files: &[PathBuf]) -> String {
+    files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn crds(out: Option<PathBuf>) -> envoy_operator::Result<ExitCode> {
+    let crds = crd::all();
+    match out {
+        None => {
+            let rendered: Result<Vec<String>, _> = crds.iter().map(crd::to_yaml).collect();
+            print!("{}", rendered?.join("---\n"));
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| envoy_operator::Error::Write { path: dir.clone(), source })?;
+            for definition in &crds {
+                let path = dir.join(crd::file_name(definition));
+                std::fs::write(&path, crd::to_yaml(definition)?)
+                    .map_err(|source| envoy_operator::Error::Write { path: path.clone(), source })?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

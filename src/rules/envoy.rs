@@ -1,0 +1,219 @@
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::{FieldError, FieldErrors, Rules, Warnings, check_format, check_replicas, format};
+use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
+use crate::api::{Envoy, ServicePort};
+
+/// The Envoy release a fleet runs unless its spec says otherwise. Pinned: never `latest`.
+pub const DEFAULT_ENVOY_IMAGE: &str = "envoyproxy/envoy:v1.34.1";
+/// Name of the static cluster for the xDS server when the spec does not name it.
+pub const DEFAULT_XDS_CLUSTER_NAME: &str = "xds_cluster";
+/// Replicas of an Envoy that does not say.
+pub const DEFAULT_REPLICAS: i32 = 1;
+/// Suffix of the bootstrap ConfigMap's default name.
+pub const CONFIG_MAP_SUFFIX: &str = "-bootstrap";
+
+fn default_ports() -> Vec<ServicePort> {
+    vec![ServicePort { name: "http".to_owned(), port: 8080, target_port: None }]
+}
+
+fn default_resources() -> ResourceRequirements {
+    let quantities = |pairs: &[(&str, &str)]| {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned()))).collect::<BTreeMap<_, _>>()
+    };
+    ResourceRequirements {
+        requests: Some(quantities(&[("cpu", "100m"), ("memory", "64Mi")])),
+        limits: Some(quantities(&[("memory", "256Mi")])),
+        ..Default::default()
+    }
+}
+
+impl Rules for Envoy {
+    fn apply_defaults(&mut self) {
+        let own_name = self.metadata.name.clone();
+        let spec = &mut self.spec;
+        if spec.name.is_none() {
+            spec.name = own_name.clone();
+        }
+        if spec.config_map_name.is_none() {
+            spec.config_map_name = own_name.map(|name| format!("{name}{CONFIG_MAP_SUFFIX}"));
+        }
+        spec.replicas.get_or_insert(DEFAULT_REPLICAS);
+        if let Some(xds) = &mut spec.xds {
+            xds.name.get_or_insert_with(|| DEFAULT_XDS_CLUSTER_NAME.to_owned());
+        }
+        spec.image.get_or_insert_with(|| DEFAULT_ENVOY_IMAGE.to_owned());
+        if spec.ports.is_empty() {
+            spec.ports = default_ports();
+        }
+        spec.service_type.get_or_insert_default();
+        spec.resources.get_or_insert_with(default_resources);
+    }
+
+    fn validate(&self, old: Option<&Self>) -> Result<Warnings, FieldErrors> {
+        let mut errors = FieldErrors::default();
+        let mut warnings = Warnings::new();
+        let spec = &self.spec;
+
+        if let Some(name) = &spec.name {
+            check_format(&mut errors, "spec.name", name, format::dns1123_label(name));
+        }
+        if let Some(name) = &spec.config_map_name {
+            check_format(&mut errors, "spec.configMapName", name, format::dns1123_subdomain(name));
+        }
+        check_replicas(&mut errors, "spec.replicas", spec.replicas);
+        if spec.replicas == Some(0) {
+            warnings.push("spec.replicas: 0: the fleet is scaled to zero and serves nothing".to_owned());
+        }
+
+        match &spec.xds {
+            None => warnings.push(
+                "spec.xds: not set: the proxies start with only their admin interface and serve no traffic"
+                    .to_owned(),
+            ),
+            Some(xds) => {
+                if let Some(name) = &xds.name {
+                    check_format(&mut errors, "spec.xds.name", name, format::cluster_name(name));
+                }
+                if xds.host.is_empty() {
+                    errors.push(FieldError::required(
+                        "spec.xds.host",
+                        "the xDS server's DNS name or IP address",
+                    ));
+                } else {
+                    check_format(&mut errors, "spec.xds.host", &xds.host, format::host(&xds.host));
+                }
+                let reasons = format::port(xds.port);
+                if !reasons.is_empty() {
+                    errors.push(FieldError::invalid("spec.xds.port", xds.port, reasons.join(", ")));
+                }
+            }
+        }
+
+        if let Some(image) = &spec.image {
+            check_format(&mut errors, "spec.image", image, format::image(image));
+            if format::image_is_unpinned(image) {
+                warnings.push(format!(
+                    "spec.image: {image:?} is not pinned to a tag or digest: nodes may run different Envoy versions"
+                ));
+            }
+        }
+
+        validate_ports(&mut errors, &spec.ports);
+        if let Some(resources) = &spec.resources {
+            validate_resources(&mut errors, resources);
+        }
+
+        if let Some(old) = old {
+            validate_update(&mut errors, &mut warnings, self, old);
+        }
+
+        errors.into_result().map(|()| warnings)
+    }
+}
+
+fn validate_ports(errors: &mut FieldErrors, ports: &[ServicePort]) {
+    const MAX_PORTS: usize = 16;
+    if ports.len() > MAX_PORTS {
+        errors.push(FieldError::forbidden("spec.ports", format!("must have at most {MAX_PORTS} items")));
+    }
+    let mut names = HashMap::new();
+    let mut numbers = HashMap::new();
+    for (i, port) in ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        check_format(errors, &format!("{path}.name"), &port.name, format::iana_svc_name(&port.name));
+        if names.insert(port.name.as_str(), i).is_some() {
+            errors.push(FieldError::duplicate(format!("{path}.name"), port.name.as_str()));
+        }
+        for (field, value) in [("port", Some(port.port)), ("targetPort", port.target_port)] {
+            let Some(value) = value else { continue };
+            let reasons = format::port(value);
+            if !reasons.is_empty() {
+                errors.push(FieldError::invalid(format!("{path}.{field}"), value, reasons.join(", ")));
+            }
+        }
+        if numbers.insert(port.port, i).is_some() {
+            errors.push(FieldError::duplicate(format!("{path}.port"), port.port));
+        }
+        let listener = port.listener_port();
+        if listener == ADMIN_PORT || listener == READINESS_PORT {
+            let field = if port.target_port.is_some() { "targetPort" } else { "port" };
+            errors.push(FieldError::invalid(
+                format!("{path}.{field}"),
+                listener,
+                format!("listener ports {ADMIN_PORT} and {READINESS_PORT} are reserved for the admin interface and the readiness listener"),
+            ));
+        }
+    }
+}
+
+fn validate_resources(errors: &mut FieldErrors, resources: &ResourceRequirements) {
+    let parse_all = |errors: &mut FieldErrors, field: &str, map: &Option<BTreeMap<String, Quantity>>| {
+        let mut parsed = BTreeMap::new();
+        for (resource, quantity) in map.iter().flatten() {
+            match format::quantity(&quantity.0) {
+                Ok(value) if value < 0.0 => errors.push(FieldError::invalid(
+                    format!("spec.resources.{field}[{resource}]"),
+                    quantity.0.as_str(),
+                    "must be greater than or equal to 0",
+                )),
+                Ok(value) => {
+                    parsed.insert(resource.clone(), value);
+                }
+                Err(reason) => errors.push(FieldError::invalid(
+                    format!("spec.resources.{field}[{resource}]"),
+                    quantity.0.as_str(),
+                    reason,
+                )),
+            }
+        }
+        parsed
+    };
+    let requests = parse_all(errors, "requests", &resources.requests);
+    let limits = parse_all(errors, "limits", &resources.limits);
+    for (resource, request) in &requests {
+        if let Some(limit) = limits.get(resource)
+            && request > limit
+        {
+            let raw = resources
+                .requests
+                .as_ref()
+                .and_then(|r| r.get(resource))
+                .map(|q| q.0.as_str())
+                .unwrap_or_default();
+            errors.push(FieldError::invalid(
+                format!("spec.resources.requests[{resource}]"),
+                raw,
+                format!("must be less than or equal to {resource} limit"),
+            ));
+        }
+    }
+}
+
+fn validate_update(errors: &mut FieldErrors, warnings: &mut Warnings, new: &Envoy, old: &Envoy) {
+    let effective_name = |envoy: &Envoy| envoy.spec.name.clone().or_else(|| envoy.metadata.name.clone());
+    if let (Some(before), Some(after)) = (effective_name(old), effective_name(new))
+        && before != after
+    {
+        errors.push(FieldError::invalid(
+            "spec.name",
+            after,
+            "field is immutable: it names the Deployment and the Service; create a new Envoy instead",
+        ));
+    }
+    let (spec, old_spec) = (&new.spec, &old.spec);
+    if old_spec.config_map_name.is_some() && spec.config_map_name != old_spec.config_map_name {
+        warnings.push(format!(
+            "spec.configMapName: changing from {:?} to {:?} moves the bootstrap to a new ConfigMap and rolls every proxy",
+            old_spec.config_map_name.as_deref().unwrap_or_default(),
+            spec.config_map_name.as_deref().unwrap_or_default()
+        ));
+    }
+    if spec.xds != old_spec.xds {
+        warnings
+            .push("spec.xds: changing the xDS server rolls every proxy onto the new bootstrap".to_owned());
+    }
+}
