@@ -11,9 +11,9 @@
 //!   proxies are rolled.
 //! - Scaling to zero is allowed with a warning.
 
-mod envoy;
+pub mod envoy;
 mod field;
-mod foo;
+pub mod foo;
 pub mod format;
 
 pub use field::{FieldError, FieldErrorKind, FieldErrors};
