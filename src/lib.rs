@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod bootstrap;
 pub mod check;
 pub mod crd;
 mod error;
