@@ -1,0 +1,1 @@
+//! `envoy-operator render`: the children the reconcilers would apply.
