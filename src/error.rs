@@ -17,6 +17,9 @@ pub enum Error {
 
     #[error("serializing YAML: {0}")]
     Yaml(String),
+
+    #[error("starting the async runtime: {0}")]
+    Runtime(String),
 }
 
 impl Error {
@@ -28,6 +31,7 @@ impl Error {
             Self::InputTooLarge { .. } => "input_too_large",
             Self::NoDocuments { .. } => "no_documents",
             Self::Yaml(_) => "yaml",
+            Self::Runtime(_) => "runtime",
         }
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use envoy_operator::check::{Outcome, check_text};
+use envoy_operator::reconcile::{self, controller::ControllerConfig, foo::DEFAULT_NGINX_IMAGE, render};
 use envoy_operator::{crd, manifest};
 
 #[derive(Parser)]
@@ -26,6 +27,32 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<PathBuf>,
     },
+    /// Run the Foo and Envoy reconcilers against the current kubeconfig context (or the
+    /// in-cluster configuration) until SIGTERM or SIGINT.
+    Controller {
+        /// Watch only this namespace (default: all namespaces).
+        #[arg(long, short = 'n', env = "WATCH_NAMESPACE")]
+        namespace: Option<String>,
+        /// Reconciles running at once, per kind (0: unbounded).
+        #[arg(long, default_value_t = 4)]
+        concurrency: u16,
+        /// Image of a Foo's nginx pods.
+        #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
+        nginx_image: String,
+        /// Log as JSON lines instead of text (filter with RUST_LOG, default `info`).
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// Print the children the reconcilers would apply for the Foos and Envoys in manifests,
+    /// each parent's target status as a comment before them; exits 1 when any is rejected.
+    Render {
+        /// Files or directories of YAML/JSON manifests; `-` reads standard input.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        /// Image of a Foo's nginx pods.
+        #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
+        nginx_image: String,
+    },
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds {
         /// Directory to write `<name>.yaml` files into (e.g. `crds/`).
@@ -39,6 +66,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { files } => check(&files),
         Command::Crds { out } => crds(out),
+        Command::Controller { namespace, concurrency, nginx_image, log_json } => {
+            let settings = reconcile::Settings { nginx_image, ..Default::default() };
+            controller(ControllerConfig { namespace, concurrency, settings }, log_json)
+        }
+        Command::Render { files, nginx_image } => render(&files, &nginx_image),
     };
     match result {
         Ok(code) => code,
@@ -82,6 +114,55 @@ fn check(files: &[PathBuf]) -> envoy_operator::Result<ExitCode> {
     }
     if failures > 0 {
         eprintln!("{failures} of {documents} documents rejected");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn controller(config: ControllerConfig, log_json: bool) -> envoy_operator::Result<ExitCode> {
+    init_tracing(log_json);
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|source| envoy_operator::Error::Runtime(source.to_string()))?;
+    let result = runtime.block_on(async {
+        let client = kube::Client::try_default().await.map_err(reconcile::Error::Client)?;
+        reconcile::controller::run(client, config, reconcile::controller::shutdown_signal(), |ctx| ctx).await
+    });
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) => {
+            tracing::error!(%error, error_kind = error.metric_label(), "controller failed");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json { builder.json().init() } else { builder.init() }
+}
+
+fn render(files: &[PathBuf], nginx_image: &str) -> envoy_operator::Result<ExitCode> {
+    let inputs = manifest::read_inputs(files)?;
+    let mut results = Vec::new();
+    for input in &inputs {
+        results.extend(render::render_text(&input.path.display().to_string(), &input.text, nginx_image));
+    }
+    let mut failures = 0;
+    for item in &results {
+        match &item.outcome {
+            render::Outcome::Rendered { .. } => {}
+            render::Outcome::Skipped { note } => eprintln!("note: {}: {note}", item.origin),
+            render::Outcome::Rejected { message } | render::Outcome::Unreadable { message } => {
+                eprintln!("error: {}: {message}", item.origin);
+                failures += 1;
+            }
+        }
+    }
+    print!("{}", render::to_stream(&results)?);
+    if failures > 0 {
+        eprintln!("{failures} of {} documents not rendered", results.len());
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
