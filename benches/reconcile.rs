@@ -1,0 +1,114 @@
+//! The pure reconcile path for one object: defaults, validation, desired children, the
+//! steady-state comparison with the cached children, and the status.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use envoy_operator::api::{Envoy, EnvoySpec, Foo, FooSpec, XdsServer};
+use envoy_operator::reconcile::apply::needs_apply;
+use envoy_operator::reconcile::{envoy, foo, status};
+use envoy_operator::rules::Rules;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+
+fn rolled_out(mut deployment: Deployment) -> Deployment {
+    deployment.metadata.uid = Some("uid".into());
+    deployment.metadata.generation = Some(1);
+    let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
+    deployment.status = Some(DeploymentStatus {
+        observed_generation: Some(1),
+        replicas,
+        updated_replicas: replicas,
+        ready_replicas: replicas,
+        available_replicas: replicas,
+        ..Default::default()
+    });
+    deployment
+}
+
+fn foo() -> Foo {
+    let mut foo = Foo::new("example-foo", FooSpec { deployment_name: Some("web".into()), replicas: Some(3) });
+    foo.metadata.namespace = Some("ns".into());
+    foo.metadata.uid = Some("foo-uid".into());
+    foo.metadata.generation = Some(1);
+    foo
+}
+
+fn envoy() -> Envoy {
+    let mut envoy = Envoy::new(
+        "edge",
+        EnvoySpec {
+            xds: Some(XdsServer { name: None, host: "xds-service.default".into(), port: 19000 }),
+            ..Default::default()
+        },
+    );
+    envoy.metadata.namespace = Some("ns".into());
+    envoy.metadata.uid = Some("envoy-uid".into());
+    envoy.metadata.generation = Some(1);
+    envoy
+}
+
+fn benches(c: &mut Criterion) {
+    let now = status::now();
+
+    let parent = foo();
+    let cached = rolled_out(foo::desired_deployment(&parent, foo::DEFAULT_NGINX_IMAGE));
+    c.bench_function("foo: desired deployment + status", |b| {
+        b.iter(|| {
+            let mut defaulted = black_box(&parent).clone();
+            defaulted.apply_defaults();
+            let _ = defaulted.validate(None);
+            let desired = foo::desired_deployment(&defaulted, foo::DEFAULT_NGINX_IMAGE);
+            black_box(status::foo_status(&parent, foo::selector(&parent), Some(&cached), None, &now));
+            black_box(desired)
+        })
+    });
+    c.bench_function("foo: steady-state check (desired vs cached, status)", |b| {
+        b.iter(|| {
+            let mut defaulted = black_box(&parent).clone();
+            defaulted.apply_defaults();
+            let _ = defaulted.validate(None);
+            let desired = foo::desired_deployment(&defaulted, foo::DEFAULT_NGINX_IMAGE);
+            let changed = needs_apply(&desired, &cached);
+            let status = status::foo_status(&parent, foo::selector(&parent), Some(&cached), None, &now);
+            black_box((changed, parent.status.as_ref() == Some(&status)))
+        })
+    });
+
+    let parent = envoy();
+    let mut defaulted = parent.clone();
+    defaulted.apply_defaults();
+    let children = envoy::desired_children(&defaulted);
+    let cached = rolled_out(children.deployment.clone());
+    c.bench_function("envoy: desired children + status", |b| {
+        b.iter(|| {
+            let mut defaulted = black_box(&parent).clone();
+            defaulted.apply_defaults();
+            let _ = defaulted.validate(None);
+            let children = envoy::desired_children(&defaulted);
+            let status = status::envoy_status(
+                &parent,
+                envoy::selector(&parent),
+                Some(&cached),
+                Some(children.config_hash.clone()),
+                None,
+                &now,
+            );
+            black_box((children, status))
+        })
+    });
+    c.bench_function("envoy: steady-state check (3 children, status)", |b| {
+        b.iter(|| {
+            let mut defaulted = black_box(&parent).clone();
+            defaulted.apply_defaults();
+            let _ = defaulted.validate(None);
+            let desired = envoy::desired_children(&defaulted);
+            let changed = needs_apply(&desired.config_map, &children.config_map)
+                || needs_apply(&desired.deployment, &cached)
+                || needs_apply(&desired.service, &children.service);
+            black_box(changed)
+        })
+    });
+}
+
+criterion_group!(reconcile, benches);
+criterion_main!(reconcile);
