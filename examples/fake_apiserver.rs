@@ -9,8 +9,9 @@
 //! KUBECONFIG=/tmp/fake.kubeconfig target/release/envoy-operator controller
 //! ```
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -32,6 +33,8 @@ struct State {
     empty: Value,
     writes: AtomicUsize,
     reads: AtomicUsize,
+    /// Objects applied since start, by path, so a later GET finds them.
+    applied: Mutex<HashMap<String, Value>>,
 }
 
 /// What a real API server adds to a Deployment: defaults, managedFields, a rolled-out status.
@@ -93,7 +96,23 @@ fn state(count: usize, fresh: bool) -> State {
         empty: list("List", "v1", vec![]),
         writes: AtomicUsize::new(0),
         reads: AtomicUsize::new(0),
+        applied: Mutex::default(),
     }
+}
+
+/// One page of a list, as the API server answers `limit` and `continue` (here an offset).
+fn page(list: &Value, query: &str) -> Value {
+    let param =
+        |key: &str| query.split('&').find_map(|q| q.strip_prefix(key)).and_then(|v| v.parse::<usize>().ok());
+    let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let start = param("continue=").unwrap_or(0).min(items.len());
+    let end = param("limit=").map_or(items.len(), |limit| (start + limit).min(items.len()));
+    let mut page = list.clone();
+    page["items"] = Value::Array(items[start..end].to_vec());
+    if end < items.len() {
+        page["metadata"]["continue"] = json!(end.to_string());
+    }
+    page
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
@@ -120,10 +139,10 @@ async fn handle(state: Arc<State>, method: Method, uri: Uri, body: Bytes) -> Res
             if is_list {
                 state.reads.fetch_add(1, Ordering::Relaxed);
                 if path.ends_with("/foos") {
-                    return json_response(StatusCode::OK, &state.foos);
+                    return json_response(StatusCode::OK, &page(&state.foos, query));
                 }
                 if path.ends_with("/deployments") && query.contains("controller") {
-                    return json_response(StatusCode::OK, &state.deployments);
+                    return json_response(StatusCode::OK, &page(&state.deployments, query));
                 }
                 return json_response(StatusCode::OK, &state.empty);
             }
@@ -139,8 +158,21 @@ async fn handle(state: Arc<State>, method: Method, uri: Uri, body: Bytes) -> Res
                 eprintln!("{writes} writes so far (latest: {method} {path})");
             }
             let mut echoed: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
-            if echoed.get("metadata").is_some() && echoed["metadata"].get("uid").is_none() {
-                echoed["metadata"]["uid"] = json!("created-uid");
+            // A status apply carries no metadata; the API server answers with the whole object.
+            let mut segments = path.trim_end_matches("/status").rsplit('/');
+            let name = segments.next().unwrap_or_default().to_owned();
+            if echoed.get("metadata").is_none() {
+                echoed["metadata"] = json!({"name": name, "namespace": NAMESPACE});
+                echoed["spec"] = json!({});
+            }
+            if echoed["metadata"].get("uid").is_none() {
+                echoed["metadata"]["uid"] = json!(format!("uid-of-{name}"));
+            }
+            if method == Method::PATCH
+                && !path.ends_with("/status")
+                && let Ok(mut objects) = state.applied.lock()
+            {
+                objects.insert(path.to_owned(), echoed.clone());
             }
             json_response(if method == Method::POST { StatusCode::CREATED } else { StatusCode::OK }, &echoed)
         }

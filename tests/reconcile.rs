@@ -216,12 +216,7 @@ impl Harness {
 }
 
 fn stores(foo_deployments: Vec<Deployment>) -> Stores {
-    Stores {
-        foo_deployments: store(foo_deployments),
-        envoy_deployments: store(vec![]),
-        config_maps: store(vec![]),
-        services: store(vec![]),
-    }
+    Stores::new(store(foo_deployments), store(vec![]), store(vec![]), store(vec![]))
 }
 
 fn foo(deployment_name: &str, replicas: i32) -> Foo {
@@ -603,24 +598,19 @@ fn envoy_stores(envoy: &Envoy) -> Stores {
     let mut defaulted = envoy.clone();
     defaulted.apply_defaults();
     let children = desired_children(&defaulted);
-    Stores {
-        foo_deployments: store(vec![]),
-        envoy_deployments: store(vec![served(children.deployment, 2)]),
-        config_maps: store(vec![children.config_map]),
-        services: store(vec![children.service]),
-    }
+    Stores::new(
+        store(vec![]),
+        store(vec![served(children.deployment, 2)]),
+        store(vec![children.config_map]),
+        store(vec![children.service]),
+    )
 }
 
 #[tokio::test]
 async fn new_envoy_applies_config_map_deployment_and_service() {
     let envoy = envoy(19000);
     let parent = serde_json::to_value(&envoy).unwrap();
-    let stores = Stores {
-        foo_deployments: store(vec![]),
-        envoy_deployments: store(vec![]),
-        config_maps: store(vec![]),
-        services: store(vec![]),
-    };
+    let stores = Stores::new(store(vec![]), store(vec![]), store(vec![]), store(vec![]));
     let cm = format!("/api/v1/namespaces/{NS}/configmaps/envoy-cfg-1");
     let svc = format!("/api/v1/namespaces/{NS}/services/webserver-beta");
     let harness = Harness::new(
@@ -718,12 +708,7 @@ async fn a_foreign_config_map_degrades_the_envoy() {
     let cm = format!("/api/v1/namespaces/{NS}/configmaps/envoy-cfg-1");
     let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "envoy-cfg-1", "namespace": NS, "uid": "cm-uid"}, "data": {"app.conf": "x"}});
-    let stores = Stores {
-        foo_deployments: store(vec![]),
-        envoy_deployments: store(vec![]),
-        config_maps: store(vec![]),
-        services: store(vec![]),
-    };
+    let stores = Stores::new(store(vec![]), store(vec![]), store(vec![]), store(vec![]));
     let harness = Harness::new(
         stores,
         vec![

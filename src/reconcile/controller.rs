@@ -84,7 +84,7 @@ pub async fn run(
     let (foos, foo_events) = reflect(api::<Foo>(&client, namespace), watcher::Config::default());
     let (envoys, envoy_events) = reflect(api::<Envoy>(&client, namespace), watcher::Config::default());
 
-    let stores = Stores { foo_deployments, envoy_deployments, config_maps, services };
+    let stores = Stores::new(foo_deployments, envoy_deployments, config_maps, services);
     let ctx = Arc::new(context(Context::new(client, config.settings.clone(), stores)));
     let controller_config = controller::Config::default().concurrency(config.concurrency);
     info!(namespace = namespace.unwrap_or("<all>"), concurrency = config.concurrency, "starting controllers");

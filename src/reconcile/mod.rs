@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Client;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
+use tokio::sync::OnceCell;
 
 /// Errors of one reconcile. Each maps to a fixed metric label.
 #[derive(Debug, thiserror::Error)]
@@ -156,24 +157,55 @@ pub struct Stores {
     pub envoy_deployments: Store<Deployment>,
     pub config_maps: Store<ConfigMap>,
     pub services: Store<Service>,
+    // `Store::wait_until_ready` wakes only the last of several concurrent waiters (it sits on
+    // a oneshot channel, which keeps one waker): every reconcile waits on these cells instead,
+    // so exactly one task waits on the stores and the others are woken by the cell.
+    foo_ready: Arc<OnceCell<()>>,
+    envoy_ready: Arc<OnceCell<()>>,
 }
 
 impl Stores {
+    pub fn new(
+        foo_deployments: Store<Deployment>,
+        envoy_deployments: Store<Deployment>,
+        config_maps: Store<ConfigMap>,
+        services: Store<Service>,
+    ) -> Self {
+        Self {
+            foo_deployments,
+            envoy_deployments,
+            config_maps,
+            services,
+            foo_ready: Arc::default(),
+            envoy_ready: Arc::default(),
+        }
+    }
+
     /// Waits until the Foo children's cache has been filled once, so a reconcile never
     /// mistakes a child not yet listed for a missing one.
     pub async fn foo_ready(&self) -> Result<()> {
-        self.foo_deployments
-            .wait_until_ready()
-            .await
-            .map_err(|_| Error::CacheUnavailable("Deployments of Foos"))
+        let store = &self.foo_deployments;
+        let unavailable = |_| Error::CacheUnavailable("Deployments of Foos");
+        self.foo_ready
+            .get_or_try_init(|| async { store.wait_until_ready().await.map_err(unavailable) })
+            .await?;
+        Ok(())
     }
 
     /// Waits until the Envoy children's caches have been filled once.
     pub async fn envoy_ready(&self) -> Result<()> {
         let unavailable = |what| move |_| Error::CacheUnavailable(what);
-        self.config_maps.wait_until_ready().await.map_err(unavailable("ConfigMaps of Envoys"))?;
-        self.envoy_deployments.wait_until_ready().await.map_err(unavailable("Deployments of Envoys"))?;
-        self.services.wait_until_ready().await.map_err(unavailable("Services of Envoys"))
+        self.envoy_ready
+            .get_or_try_init(|| async {
+                self.config_maps.wait_until_ready().await.map_err(unavailable("ConfigMaps of Envoys"))?;
+                self.envoy_deployments
+                    .wait_until_ready()
+                    .await
+                    .map_err(unavailable("Deployments of Envoys"))?;
+                self.services.wait_until_ready().await.map_err(unavailable("Services of Envoys"))
+            })
+            .await?;
+        Ok(())
     }
 }
 
@@ -234,6 +266,30 @@ mod tests {
         backoff.succeeded("Foo/ns/a");
         assert_eq!(backoff.failures("Foo/ns/a"), 0);
         assert_eq!(backoff.failed("Foo/ns/a"), Duration::from_secs(5));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_concurrent_waiter_sees_the_caches_become_ready() {
+        use kube::runtime::{reflector, watcher};
+        let (deployments, mut writer) = reflector::store::<Deployment>();
+        let stores =
+            Stores::new(deployments, reflector::store().0, reflector::store().0, reflector::store().0);
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let stores = stores.clone();
+                tokio::spawn(async move { stores.foo_ready().await })
+            })
+            .collect();
+        // Let every waiter run up to its wait before the cache fills.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        for waiter in waiters {
+            let woken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+            assert!(matches!(woken, Ok(Ok(Ok(())))), "a waiter was never woken: {woken:?}");
+        }
     }
 
     #[test]
