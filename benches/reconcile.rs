@@ -74,6 +74,18 @@ fn benches(c: &mut Criterion) {
         })
     });
 
+    let xds = envoy_operator::bootstrap::XdsTarget {
+        cluster_name: "xds_cluster".into(),
+        host: "xds-service.default".into(),
+        port: 19000,
+    };
+    c.bench_function("envoy: bootstrap YAML + hash (part of the above)", |b| {
+        b.iter(|| {
+            let bootstrap = envoy_operator::bootstrap::bootstrap(Some(black_box(&xds)));
+            black_box((bootstrap.to_yaml(), bootstrap.hash()))
+        })
+    });
+
     let parent = envoy();
     let mut defaulted = parent.clone();
     defaulted.apply_defaults();
