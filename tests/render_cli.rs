@@ -1,0 +1,52 @@
+//! `envoy-operator render` as a user runs it.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use envoy_operator::manifest::parse_documents;
+
+fn render(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .arg("render")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run envoy-operator");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("wait for envoy-operator")
+}
+
+#[test]
+fn renders_the_children_of_the_examples() {
+    let output = render(&["-f", "examples/"], "");
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8");
+    let kinds: Vec<String> = parse_documents(&stdout)
+        .into_iter()
+        .map(|d| d.content.expect("YAML")["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    // examples/envoy.yaml, then examples/foo.yaml.
+    assert_eq!(kinds, ["ConfigMap", "Deployment", "Service", "Deployment"]);
+    assert!(stdout.contains("# Foo example-foo: the status the reconciler aims for"));
+    assert!(stdout.contains("image: nginx:1.27.3"));
+}
+
+#[test]
+fn the_nginx_image_flag_reaches_the_deployment() {
+    let output = render(&["-f", "examples/foo.yaml", "--nginx-image", "nginx:1.27.4"], "");
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("image: nginx:1.27.4"));
+}
+
+#[test]
+fn an_invalid_foo_on_stdin_is_reported_and_fails() {
+    let manifest = "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata:\n  name: bad\nspec:\n  replicas: 5000\n";
+    let output = render(&["-f", "-"], manifest);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("The Foo \"bad\" is invalid: spec.replicas"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
