@@ -119,8 +119,9 @@ where
         }
         // Ours and drifted: take back every field we own, whoever changed it.
         Some(_) => PatchParams::apply(labels::FIELD_MANAGER).force(),
-        // New: without force, so a same-named object created since we looked makes the API
-        // server answer 409 instead of letting us take it over.
+        // New: without force, so if a same-named object appeared since we looked and another
+        // manager set any of our fields differently, the API server refuses (409, retried,
+        // then seen as a clash) instead of us forcing those fields.
         None => PatchParams::apply(labels::FIELD_MANAGER),
     };
     let mut applied =
