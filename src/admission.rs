@@ -130,6 +130,10 @@ pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> 
         let path = error.path().to_string();
         let pointer = pointer_of(error.path());
         let detail = error.into_inner().to_string();
+        if let Some(field) = missing_field(&detail) {
+            let parent = if path == "." { String::new() } else { format!("{path}.") };
+            return Box::new(FieldError::required(format!("{parent}{field}"), ""));
+        }
         let error = match object.pointer(&pointer) {
             Some(value) if path != "." => FieldError::invalid(path, value.clone(), detail),
             _ => {
@@ -138,6 +142,11 @@ pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> 
         };
         Box::new(error)
     })
+}
+
+/// The field serde's "missing field `x`" message names.
+fn missing_field(detail: &str) -> Option<&str> {
+    detail.strip_prefix("missing field `")?.split('`').next()
 }
 
 fn pointer_of(path: &serde_path_to_error::Path) -> String {
@@ -207,5 +216,13 @@ mod tests {
         assert_eq!(errors.0[0].path, "spec.replicas");
         assert_eq!(errors.0[0].value, Some(json!("three")));
         assert!(admission.patch.0.is_empty());
+    }
+
+    #[test]
+    fn missing_required_field_is_required_at_its_path() {
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+            "metadata": {"name": "x"}, "spec": {"xds": {"port": 19000}}});
+        let errors = admit::<Envoy>(&object, None).verdict.unwrap_err();
+        assert_eq!(errors.to_string(), "spec.xds.host: Required value");
     }
 }
