@@ -63,6 +63,16 @@ impl AdmittedKind {
         }
     }
 
+    /// Fields of `object` this kind's schema does not declare (e.g. a misspelt `replica`),
+    /// as paths. The API server drops them, or refuses the object under `kubectl apply`'s
+    /// default strict field validation.
+    pub fn unknown_fields(self, object: &Value) -> Vec<String> {
+        match self {
+            Self::Foo => unknown_fields::<Foo>(object),
+            Self::Envoy => unknown_fields::<Envoy>(object),
+        }
+    }
+
     /// Defaults and validates `object` (and `old_object` on update) as this kind.
     pub fn admit(self, object: &Value, old_object: Option<&Value>) -> Admission {
         match self {
@@ -144,6 +154,41 @@ pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> 
     })
 }
 
+fn unknown_fields<K: DeserializeOwned>(object: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let parsed: Result<K, _> = serde_ignored::deserialize(object, |path| {
+        let path = field_path(&path);
+        // ObjectMeta and the status are the API server's; only our own schema is checked.
+        if !(path.starts_with("metadata")
+            || path.starts_with("status")
+            || path == "apiVersion"
+            || path == "kind")
+        {
+            unknown.push(path);
+        }
+    });
+    if parsed.is_err() {
+        return Vec::new(); // A type error is reported by `admit` instead.
+    }
+    unknown
+}
+
+/// A path as the API server writes it: `spec.ports[0].protocol`.
+fn field_path(path: &serde_ignored::Path) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            parent if parent.is_empty() => key.clone(),
+            parent => format!("{parent}.{key}"),
+        },
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
+}
+
 /// The field serde's "missing field `x`" message names.
 fn missing_field(detail: &str) -> Option<&str> {
     detail.strip_prefix("missing field `")?.split('`').next()
@@ -216,6 +261,17 @@ mod tests {
         assert_eq!(errors.0[0].path, "spec.replicas");
         assert_eq!(errors.0[0].value, Some(json!("three")));
         assert!(admission.patch.0.is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+            "metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"replica": 3, "deploymentName": "x"},
+            "status": {"whatever": 1}});
+        assert_eq!(AdmittedKind::Foo.unknown_fields(&object), ["spec.replica"]);
+        let envoy = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "e"},
+            "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}], "xds": {"host": "x", "port": 1, "tls": true}}});
+        assert_eq!(AdmittedKind::Envoy.unknown_fields(&envoy), ["spec.ports[0].protocol", "spec.xds.tls"]);
     }
 
     #[test]

@@ -198,3 +198,13 @@ fn huge_and_missing_files_are_refused_clearly() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("error: reading does/not/exist.yaml"));
 }
+
+#[test]
+fn misspelt_fields_are_flagged() {
+    let (ok, documents, stderr) = check_stdin(
+        "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: typo}\nspec: {replica: 3}\n",
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(documents[0]["spec"]["replicas"], 1, "the misspelt field did not set replicas");
+    assert!(stderr.contains("Warning: - (document 1, line 1): spec.replica: unknown field"), "{stderr}");
+}
