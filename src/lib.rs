@@ -8,6 +8,7 @@ pub mod check;
 pub mod crd;
 mod error;
 pub mod manifest;
+pub mod ops;
 pub mod rules;
 
 pub use error::{Error, Result};

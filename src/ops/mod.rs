@@ -1,0 +1,2 @@
+pub mod leader;
+pub mod metrics;
