@@ -1,2 +1,3 @@
 pub mod leader;
 pub mod metrics;
+pub mod rbac;
