@@ -9,5 +9,6 @@ pub mod crd;
 mod error;
 pub mod manifest;
 pub mod rules;
+pub mod tls;
 
 pub use error::{Error, Result};
