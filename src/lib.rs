@@ -10,5 +10,6 @@ mod error;
 pub mod manifest;
 pub mod ops;
 pub mod rules;
+pub mod tls;
 
 pub use error::{Error, Result};

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use envoy_operator::check::{Outcome, check_text};
-use envoy_operator::{crd, manifest};
+use envoy_operator::{crd, manifest, tls};
 
 #[derive(Parser)]
 #[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
@@ -32,14 +32,37 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).
+    Certs(CertsArgs),
+}
+
+#[derive(clap::Args)]
+struct CertsArgs {
+    /// Directory to write the files into.
+    #[arg(long, default_value = "certs")]
+    out: PathBuf,
+    /// The webhook Service's name (the certificate names `<service>.<namespace>.svc`).
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// The namespace of the webhook Service.
+    #[arg(long, default_value = "envoy-operator")]
+    namespace: String,
+    /// Validity in days.
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    days: u32,
+    /// Replace existing files.
+    #[arg(long)]
+    force: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { files } => check(&files),
-        Command::Crds { out } => crds(out),
+        Command::Check { files } => check(&files).map_err(Into::into),
+        Command::Crds { out } => crds(out).map_err(Into::into),
+        Command::Certs(args) => certs(args).map_err(Into::into),
     };
+    let result: Result<ExitCode, Box<dyn std::error::Error>> = result;
     match result {
         Ok(code) => code,
         Err(error) => {
@@ -109,5 +132,16 @@ fn crds(out: Option<PathBuf>) -> envoy_operator::Result<ExitCode> {
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn certs(args: CertsArgs) -> Result<ExitCode, tls::TlsError> {
+    let options =
+        tls::CertOptions { service_name: args.service_name, namespace: args.namespace, days: args.days };
+    let generated = tls::generate(&options)?;
+    for path in tls::write(&args.out, &generated, args.force)? {
+        eprintln!("wrote {}", path.display());
+    }
+    eprintln!("serving certificate for: {}", options.subject_alt_names().join(", "));
     Ok(ExitCode::SUCCESS)
 }
