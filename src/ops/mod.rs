@@ -1,3 +1,4 @@
+pub mod certs;
 pub mod leader;
 pub mod metrics;
 pub mod rbac;
