@@ -326,6 +326,89 @@ fn union_bundle(a: &str, b: &str) -> String {
     seen.concat()
 }
 
+/// Every replica: ensures the Secret exists, then mirrors it into `dir` (rewriting the files
+/// whenever the Secret changes, e.g. after a rotation) until the watch ends. The webhook
+/// server's file poller picks the files up.
+pub async fn mirror_secret(
+    client: Client,
+    namespace: String,
+    options: CertOptions,
+    dir: std::path::PathBuf,
+) -> Result<(), CertError> {
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let initial = ensure_secret(&client, &namespace, &options).await?;
+    write_material(&dir, &initial)?;
+    let mut written = initial;
+    let secrets: Api<Secret> = Api::namespaced(client, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={WEBHOOK_SECRET}"));
+    let mut changes = std::pin::pin!(watcher(secrets, config).default_backoff().applied_objects());
+    while let Some(secret) = changes.try_next().await.map_err(|e| CertError::Parse(e.to_string()))? {
+        match CertMaterial::from_secret(&secret) {
+            Ok(material) if material != written => {
+                write_material(&dir, &material)?;
+                info!(secret = WEBHOOK_SECRET, dir = %dir.display(), "the webhook certificate Secret changed; wrote the new files");
+                written = material;
+            }
+            Ok(_) => {}
+            Err(error) => tracing::error!(%error, "ignoring an unusable webhook certificate Secret"),
+        }
+    }
+    Ok(())
+}
+
+fn write_material(dir: &std::path::Path, material: &CertMaterial) -> Result<(), CertError> {
+    let files = GeneratedCerts {
+        ca_pem: material.ca_bundle.clone(),
+        cert_pem: material.cert_pem.clone(),
+        key_pem: material.key_pem.clone(),
+    };
+    crate::tls::write(dir, &files, true).map(|_| ()).map_err(|e| CertError::Generate(e.to_string()))
+}
+
+/// The leader: every `interval`, keeps the webhook configurations' `caBundle` equal to the
+/// Secret's and rotates the certificates when due. Errors are logged and retried next round.
+pub async fn maintain(
+    client: Client,
+    namespace: String,
+    options: CertOptions,
+    interval: std::time::Duration,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    loop {
+        let round = async {
+            rotate_if_due(&client, &namespace, &options, OffsetDateTime::now_utc()).await?;
+            let material = CertMaterial::from_secret(&secrets.get(WEBHOOK_SECRET).await?)?;
+            ensure_ca_bundle(&client, &material.ca_bundle).await
+        };
+        if let Err(error) = round.await {
+            tracing::warn!(%error, kind = error.metric_label(), "webhook certificate maintenance failed; retrying");
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// Keeps the expiry metric current from the serving certificate file, in any mode.
+pub async fn report_expiry(
+    cert_file: std::path::PathBuf,
+    metrics: super::metrics::Metrics,
+    interval: std::time::Duration,
+) {
+    loop {
+        match std::fs::read_to_string(&cert_file)
+            .map_err(|e| CertError::Parse(e.to_string()))
+            .and_then(|pem| validity(&pem))
+        {
+            Ok(validity) => metrics.set_certificate_expiry(validity.seconds_left(OffsetDateTime::now_utc())),
+            Err(error) => {
+                tracing::debug!(%error, file = %cert_file.display(), "no certificate to report the expiry of yet")
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http::{Method, Request, Response, StatusCode};
@@ -540,6 +623,18 @@ mod tests {
         });
         expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::OK, secret_json(&current)).await;
         assert_eq!(task.await.unwrap().unwrap(), None);
+    }
+
+    #[test]
+    fn mirrored_material_is_what_the_server_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        write_material(dir.path(), &first).unwrap();
+        let served = crate::tls::ReloadingCert::load(crate::tls::CertPaths::in_dir(dir.path())).unwrap();
+        let second = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        write_material(dir.path(), &second).unwrap();
+        assert!(served.reload_if_changed().unwrap(), "a rewritten Secret is picked up by the file poller");
+        assert_eq!(std::fs::read_to_string(dir.path().join("ca.crt")).unwrap(), second.ca_bundle);
     }
 
     #[test]
