@@ -7,9 +7,12 @@ pub mod bootstrap;
 pub mod check;
 pub mod crd;
 mod error;
+pub mod install;
 pub mod manifest;
 pub mod ops;
 pub mod rules;
+#[cfg(test)]
+mod testing;
 pub mod tls;
 
 pub use error::{Error, Result};

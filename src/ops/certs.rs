@@ -411,13 +411,11 @@ pub async fn report_expiry(
 
 #[cfg(test)]
 mod tests {
-    use http::{Method, Request, Response, StatusCode};
-    use kube::client::Body;
+    use http::{Method, StatusCode};
     use serde_json::Value;
 
     use super::*;
-
-    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+    use crate::testing::{expect, mock, not_found};
 
     fn options(days: u32) -> CertOptions {
         CertOptions {
@@ -425,39 +423,6 @@ mod tests {
             namespace: "envoy-operator".into(),
             days,
         }
-    }
-
-    fn mock() -> (Client, Handle) {
-        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        (Client::new(service, "default"), handle)
-    }
-
-    /// Expects the next request to be `method path`, answers `status body`, returns the
-    /// request's body.
-    async fn expect(
-        handle: &mut Handle,
-        method: Method,
-        path: &str,
-        status: StatusCode,
-        body: Value,
-    ) -> Value {
-        let (request, respond) =
-            tokio::time::timeout(std::time::Duration::from_secs(5), handle.next_request())
-                .await
-                .unwrap_or_else(|_| panic!("no request arrived; expected {method} {path}"))
-                .expect("the client is alive");
-        assert_eq!((request.method(), request.uri().path()), (&method, path), "unexpected request");
-        let bytes = request.into_body().collect_bytes().await.expect("a readable body");
-        let sent =
-            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("a JSON body") };
-        let response =
-            Response::builder().status(status).body(Body::from(serde_json::to_vec(&body).unwrap())).unwrap();
-        respond.send_response(response);
-        sent
-    }
-
-    fn not_found() -> Value {
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"})
     }
 
     fn conflict() -> Value {
