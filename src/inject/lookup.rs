@@ -58,6 +58,21 @@ impl EnvoyCatalog {
         self.envoys.is_empty()
     }
 
+    /// Reads the `Envoy` documents of files, directories or `-` (see
+    /// [`crate::manifest::read_inputs`]). Unreadable Envoys are errors: a catalog that silently
+    /// lacks one would send pods naming it to the wrong xDS server or deny them.
+    pub fn read(paths: &[std::path::PathBuf], default_namespace: &str) -> Result<Self, String> {
+        let inputs = crate::manifest::read_inputs(paths).map_err(|e| e.to_string())?;
+        let mut catalog = Self::default();
+        let problems: Vec<String> = inputs
+            .iter()
+            .flat_map(|input| {
+                catalog.add_manifest(&input.path.display().to_string(), &input.text, default_namespace)
+            })
+            .collect();
+        if problems.is_empty() { Ok(catalog) } else { Err(problems.join("\n")) }
+    }
+
     /// Adds the `Envoy` documents of a manifest (others are ignored); those without a
     /// namespace go into `default_namespace`. Returns a message per document that looked like
     /// an Envoy but could not be read.

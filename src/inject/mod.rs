@@ -9,6 +9,7 @@
 pub mod annotations;
 pub mod config;
 pub mod decision;
+pub mod flags;
 pub mod lookup;
 mod patch;
 pub mod pod;

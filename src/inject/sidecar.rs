@@ -122,10 +122,21 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
         ..Default::default()
     };
     // Plain data of strings and numbers: serialization cannot fail.
-    let container = serde_json::to_value(container).unwrap_or(Value::Null);
-    let volume = serde_json::to_value(volume).unwrap_or(Value::Null);
+    let container = name_first(serde_json::to_value(container).unwrap_or(Value::Null));
+    let volume = name_first(serde_json::to_value(volume).unwrap_or(Value::Null));
     let hash = template_hash(&container, &volume);
     Sidecar { container, volume, hash }
+}
+
+/// k8s-openapi serializes fields alphabetically; `name` first reads the way people write it.
+fn name_first(value: Value) -> Value {
+    let Value::Object(mut fields) = value else { return value };
+    let mut ordered = serde_json::Map::with_capacity(fields.len());
+    if let Some(name) = fields.shift_remove("name") {
+        ordered.insert("name".to_owned(), name);
+    }
+    ordered.extend(fields);
+    Value::Object(ordered)
 }
 
 fn field_env(name: &str, field_path: &str) -> EnvVar {
