@@ -92,6 +92,30 @@ impl Overrides {
     }
 }
 
+/// Prefix of every key this operator reads on pods.
+pub const PREFIX: &str = "sidecar.example.com/";
+/// Every annotation this operator reads on pods.
+pub const POD_ANNOTATIONS: [&str; 8] =
+    [STATUS, XDS, ENVOY, PROXY_CPU, PROXY_MEMORY, PROXY_CPU_LIMIT, PROXY_MEMORY_LIMIT, NATIVE_SIDECAR];
+
+/// Warnings for annotations with [`PREFIX`] that this operator does not read: most likely
+/// typos (`proxy-mem`) or the opt-out label written as an annotation, which would otherwise
+/// be silently ignored.
+pub fn warnings(annotations: Option<&Map<String, Value>>) -> Vec<String> {
+    annotations
+        .into_iter()
+        .flat_map(|a| a.keys())
+        .filter(|key| key.starts_with(PREFIX) && !POD_ANNOTATIONS.contains(&key.as_str()))
+        .map(|key| {
+            if key == INJECT_LABEL {
+                format!("{INJECT_LABEL} is read as a label, not an annotation: the annotation is ignored")
+            } else {
+                format!("unknown annotation {key} ignored (known: {})", POD_ANNOTATIONS.join(", "))
+            }
+        })
+        .collect()
+}
+
 fn invalid(key: &'static str, value: &str, reason: &str) -> InjectError {
     InjectError::InvalidAnnotation { key, value: value.to_owned(), reason: reason.to_owned() }
 }
@@ -159,6 +183,12 @@ mod tests {
         assert_eq!(overrides.memory_limit.as_deref(), Some("1Gi"));
         assert_eq!(overrides.native_sidecar, Some(true));
         assert_eq!(Overrides::parse(None).unwrap(), Overrides::default());
+        assert!(warnings(annotations.as_object()).is_empty());
+        let typo = json!({"sidecar.example.com/proxy-mem": "1Gi", "other.example.com/proxy-mem": "x", INJECT_LABEL: "false"});
+        let warnings = warnings(typo.as_object());
+        assert_eq!(warnings.len(), 2);
+        assert!(warnings[0].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"));
+        assert!(warnings[1].contains("is read as a label, not an annotation"));
     }
 
     #[test]

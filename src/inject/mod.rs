@@ -50,7 +50,9 @@ pub struct Summary {
     pub xds_source: XdsSource,
     /// Whether the sidecar is a native sidecar (init container with `restartPolicy: Always`).
     pub native: bool,
-    /// Things worth telling the user, e.g. a volume name that was taken.
+    /// Things worth telling the user (the webhook returns them as admission warnings, which
+    /// `kubectl` prints): an unknown `sidecar.example.com/` annotation, a volume name that was
+    /// taken, an Envoy without an xDS server.
     pub notes: Vec<String>,
 }
 
@@ -137,7 +139,7 @@ pub fn inject(
     if view.has_container(CONTAINER_NAME) {
         return Err(InjectError::ContainerNameTaken { name: CONTAINER_NAME.to_owned() });
     }
-    let mut notes = Vec::new();
+    let mut notes = annotations::warnings(view.annotations);
     let (xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
     let resources = sidecar::resolve_resources(&config.resources, &overrides)?;
     let native = overrides.native_sidecar.unwrap_or(config.native_sidecar);
