@@ -77,6 +77,9 @@ pub fn process_object(mut object: Value, options: &Options<'_>) -> Outcome {
                 .to_owned(),
         };
     }
+    if (api_version.as_str(), kind.as_str()) == ("v1", "List") {
+        return process_list(object, options);
+    }
     let Some(pointer) = pod_template_pointer(&api_version, &kind) else {
         let note = format!("{api_version} {kind} has no pod template: passed through unchanged");
         return Outcome::Unchanged { object, note };
@@ -133,5 +136,38 @@ pub fn process_object(mut object: Value, options: &Options<'_>) -> Outcome {
             Outcome::Changed { object, notes }
         }
         Err(error) => Outcome::Denied { message: format!("{what} in namespace {namespace}: {error}") },
+    }
+}
+
+/// A `v1 List` (what `kubectl get -o yaml` prints for several objects): each item in turn.
+/// Any denied or unreadable item fails the whole list, as it could not be printed in part.
+fn process_list(mut list: Value, options: &Options<'_>) -> Outcome {
+    let Some(items) = list.get_mut("items").and_then(Value::as_array_mut) else {
+        return Outcome::Unchanged {
+            object: list,
+            note: "v1 List without items: passed through unchanged".to_owned(),
+        };
+    };
+    let (mut notes, mut failures, mut changed) = (Vec::new(), Vec::new(), false);
+    for (i, item) in items.iter_mut().enumerate() {
+        match process_object(std::mem::take(item), options) {
+            Outcome::Changed { object, notes: item_notes } => {
+                *item = object;
+                changed = true;
+                notes.extend(item_notes.into_iter().map(|note| format!("items[{i}]: {note}")));
+            }
+            Outcome::Unchanged { object, note } => {
+                *item = object;
+                notes.push(format!("items[{i}]: {note}"));
+            }
+            Outcome::Denied { message } | Outcome::Unreadable { message } => {
+                failures.push(format!("items[{i}]: {message}"))
+            }
+        }
+    }
+    match (failures.is_empty(), changed) {
+        (false, _) => Outcome::Denied { message: failures.join("; ") },
+        (true, true) => Outcome::Changed { object: list, notes },
+        (true, false) => Outcome::Unchanged { object: list, note: notes.join("; ") },
     }
 }
