@@ -27,6 +27,16 @@ pub fn xds_of(envoy: &Envoy) -> Option<XdsTarget> {
     envoy.spec.xds.as_ref().and_then(XdsTarget::from_spec)
 }
 
+/// The operator's reflector store of Envoys: an in-memory read, never an API call. Until the
+/// store has synced, Envoys are missing and pods naming one are denied (their ReplicaSets
+/// retry), so the server should report ready only once `Store::wait_until_ready` returns.
+impl EnvoyLookup for kube::runtime::reflector::Store<Envoy> {
+    fn xds_for(&self, namespace: &str, name: &str) -> Option<Option<XdsTarget>> {
+        let key = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+        self.get(&key).map(|envoy| xds_of(&envoy))
+    }
+}
+
 /// No Envoy resources at all (an operator without a cache, or `inject` without `--envoys`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoEnvoys;
@@ -129,6 +139,27 @@ apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n";
         assert_eq!((edge.cluster_name.as_str(), edge.port), ("xds_cluster", 18000));
         assert_eq!(catalog.xds_for("shop", "bare"), Some(None));
         assert_eq!(catalog.xds_for("shop", "edge"), None);
+    }
+
+    #[test]
+    fn reflector_store_lookup() {
+        use kube::runtime::{reflector, watcher};
+
+        let mut envoy: Envoy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "Envoy",
+            "metadata": {"name": "edge", "namespace": "shop"},
+            "spec": {"xds": {"host": "xds.mesh", "port": 18000}}
+        }))
+        .unwrap();
+        let (store, mut writer) = reflector::store::<Envoy>();
+        writer.apply_watcher_event(&watcher::Event::Apply(envoy.clone()));
+        envoy.metadata.name = Some("bare".to_owned());
+        envoy.spec.xds = None;
+        writer.apply_watcher_event(&watcher::Event::Apply(envoy));
+        let edge = store.xds_for("shop", "edge").unwrap().unwrap();
+        assert_eq!((edge.cluster_name.as_str(), edge.host.as_str()), ("xds_cluster", "xds.mesh"));
+        assert_eq!(store.xds_for("shop", "bare"), Some(None));
+        assert_eq!(store.xds_for("other", "edge"), None);
     }
 
     #[test]
