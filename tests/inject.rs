@@ -166,6 +166,24 @@ fn unknown_fields_and_annotation_keys_with_slashes_survive() {
 }
 
 #[test]
+fn unknown_annotations_are_warned_about() {
+    let review = review("pod-create-from-replicaset-mutate.json");
+    let mut pod = review["request"]["object"].clone();
+    pod["metadata"]["annotations"] = json!({"sidecar.example.com/proxy-mem": "1Gi"});
+    let Ok(Injection::Patched { summary, .. }) =
+        inject(&pod, Some("shop"), &InjectConfig::default(), &NoEnvoys)
+    else {
+        panic!("an unknown annotation does not stop injection");
+    };
+    assert_eq!(summary.notes.len(), 1);
+    assert!(
+        summary.notes[0].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"),
+        "{:?}",
+        summary.notes
+    );
+}
+
+#[test]
 fn init_containers_are_left_alone() {
     let (pod, patched, _, _) = injected("pod-with-init-containers.json");
     assert_eq!(patched["spec"]["initContainers"], pod["spec"]["initContainers"]);
@@ -253,6 +271,16 @@ fn denials_say_what_to_do() {
     assert_eq!(error.metric_label(), "invalid_annotation");
     let message = error.to_string();
     assert!(message.contains("sidecar.example.com/xds") && message.contains("host:port"), "{message}");
+
+    for not_a_pod in [
+        json!(null),
+        json!({"spec": {}}),
+        json!({"spec": {"containers": {"app": {}}}}),
+        json!({"metadata": [], "spec": {"containers": []}}),
+    ] {
+        let error = inject(&not_a_pod, Some("shop"), &InjectConfig::default(), &NoEnvoys).unwrap_err();
+        assert_eq!(error.metric_label(), "malformed", "{not_a_pod}");
+    }
 
     let error = run("pod-naming-an-envoy.json", &InjectConfig::default(), &NoEnvoys).unwrap_err();
     assert_eq!(
