@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod check;
 pub mod crd;
 mod error;
+pub mod inject;
 pub mod install;
 pub mod manifest;
 pub mod ops;

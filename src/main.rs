@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use envoy_operator::check::{Outcome, check_text};
+use envoy_operator::inject::flags::InjectFlags;
+use envoy_operator::inject::workload::{self, Options};
+use envoy_operator::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
 use envoy_operator::{crd, manifest, tls};
 
 #[derive(Parser)]
@@ -15,6 +18,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Default and validate Foo and Envoy manifests offline, as the admission webhooks would.
@@ -25,6 +30,28 @@ enum Command {
         /// Files or directories of YAML/JSON manifests; `-` reads standard input.
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Add the Envoy sidecar to Pods and to the pod templates of Deployments, StatefulSets,
+    /// DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs, as the injection
+    /// webhook would.
+    ///
+    /// Prints every document (with the sidecar, or unchanged) as YAML on stdout, notes and
+    /// skips on stderr, and exits 1 when a pod is denied or a document is unreadable.
+    Inject {
+        /// Files or directories of YAML/JSON manifests; `-` reads standard input.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        /// Manifests of the Envoy resources that pods name with sidecar.example.com/envoy.
+        #[arg(long)]
+        envoys: Vec<PathBuf>,
+        /// Namespace of objects that set none.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Remove the sidecars a previous injection recorded instead of adding them.
+        #[arg(long)]
+        uninject: bool,
+        #[command(flatten)]
+        flags: InjectFlags,
     },
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds {
@@ -59,6 +86,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { files } => check(&files).map_err(Into::into),
+        Command::Inject { files, envoys, namespace, uninject, flags } => {
+            inject(&files, &envoys, &namespace, uninject, &flags).map_err(Into::into)
+        }
         Command::Crds { out } => crds(out).map_err(Into::into),
         Command::Certs(args) => certs(args).map_err(Into::into),
     };
@@ -108,6 +138,67 @@ fn check(files: &[PathBuf]) -> envoy_operator::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn inject(
+    files: &[PathBuf],
+    envoy_files: &[PathBuf],
+    namespace: &str,
+    uninject: bool,
+    flags: &InjectFlags,
+) -> envoy_operator::Result<ExitCode> {
+    let config = match flags.to_config() {
+        Ok(config) => config,
+        Err(message) => return usage_error(&message),
+    };
+    let catalog = match envoy_files {
+        [] => None,
+        files => match EnvoyCatalog::read(files, namespace) {
+            Ok(catalog) => Some(catalog),
+            Err(message) => return usage_error(&message),
+        },
+    };
+    let envoys: &dyn EnvoyLookup = match &catalog {
+        Some(catalog) => catalog,
+        None => &NoEnvoys,
+    };
+    let options = Options { config: &config, envoys, default_namespace: namespace, uninject };
+    let inputs = manifest::read_inputs(files)?;
+    let (mut printed, mut failures, mut documents) = (Vec::new(), 0, 0);
+    for input in &inputs {
+        for processed in workload::process_text(&input.path.display().to_string(), &input.text, &options) {
+            documents += 1;
+            match processed.outcome {
+                workload::Outcome::Changed { object, notes } => {
+                    notes.iter().for_each(|note| eprintln!("note: {}: {note}", processed.origin));
+                    printed.push(object);
+                }
+                workload::Outcome::Unchanged { object, note } => {
+                    eprintln!("note: {}: {note}", processed.origin);
+                    printed.push(object);
+                }
+                workload::Outcome::Denied { message } | workload::Outcome::Unreadable { message } => {
+                    eprintln!("error: {}: {message}", processed.origin);
+                    failures += 1;
+                }
+            }
+        }
+    }
+    print!("{}", manifest::to_yaml_stream(&printed)?);
+    if documents == 0 {
+        eprintln!("error: no documents in {}", display_paths(files));
+        return Ok(ExitCode::FAILURE);
+    }
+    if failures > 0 {
+        eprintln!("{failures} of {documents} documents failed");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn usage_error(message: &str) -> envoy_operator::Result<ExitCode> {
+    eprintln!("error: {message}");
+    Ok(ExitCode::from(2))
 }
 
 fn display_paths(files: &[PathBuf]) -> String {
