@@ -10,5 +10,6 @@ mod error;
 pub mod manifest;
 pub mod rules;
 pub mod tls;
+pub mod webhook;
 
 pub use error::{Error, Result};

@@ -1,0 +1,5 @@
+//! The admission webhook, tested in tiers: the pure handlers on golden AdmissionReviews
+//! captured from kube-apiserver, the router in-process, and a real TLS server on loopback.
+
+mod common;
+mod handler;
