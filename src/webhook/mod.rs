@@ -3,3 +3,4 @@
 
 pub mod handler;
 pub mod review;
+pub mod router;
