@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use envoy_operator::check::{Outcome, check_text};
-use envoy_operator::{crd, manifest, tls};
+use envoy_operator::{crd, manifest, tls, webhook};
 
 #[derive(Parser)]
 #[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
@@ -34,6 +35,8 @@ enum Command {
     },
     /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).
     Certs(CertsArgs),
+    /// Serve the Foo and Envoy admission webhooks over TLS (POST /mutate, /validate).
+    Webhook(WebhookArgs),
 }
 
 #[derive(clap::Args)]
@@ -55,12 +58,35 @@ struct CertsArgs {
     force: bool,
 }
 
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// Directory holding tls.crt and tls.key (reloaded when they change).
+    #[arg(long, default_value = "certs")]
+    cert_dir: PathBuf,
+    /// Seconds between checks of the certificate files.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    reload_interval: u64,
+    /// Largest AdmissionReview body accepted, in bytes.
+    #[arg(long, default_value_t = 6 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Admission requests handled at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_concurrent: u32,
+    /// Seconds to answer one request.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
+    request_timeout: u64,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { files } => check(&files).map_err(Into::into),
         Command::Crds { out } => crds(out).map_err(Into::into),
         Command::Certs(args) => certs(args).map_err(Into::into),
+        Command::Webhook(args) => webhook(args).map_err(Into::into),
     };
     let result: Result<ExitCode, Box<dyn std::error::Error>> = result;
     match result {
@@ -144,4 +170,57 @@ fn certs(args: CertsArgs) -> Result<ExitCode, tls::TlsError> {
     }
     eprintln!("serving certificate for: {}", options.subject_alt_names().join(", "));
     Ok(ExitCode::SUCCESS)
+}
+
+fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    init_tracing();
+    let config = webhook::server::ServeConfig {
+        listen: args.listen,
+        limits: webhook::router::Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_concurrent: args.max_concurrent as usize,
+            request_timeout: Duration::from_secs(args.request_timeout),
+        },
+        reload_interval: Duration::from_secs(args.reload_interval),
+        ..Default::default()
+    };
+    let certs = tls::ReloadingCert::load(tls::CertPaths::in_dir(&args.cert_dir))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(webhook::server::serve(config, certs, shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default `info`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+/// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
 }

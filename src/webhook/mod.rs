@@ -4,3 +4,4 @@
 pub mod handler;
 pub mod review;
 pub mod router;
+pub mod server;

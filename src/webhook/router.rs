@@ -129,7 +129,7 @@ fn review(path: &'static str, admit: AdmitFn, headers: &HeaderMap, body: &[u8]) 
                         dry_run = request.is_dry_run(),
                         user = %request.user_info.username,
                         outcome = outcome.metric_label(),
-                        message,
+                        status_message = message,
                         "admission review"
                     )
                 };
