@@ -86,7 +86,7 @@ fn main() -> ExitCode {
         Command::Check { files } => check(&files).map_err(Into::into),
         Command::Crds { out } => crds(out).map_err(Into::into),
         Command::Certs(args) => certs(args).map_err(Into::into),
-        Command::Webhook(args) => webhook(args).map_err(Into::into),
+        Command::Webhook(args) => webhook(args),
     };
     let result: Result<ExitCode, Box<dyn std::error::Error>> = result;
     match result {
