@@ -4,3 +4,4 @@
 mod common;
 mod handler;
 mod router;
+mod tls;
