@@ -11,5 +11,6 @@ pub mod manifest;
 pub mod rules;
 pub mod tls;
 pub mod webhook;
+pub mod webhook_config;
 
 pub use error::{Error, Result};

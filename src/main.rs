@@ -37,6 +37,40 @@ enum Command {
     Certs(CertsArgs),
     /// Serve the Foo and Envoy admission webhooks over TLS (POST /mutate, /validate).
     Webhook(WebhookArgs),
+    /// Print or write the Mutating/ValidatingWebhookConfigurations for Foo and Envoy.
+    WebhookConfig(WebhookConfigArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum WebhookMode {
+    /// Reach the webhook through its Service (caBundle patched in by the operator).
+    Cluster,
+    /// Reach the webhook by URL with the local CA as caBundle.
+    Local,
+}
+
+#[derive(clap::Args)]
+struct WebhookConfigArgs {
+    #[arg(long, value_enum, default_value = "cluster")]
+    mode: WebhookMode,
+    /// The webhook Service's name (cluster mode).
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// The operator's namespace: the Service's, and excluded from the webhooks.
+    #[arg(long, default_value = "envoy-operator")]
+    namespace: String,
+    /// The Service's port (cluster mode).
+    #[arg(long, default_value_t = 443, value_parser = clap::value_parser!(i32).range(1..=65535))]
+    port: i32,
+    /// Base URL of the webhook (local mode).
+    #[arg(long, default_value = "https://127.0.0.1:8443")]
+    url: String,
+    /// CA certificate for caBundle (local mode).
+    #[arg(long, default_value = "certs/ca.crt")]
+    ca_file: PathBuf,
+    /// Directory to write the files into (e.g. `webhook-config/`); stdout when absent.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -87,6 +121,7 @@ fn main() -> ExitCode {
         Command::Crds { out } => crds(out).map_err(Into::into),
         Command::Certs(args) => certs(args).map_err(Into::into),
         Command::Webhook(args) => webhook(args),
+        Command::WebhookConfig(args) => webhook_config(args).map_err(Into::into),
     };
     let result: Result<ExitCode, Box<dyn std::error::Error>> = result;
     match result {
@@ -223,4 +258,33 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = terminate => {}
     }
+}
+
+fn webhook_config(args: WebhookConfigArgs) -> envoy_operator::Result<ExitCode> {
+    use envoy_operator::webhook_config::{self, WebhookOptions, WebhookTarget};
+    let target = match args.mode {
+        WebhookMode::Cluster => WebhookTarget::Service {
+            namespace: args.namespace.clone(),
+            name: args.service_name,
+            port: args.port,
+        },
+        WebhookMode::Local => {
+            WebhookTarget::Url { base: args.url, ca_bundle: webhook_config::read_ca_bundle(&args.ca_file)? }
+        }
+    };
+    let files = webhook_config::render(&WebhookOptions { target, operator_namespace: args.namespace })?;
+    match args.out {
+        None => print!("{}", files.into_iter().map(|(_, yaml)| yaml).collect::<Vec<_>>().join("---\n")),
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| envoy_operator::Error::Write { path: dir.clone(), source })?;
+            for (name, yaml) in files {
+                let path = dir.join(name);
+                std::fs::write(&path, yaml)
+                    .map_err(|source| envoy_operator::Error::Write { path: path.clone(), source })?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 //! captured from kube-apiserver, the router in-process, and a real TLS server on loopback.
 
 mod common;
+mod config;
 mod handler;
 mod router;
 mod tls;
