@@ -4,5 +4,6 @@
 mod common;
 mod config;
 mod handler;
+mod props;
 mod router;
 mod tls;
