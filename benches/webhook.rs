@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use envoy_operator::admission::AdmittedKind;
 use envoy_operator::webhook::handler::{self, AdmitFn};
 use envoy_operator::webhook::review::parse_request;
 
@@ -32,8 +33,27 @@ fn handler_path(c: &mut Criterion) {
     }
     group.finish();
 
-    let body = fixture("envoy-create-validate.json");
-    c.bench_function("parse/envoy", |b| b.iter(|| parse_request(black_box(&body)).map(|r| r.uid.len())));
+    // Where the time goes: parsing the review, the rule engine, writing the answer.
+    let mut group = c.benchmark_group("breakdown");
+    for (name, kind, file) in [
+        ("foo", AdmittedKind::Foo, "foo-update-validate.json"),
+        ("envoy", AdmittedKind::Envoy, "envoy-create-validate.json"),
+    ] {
+        let body = fixture(file);
+        group.bench_function(format!("{name}/parse"), |b| {
+            b.iter(|| parse_request(black_box(&body)).map(|r| r.uid.len()))
+        });
+        let Ok(request) = parse_request(&body) else { panic!("{file} parses") };
+        let object = request.object.clone().unwrap_or_default();
+        group.bench_function(format!("{name}/admit"), |b| {
+            b.iter(|| kind.admit(black_box(&object), request.old_object.as_ref()).patch.0.len())
+        });
+        let response = handler::validate(&request);
+        group.bench_function(format!("{name}/serialize"), |b| {
+            b.iter(|| black_box(&response).to_review_json().len())
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, handler_path);

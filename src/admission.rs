@@ -70,6 +70,26 @@ impl AdmittedKind {
             Self::Envoy => admit::<Envoy>(object, old_object),
         }
     }
+
+    /// The defaults part of [`admit`](Self::admit) alone; see [`default_patch`].
+    pub fn default_patch(self, object: &Value) -> Result<Patch, Box<FieldError>> {
+        match self {
+            Self::Foo => default_patch::<Foo>(object),
+            Self::Envoy => default_patch::<Envoy>(object),
+        }
+    }
+
+    /// The verdict part of [`admit`](Self::admit) alone; see [`validate`].
+    pub fn validate(
+        self,
+        object: &Value,
+        old_object: Option<&Value>,
+    ) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>> {
+        match self {
+            Self::Foo => validate::<Foo>(object, old_object),
+            Self::Envoy => validate::<Envoy>(object, old_object),
+        }
+    }
 }
 
 /// What admission made of one object.
@@ -94,7 +114,7 @@ pub fn admit<K>(object: &Value, old_object: Option<&Value>) -> Admission
 where
     K: Rules + Serialize + DeserializeOwned,
 {
-    let mut typed: K = match parse(object) {
+    let typed = match parse_defaulted::<K>(object) {
         Ok(typed) => typed,
         Err(error) => {
             return Admission {
@@ -104,24 +124,60 @@ where
             };
         }
     };
-    typed.apply_defaults();
+    let (patch, defaulted) = defaults_of(object, &typed);
+    let verdict = verdict_of(&typed, old_object);
+    Admission { patch, defaulted, verdict }
+}
 
+/// Only the defaults of [`admit`], as a patch: for callers that validate elsewhere (the
+/// mutating webhook). `Err` when the object does not deserialize as `K`.
+pub fn default_patch<K>(object: &Value) -> Result<Patch, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(defaults_of(object, &typed).0)
+}
+
+/// Only the verdict of [`admit`], without computing the patch: for callers that do not
+/// need it (the validating webhook). The outer `Err` is an object that does not deserialize
+/// as `K`; the inner result is the verdict on the defaulted object.
+pub fn validate<K>(
+    object: &Value,
+    old_object: Option<&Value>,
+) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(verdict_of(&typed, old_object))
+}
+
+fn parse_defaulted<K: Rules + DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> {
+    let mut typed: K = parse(object)?;
+    typed.apply_defaults();
+    Ok(typed)
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, and the patched object.
+fn defaults_of<K: Serialize>(object: &Value, typed: &K) -> (Patch, Value) {
     let mut defaulted = object.clone();
-    match serde_json::to_value(&typed) {
+    match serde_json::to_value(typed) {
         Ok(with_defaults) => fill_absent(&mut defaulted, &with_defaults),
         // Serializing plain data cannot fail; if it ever did, admit without defaults.
         Err(error) => tracing::error!(%error, "serializing a defaulted object failed"),
     }
-    let patch = json_patch::diff(object, &defaulted);
+    (json_patch::diff(object, &defaulted), defaulted)
+}
 
+fn verdict_of<K: Rules + DeserializeOwned>(
+    typed: &K,
+    old_object: Option<&Value>,
+) -> Result<Warnings, FieldErrors> {
     // A stored object that no longer parses (e.g. written before a schema change) is
     // validated as if created: the update rules need a parsed old object.
-    let old = old_object.and_then(|old| parse::<K>(old).ok()).map(|mut old| {
-        old.apply_defaults();
-        old
-    });
-    let verdict = typed.validate(old.as_ref());
-    Admission { patch, defaulted, verdict }
+    let old = old_object.and_then(|old| parse_defaulted::<K>(old).ok());
+    typed.validate(old.as_ref())
 }
 
 /// Parses a raw object, turning a type mismatch into a field error at its path.
@@ -207,5 +263,29 @@ mod tests {
         assert_eq!(errors.0[0].path, "spec.replicas");
         assert_eq!(errors.0[0].value, Some(json!("three")));
         assert!(admission.patch.0.is_empty());
+    }
+
+    #[test]
+    fn the_parts_agree_with_admit() {
+        let objects = [
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": -1}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": "three"}}),
+        ];
+        let old = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"deploymentName": "y"}});
+        for object in &objects {
+            let admission = AdmittedKind::Foo.admit(object, Some(&old));
+            match (AdmittedKind::Foo.default_patch(object), AdmittedKind::Foo.validate(object, Some(&old))) {
+                (Ok(patch), Ok(verdict)) => {
+                    assert_eq!(patch, admission.patch);
+                    assert_eq!(verdict, admission.verdict);
+                }
+                (Err(error), Err(same)) => {
+                    assert_eq!(error, same);
+                    assert_eq!(admission.verdict, Err(vec![*error].into()));
+                }
+                other => panic!("the parts disagree: {other:?}"),
+            }
+        }
     }
 }

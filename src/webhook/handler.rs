@@ -1,13 +1,12 @@
 //! The admission decisions: pure functions from an AdmissionRequest to an AdmissionResponse,
-//! calling the one rule engine ([`AdmittedKind::admit`]). No I/O, no side effects, so a
+//! calling the one rule engine ([`crate::admission`]). No I/O, no side effects, so a
 //! dry-run request is answered exactly like any other.
 
 use serde_json::Value;
 
 use super::review::{AdmissionRequest, AdmissionResponse, Operation, ReviewError, parse_request};
-use crate::admission::{Admission, AdmittedKind, parse};
-use crate::api::{Envoy, Foo};
-use crate::rules::FieldErrors;
+use crate::admission::AdmittedKind;
+use crate::rules::{FieldError, FieldErrors};
 
 /// An admission handler: what one endpoint decides for one request. Plain functions, so the
 /// router can serve any number of them (`/mutate`, `/validate`, later `/inject`).
@@ -17,6 +16,10 @@ pub type AdmitFn = fn(&AdmissionRequest) -> AdmissionResponse;
 /// (unknown fields kept; an already-defaulted object gets no patch). Rule violations are left
 /// to the validating webhook, which runs after every mutation; an object that cannot be read
 /// as its kind at all is rejected here already.
+///
+/// Both handlers call the rule engine's parts ([`AdmittedKind::default_patch`],
+/// [`AdmittedKind::validate`]) rather than the whole [`AdmittedKind::admit`], so each does
+/// only the work its answer needs; a test in `admission` holds the parts equal to the whole.
 pub fn mutate(request: &AdmissionRequest) -> AdmissionResponse {
     let uid = request.uid.as_str();
     if passes_through(request) {
@@ -28,11 +31,10 @@ pub fn mutate(request: &AdmissionRequest) -> AdmissionResponse {
     let Some(object) = object_to_admit(request) else {
         return AdmissionResponse::allow(uid);
     };
-    let admission = kind.admit(object, None);
-    if let Some(response) = reject_unreadable(request, kind, object, &admission) {
-        return response;
+    match kind.default_patch(object) {
+        Ok(patch) => AdmissionResponse::allow_with_patch(uid, &patch),
+        Err(error) => unreadable(request, kind, *error),
     }
-    AdmissionResponse::allow_with_patch(uid, &admission.patch)
 }
 
 /// Validating admission of Foo and Envoy: the object (defaulted the same way as by
@@ -56,15 +58,12 @@ pub fn validate(request: &AdmissionRequest) -> AdmissionResponse {
         Operation::Update => request.old_object.as_ref().filter(|old| !old.is_null()),
         _ => None,
     };
-    let admission = kind.admit(object, old);
-    if let Some(response) = reject_unreadable(request, kind, object, &admission) {
-        return response;
-    }
-    match admission.verdict {
-        Ok(warnings) => AdmissionResponse::allow(uid).with_warnings(warnings),
-        Err(errors) => {
+    match kind.validate(object, old) {
+        Ok(Ok(warnings)) => AdmissionResponse::allow(uid).with_warnings(warnings),
+        Ok(Err(errors)) => {
             AdmissionResponse::invalid(uid, &kind.group(), &kind.kind(), &request.display_name(), &errors)
         }
+        Err(error) => unreadable(request, kind, *error),
     }
 }
 
@@ -102,23 +101,11 @@ fn object_to_admit(request: &AdmissionRequest) -> Option<&Value> {
     request.object.as_ref().filter(|object| !object.is_null())
 }
 
-/// A 400 answer when `object` cannot be read as `kind` at all (a field of the wrong type).
-/// Only computed when admission failed without a patch, the only case it can be.
-fn reject_unreadable(
-    request: &AdmissionRequest,
-    kind: AdmittedKind,
-    object: &Value,
-    admission: &Admission,
-) -> Option<AdmissionResponse> {
-    if admission.verdict.is_ok() || !admission.patch.0.is_empty() {
-        return None;
-    }
-    let error = match kind {
-        AdmittedKind::Foo => parse::<Foo>(object).err(),
-        AdmittedKind::Envoy => parse::<Envoy>(object).err(),
-    }?;
-    let message = FieldErrors::from(vec![*error]).message(&kind.kind(), &request.display_name());
-    Some(AdmissionResponse::bad_request(&request.uid, message))
+/// The 400 answer for an object that cannot be read as `kind` at all (a field of the wrong
+/// type), naming the field the way `kubectl` shows API errors.
+fn unreadable(request: &AdmissionRequest, kind: AdmittedKind, error: FieldError) -> AdmissionResponse {
+    let message = FieldErrors::from(vec![error]).message(&kind.kind(), &request.display_name());
+    AdmissionResponse::bad_request(&request.uid, message)
 }
 
 /// A whole review, from request body to response body: what an HTTP endpoint does.
