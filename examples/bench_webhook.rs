@@ -8,8 +8,9 @@
 //! Starts the server in-process on 127.0.0.1:0 with fresh certificates (or targets a running
 //! one with `--url https://127.0.0.1:8443 --ca-file certs/ca.crt`), opens N HTTP/1.1
 //! keep-alive TLS connections, and POSTs a captured AdmissionReview as fast as the server
-//! answers (closed loop) or at a fixed total rate (open loop: latency is measured from each
-//! request's scheduled time, so a stall is not hidden). Prints req/s and p50/p99/max latency.
+//! answers (closed loop) or at a fixed total rate (open loop: a request sent late because
+//! the previous answer was slow counts from its scheduled time, so a stall is not hidden).
+//! Prints req/s and p50/p99/max latency.
 //! Loopback only; bounded by `--seconds` (at most 120).
 
 use std::net::SocketAddr;
@@ -122,18 +123,26 @@ async fn run_connection(
     rate: Option<f64>,
 ) -> ConnectionResult {
     let mut result = ConnectionResult { latencies: Vec::new(), errors: 0 };
-    let mut ticker = rate.map(|rate| {
-        let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
-        // Behind schedule: send the missed requests at once, counting their wait.
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        ticker
-    });
+    let period = rate.map(|rate| Duration::from_secs_f64(1.0 / rate));
+    let mut next = Instant::now();
     loop {
-        let scheduled = match &mut ticker {
-            Some(ticker) => ticker.tick().await.into_std(),
+        // Open loop: each request has a scheduled time. If the previous answer came after
+        // it, latency counts from the schedule (a stall is not hidden); if we are early,
+        // sleep, and count from the actual send (the timer's own lateness is not the server's).
+        let started = match period {
+            Some(period) => {
+                let scheduled = next;
+                next += period;
+                if Instant::now() < scheduled {
+                    tokio::time::sleep_until(scheduled.into()).await;
+                    Instant::now()
+                } else {
+                    scheduled
+                }
+            }
             None => Instant::now(),
         };
-        if scheduled >= deadline {
+        if started >= deadline {
             break;
         }
         let request = hyper::Request::post(uri.as_str())
@@ -155,7 +164,7 @@ async fn run_connection(
             }
         };
         if ok {
-            result.latencies.push(scheduled.elapsed());
+            result.latencies.push(started.elapsed());
         } else {
             result.errors += 1;
         }
