@@ -5,7 +5,8 @@
 
 use std::borrow::Cow;
 
-use json_patch::Patch;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -136,7 +137,7 @@ where
     K: Rules + Serialize + DeserializeOwned,
 {
     let typed = parse_defaulted::<K>(object)?;
-    Ok(defaults_of(object, &typed).0)
+    Ok(defaults_patch(object, &typed))
 }
 
 /// Only the verdict of [`admit`], without computing the patch: for callers that do not
@@ -161,13 +162,25 @@ fn parse_defaulted<K: Rules + DeserializeOwned>(object: &Value) -> Result<K, Box
 
 /// The patch adding `typed`'s defaults to the raw `object`, and the patched object.
 fn defaults_of<K: Serialize>(object: &Value, typed: &K) -> (Patch, Value) {
+    let patch = defaults_patch(object, typed);
     let mut defaulted = object.clone();
+    if let Err(error) = json_patch::patch(&mut defaulted, &patch) {
+        // The patch only adds where `object` has containers; if it ever failed, admit unchanged.
+        tracing::error!(%error, "applying the defaults patch failed");
+        return (Patch(Vec::new()), object.clone());
+    }
+    (patch, defaulted)
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, built without copying it.
+fn defaults_patch<K: Serialize>(object: &Value, typed: &K) -> Patch {
+    let mut operations = Vec::new();
     match serde_json::to_value(typed) {
-        Ok(with_defaults) => fill_absent(&mut defaulted, &with_defaults),
+        Ok(with_defaults) => absent_ops(object, &with_defaults, &mut PointerBuf::root(), &mut operations),
         // Serializing plain data cannot fail; if it ever did, admit without defaults.
         Err(error) => tracing::error!(%error, "serializing a defaulted object failed"),
     }
-    (json_patch::diff(object, &defaulted), defaulted)
+    Patch(operations)
 }
 
 fn verdict_of<K: Rules + DeserializeOwned>(
@@ -211,25 +224,40 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
     pointer
 }
 
-/// Copies into `base` what `top` has and `base` lacks (absent or null), recursing into
-/// objects and same-length arrays. Values `base` already holds are never changed, so
-/// defaulting can only add.
-fn fill_absent(base: &mut Value, top: &Value) {
+/// The operations that copy into `base` what `top` has and `base` lacks (absent or null),
+/// recursing into objects and same-length arrays; an empty array takes `top`'s whole. Values
+/// `base` already holds are never changed, so defaulting can only add.
+fn absent_ops(base: &Value, top: &Value, at: &mut PointerBuf, operations: &mut Vec<PatchOperation>) {
     match (base, top) {
         (Value::Object(base), Value::Object(top)) => {
             for (key, top_value) in top {
-                match base.get_mut(key) {
-                    Some(base_value) if !base_value.is_null() => fill_absent(base_value, top_value),
-                    _ => {
-                        base.insert(key.clone(), top_value.clone());
+                at.push_back(key.as_str());
+                match base.get(key) {
+                    Some(base_value) if !base_value.is_null() => {
+                        absent_ops(base_value, top_value, at, operations)
                     }
+                    // Null stays null: nothing to change.
+                    Some(_) if top_value.is_null() => {}
+                    // `add` sets a member whether it is absent or null (RFC 6902).
+                    _ => operations.push(PatchOperation::Add(AddOperation {
+                        path: at.clone(),
+                        value: top_value.clone(),
+                    })),
                 }
+                at.pop_back();
             }
         }
-        (Value::Array(base), Value::Array(top)) if base.is_empty() => base.clone_from(top),
+        (Value::Array(base), Value::Array(top)) if base.is_empty() && !top.is_empty() => {
+            operations.push(PatchOperation::Replace(ReplaceOperation {
+                path: at.clone(),
+                value: Value::Array(top.clone()),
+            }));
+        }
         (Value::Array(base), Value::Array(top)) if base.len() == top.len() => {
-            for (base_item, top_item) in base.iter_mut().zip(top) {
-                fill_absent(base_item, top_item);
+            for (index, (base_item, top_item)) in base.iter().zip(top).enumerate() {
+                at.push_back(index);
+                absent_ops(base_item, top_item, at, operations);
+                at.pop_back();
             }
         }
         _ => {}
@@ -243,14 +271,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fill_absent_only_adds() {
-        let mut base = json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}]});
-        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new"});
-        fill_absent(&mut base, &top);
+    fn absent_ops_only_add() {
+        let mut base =
+            json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}], "g": null, "a/b~": {}});
+        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new", "g": null, "a/b~": {"z": 1}});
+        let mut operations = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut operations);
+        let patch = Patch(operations);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "add", "path": "/b", "value": 3},
+                {"op": "add", "path": "/c/y", "value": true},
+                {"op": "replace", "path": "/d", "value": [9]},
+                {"op": "add", "path": "/e/0/n", "value": 0},
+                {"op": "add", "path": "/f", "value": "new"},
+                {"op": "add", "path": "/a~1b~0/z", "value": 1},
+            ])
+        );
+        json_patch::patch(&mut base, &patch).unwrap();
         assert_eq!(
             base,
-            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "f": "new"})
+            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "g": null, "a/b~": {"z": 1}, "f": "new"})
         );
+        let mut again = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut again);
+        assert!(again.is_empty(), "a defaulted object needs no patch");
     }
 
     #[test]

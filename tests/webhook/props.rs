@@ -112,8 +112,18 @@ fn check_answer(admit: AdmitFn, body: &[u8]) -> Result<(), TestCaseError> {
         prop_assert!(!response["status"]["message"].as_str().unwrap_or("").is_empty());
     }
     if let Some(patch) = patch_of(&response) {
-        let mut object = reviewed.request.object.clone().unwrap_or(Value::Null);
+        let original = reviewed.request.object.clone().unwrap_or(Value::Null);
+        let mut object = original.clone();
         prop_assert!(json_patch::patch(&mut object, &patch).is_ok(), "the patch applies");
+        // Defaulting only adds: every value the object held is still there.
+        let mut held = Vec::new();
+        pointers(&original, String::new(), &mut held);
+        for pointer in held {
+            let before = &original.pointer(&pointer);
+            if before.is_some_and(|value| !value.is_null() && !value.is_object() && !value.is_array()) {
+                prop_assert_eq!(before, &object.pointer(&pointer), "{} changed", pointer);
+            }
+        }
         let mut again: Value = serde_json::from_slice(body).unwrap();
         again["request"]["object"] = object;
         let second = handler::review(admit, &serde_json::to_vec(&again).unwrap()).unwrap();
