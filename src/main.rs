@@ -225,11 +225,16 @@ fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`).
+/// Logs to stderr, colored only on a terminal; `RUST_LOG` filters (default `info`).
 fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
