@@ -52,6 +52,10 @@ fn panics(_: &AdmissionRequest) -> AdmissionResponse {
 }
 
 async fn start() -> Running {
+    start_with(|config| config).await
+}
+
+async fn start_with(adjust: impl FnOnce(ServeConfig) -> ServeConfig) -> Running {
     let dir = tempfile::tempdir().unwrap();
     generate_into(dir.path(), false);
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path())).unwrap();
@@ -64,7 +68,7 @@ async fn start() -> Running {
         shutdown_grace: Duration::from_secs(60),
         ..ServeConfig::default()
     };
-    let server = WebhookServer::bind(config, certs).unwrap();
+    let server = WebhookServer::bind(adjust(config), certs).unwrap();
     let addr = server.local_addr().unwrap();
     let readiness = server.readiness();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -308,4 +312,21 @@ async fn shutdown_lets_a_request_in_flight_finish() {
 
 fn tokio_stream_of(mut receiver: tokio::sync::mpsc::Receiver<Bytes>) -> impl futures::Stream<Item = Bytes> {
     futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let server =
+        start_with(|config| ServeConfig { header_read_timeout: Duration::from_millis(200), ..config }).await;
+    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let mut stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
+    stream.write_all(b"POST /validate HTTP/1.1\r\nhost: localhost\r\n").await.unwrap();
+    stream.flush().await.unwrap();
+    // The server closes the connection; reading ends (EOF or reset) instead of hanging.
+    let mut buffer = Vec::new();
+    let read = tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut buffer)).await;
+    assert!(read.is_ok(), "the server never closed the connection");
+    stop(server).await;
 }
