@@ -5,7 +5,8 @@
 
 use std::borrow::Cow;
 
-use json_patch::Patch;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -80,6 +81,26 @@ impl AdmittedKind {
             Self::Envoy => admit::<Envoy>(object, old_object),
         }
     }
+
+    /// The defaults part of [`admit`](Self::admit) alone; see [`default_patch`].
+    pub fn default_patch(self, object: &Value) -> Result<Patch, Box<FieldError>> {
+        match self {
+            Self::Foo => default_patch::<Foo>(object),
+            Self::Envoy => default_patch::<Envoy>(object),
+        }
+    }
+
+    /// The verdict part of [`admit`](Self::admit) alone; see [`validate`].
+    pub fn validate(
+        self,
+        object: &Value,
+        old_object: Option<&Value>,
+    ) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>> {
+        match self {
+            Self::Foo => validate::<Foo>(object, old_object),
+            Self::Envoy => validate::<Envoy>(object, old_object),
+        }
+    }
 }
 
 /// What admission made of one object.
@@ -104,7 +125,7 @@ pub fn admit<K>(object: &Value, old_object: Option<&Value>) -> Admission
 where
     K: Rules + Serialize + DeserializeOwned,
 {
-    let mut typed: K = match parse(object) {
+    let typed = match parse_defaulted::<K>(object) {
         Ok(typed) => typed,
         Err(error) => {
             return Admission {
@@ -114,24 +135,72 @@ where
             };
         }
     };
-    typed.apply_defaults();
+    let (patch, defaulted) = defaults_of(object, &typed);
+    let verdict = verdict_of(&typed, old_object);
+    Admission { patch, defaulted, verdict }
+}
 
+/// Only the defaults of [`admit`], as a patch: for callers that validate elsewhere (the
+/// mutating webhook). `Err` when the object does not deserialize as `K`.
+pub fn default_patch<K>(object: &Value) -> Result<Patch, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(defaults_patch(object, &typed))
+}
+
+/// Only the verdict of [`admit`], without computing the patch: for callers that do not
+/// need it (the validating webhook). The outer `Err` is an object that does not deserialize
+/// as `K`; the inner result is the verdict on the defaulted object.
+pub fn validate<K>(
+    object: &Value,
+    old_object: Option<&Value>,
+) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(verdict_of(&typed, old_object))
+}
+
+fn parse_defaulted<K: Rules + DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> {
+    let mut typed: K = parse(object)?;
+    typed.apply_defaults();
+    Ok(typed)
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, and the patched object.
+fn defaults_of<K: Serialize>(object: &Value, typed: &K) -> (Patch, Value) {
+    let patch = defaults_patch(object, typed);
     let mut defaulted = object.clone();
-    match serde_json::to_value(&typed) {
-        Ok(with_defaults) => fill_absent(&mut defaulted, &with_defaults),
+    if let Err(error) = json_patch::patch(&mut defaulted, &patch) {
+        // The patch only adds where `object` has containers; if it ever failed, admit unchanged.
+        tracing::error!(%error, "applying the defaults patch failed");
+        return (Patch(Vec::new()), object.clone());
+    }
+    (patch, defaulted)
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, built without copying it.
+fn defaults_patch<K: Serialize>(object: &Value, typed: &K) -> Patch {
+    let mut operations = Vec::new();
+    match serde_json::to_value(typed) {
+        Ok(with_defaults) => absent_ops(object, &with_defaults, &mut PointerBuf::root(), &mut operations),
         // Serializing plain data cannot fail; if it ever did, admit without defaults.
         Err(error) => tracing::error!(%error, "serializing a defaulted object failed"),
     }
-    let patch = json_patch::diff(object, &defaulted);
+    Patch(operations)
+}
 
+fn verdict_of<K: Rules + DeserializeOwned>(
+    typed: &K,
+    old_object: Option<&Value>,
+) -> Result<Warnings, FieldErrors> {
     // A stored object that no longer parses (e.g. written before a schema change) is
     // validated as if created: the update rules need a parsed old object.
-    let old = old_object.and_then(|old| parse::<K>(old).ok()).map(|mut old| {
-        old.apply_defaults();
-        old
-    });
-    let verdict = typed.validate(old.as_ref());
-    Admission { patch, defaulted, verdict }
+    let old = old_object.and_then(|old| parse_defaulted::<K>(old).ok());
+    typed.validate(old.as_ref())
 }
 
 /// Parses a raw object, turning a type mismatch into a field error at its path.
@@ -209,25 +278,40 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
     pointer
 }
 
-/// Copies into `base` what `top` has and `base` lacks (absent or null), recursing into
-/// objects and same-length arrays. Values `base` already holds are never changed, so
-/// defaulting can only add.
-fn fill_absent(base: &mut Value, top: &Value) {
+/// The operations that copy into `base` what `top` has and `base` lacks (absent or null),
+/// recursing into objects and same-length arrays; an empty array takes `top`'s whole. Values
+/// `base` already holds are never changed, so defaulting can only add.
+fn absent_ops(base: &Value, top: &Value, at: &mut PointerBuf, operations: &mut Vec<PatchOperation>) {
     match (base, top) {
         (Value::Object(base), Value::Object(top)) => {
             for (key, top_value) in top {
-                match base.get_mut(key) {
-                    Some(base_value) if !base_value.is_null() => fill_absent(base_value, top_value),
-                    _ => {
-                        base.insert(key.clone(), top_value.clone());
+                at.push_back(key.as_str());
+                match base.get(key) {
+                    Some(base_value) if !base_value.is_null() => {
+                        absent_ops(base_value, top_value, at, operations)
                     }
+                    // Null stays null: nothing to change.
+                    Some(_) if top_value.is_null() => {}
+                    // `add` sets a member whether it is absent or null (RFC 6902).
+                    _ => operations.push(PatchOperation::Add(AddOperation {
+                        path: at.clone(),
+                        value: top_value.clone(),
+                    })),
                 }
+                at.pop_back();
             }
         }
-        (Value::Array(base), Value::Array(top)) if base.is_empty() => base.clone_from(top),
+        (Value::Array(base), Value::Array(top)) if base.is_empty() && !top.is_empty() => {
+            operations.push(PatchOperation::Replace(ReplaceOperation {
+                path: at.clone(),
+                value: Value::Array(top.clone()),
+            }));
+        }
         (Value::Array(base), Value::Array(top)) if base.len() == top.len() => {
-            for (base_item, top_item) in base.iter_mut().zip(top) {
-                fill_absent(base_item, top_item);
+            for (index, (base_item, top_item)) in base.iter().zip(top).enumerate() {
+                at.push_back(index);
+                absent_ops(base_item, top_item, at, operations);
+                at.pop_back();
             }
         }
         _ => {}
@@ -241,14 +325,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fill_absent_only_adds() {
-        let mut base = json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}]});
-        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new"});
-        fill_absent(&mut base, &top);
+    fn absent_ops_only_add() {
+        let mut base =
+            json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}], "g": null, "a/b~": {}});
+        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new", "g": null, "a/b~": {"z": 1}});
+        let mut operations = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut operations);
+        let patch = Patch(operations);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "add", "path": "/b", "value": 3},
+                {"op": "add", "path": "/c/y", "value": true},
+                {"op": "replace", "path": "/d", "value": [9]},
+                {"op": "add", "path": "/e/0/n", "value": 0},
+                {"op": "add", "path": "/f", "value": "new"},
+                {"op": "add", "path": "/a~1b~0/z", "value": 1},
+            ])
+        );
+        json_patch::patch(&mut base, &patch).unwrap();
         assert_eq!(
             base,
-            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "f": "new"})
+            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "g": null, "a/b~": {"z": 1}, "f": "new"})
         );
+        let mut again = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut again);
+        assert!(again.is_empty(), "a defaulted object needs no patch");
     }
 
     #[test]
@@ -280,5 +382,29 @@ mod tests {
             "metadata": {"name": "x"}, "spec": {"xds": {"port": 19000}}});
         let errors = admit::<Envoy>(&object, None).verdict.unwrap_err();
         assert_eq!(errors.to_string(), "spec.xds.host: Required value");
+    }
+
+    #[test]
+    fn the_parts_agree_with_admit() {
+        let objects = [
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": -1}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": "three"}}),
+        ];
+        let old = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"deploymentName": "y"}});
+        for object in &objects {
+            let admission = AdmittedKind::Foo.admit(object, Some(&old));
+            match (AdmittedKind::Foo.default_patch(object), AdmittedKind::Foo.validate(object, Some(&old))) {
+                (Ok(patch), Ok(verdict)) => {
+                    assert_eq!(patch, admission.patch);
+                    assert_eq!(verdict, admission.verdict);
+                }
+                (Err(error), Err(same)) => {
+                    assert_eq!(error, same);
+                    assert_eq!(admission.verdict, Err(vec![*error].into()));
+                }
+                other => panic!("the parts disagree: {other:?}"),
+            }
+        }
     }
 }

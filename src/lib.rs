@@ -15,5 +15,7 @@ pub mod rules;
 #[cfg(test)]
 mod testing;
 pub mod tls;
+pub mod webhook;
+pub mod webhook_config;
 
 pub use error::{Error, Result};

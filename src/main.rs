@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -9,7 +10,7 @@ use envoy_operator::check::{Outcome, check_text};
 use envoy_operator::inject::flags::InjectFlags;
 use envoy_operator::inject::workload::{self, Options};
 use envoy_operator::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
-use envoy_operator::{crd, manifest, tls};
+use envoy_operator::{crd, manifest, tls, webhook};
 
 #[derive(Parser)]
 #[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
@@ -61,6 +62,42 @@ enum Command {
     },
     /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).
     Certs(CertsArgs),
+    /// Serve the Foo and Envoy admission webhooks over TLS (POST /mutate, /validate).
+    Webhook(WebhookArgs),
+    /// Print or write the Mutating/ValidatingWebhookConfigurations for Foo and Envoy.
+    WebhookConfig(WebhookConfigArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum WebhookMode {
+    /// Reach the webhook through its Service (caBundle patched in by the operator).
+    Cluster,
+    /// Reach the webhook by URL with the local CA as caBundle.
+    Local,
+}
+
+#[derive(clap::Args)]
+struct WebhookConfigArgs {
+    #[arg(long, value_enum, default_value = "cluster")]
+    mode: WebhookMode,
+    /// The webhook Service's name (cluster mode).
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// The operator's namespace: the Service's, and excluded from the webhooks.
+    #[arg(long, default_value = "envoy-operator")]
+    namespace: String,
+    /// The Service's port (cluster mode).
+    #[arg(long, default_value_t = 443, value_parser = clap::value_parser!(i32).range(1..=65535))]
+    port: i32,
+    /// Base URL of the webhook (local mode).
+    #[arg(long, default_value = "https://127.0.0.1:8443")]
+    url: String,
+    /// CA certificate for caBundle (local mode).
+    #[arg(long, default_value = "certs/ca.crt")]
+    ca_file: PathBuf,
+    /// Directory to write the files into (e.g. `webhook-config/`); stdout when absent.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -82,6 +119,28 @@ struct CertsArgs {
     force: bool,
 }
 
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// Directory holding tls.crt and tls.key (reloaded when they change).
+    #[arg(long, default_value = "certs")]
+    cert_dir: PathBuf,
+    /// Seconds between checks of the certificate files.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    reload_interval: u64,
+    /// Largest AdmissionReview body accepted, in bytes.
+    #[arg(long, default_value_t = 6 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Admission requests handled at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_concurrent: u32,
+    /// Seconds to answer one request.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
+    request_timeout: u64,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -91,6 +150,8 @@ fn main() -> ExitCode {
         }
         Command::Crds { out } => crds(out).map_err(Into::into),
         Command::Certs(args) => certs(args).map_err(Into::into),
+        Command::Webhook(args) => webhook(args),
+        Command::WebhookConfig(args) => webhook_config(args).map_err(Into::into),
     };
     let result: Result<ExitCode, Box<dyn std::error::Error>> = result;
     match result {
@@ -234,5 +295,92 @@ fn certs(args: CertsArgs) -> Result<ExitCode, tls::TlsError> {
         eprintln!("wrote {}", path.display());
     }
     eprintln!("serving certificate for: {}", options.subject_alt_names().join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    init_tracing();
+    let config = webhook::server::ServeConfig {
+        listen: args.listen,
+        limits: webhook::router::Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_concurrent: args.max_concurrent as usize,
+            request_timeout: Duration::from_secs(args.request_timeout),
+        },
+        reload_interval: Duration::from_secs(args.reload_interval),
+        ..Default::default()
+    };
+    let certs = tls::ReloadingCert::load(tls::CertPaths::in_dir(&args.cert_dir))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(webhook::server::serve(config, certs, shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr, colored only on a terminal; `RUST_LOG` filters (default `info`).
+fn init_tracing() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+fn webhook_config(args: WebhookConfigArgs) -> envoy_operator::Result<ExitCode> {
+    use envoy_operator::webhook_config::{self, WebhookOptions, WebhookTarget};
+    let target = match args.mode {
+        WebhookMode::Cluster => WebhookTarget::Service {
+            namespace: args.namespace.clone(),
+            name: args.service_name,
+            port: args.port,
+        },
+        WebhookMode::Local => {
+            WebhookTarget::Url { base: args.url, ca_bundle: webhook_config::read_ca_bundle(&args.ca_file)? }
+        }
+    };
+    let files = webhook_config::render(&WebhookOptions { target, operator_namespace: args.namespace })?;
+    match args.out {
+        None => print!("{}", files.into_iter().map(|(_, yaml)| yaml).collect::<Vec<_>>().join("---\n")),
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| envoy_operator::Error::Write { path: dir.clone(), source })?;
+            for (name, yaml) in files {
+                let path = dir.join(name);
+                std::fs::write(&path, yaml)
+                    .map_err(|source| envoy_operator::Error::Write { path: path.clone(), source })?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
