@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -10,6 +11,8 @@ use envoy_operator::check::{Outcome, check_text};
 use envoy_operator::inject::flags::InjectFlags;
 use envoy_operator::inject::workload::{self, Options};
 use envoy_operator::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+use envoy_operator::ops::logging::{self, LogFormat};
+use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::{crd, manifest, tls, webhook};
 
 #[derive(Parser)]
@@ -139,6 +142,15 @@ struct WebhookArgs {
     /// Seconds to answer one request.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
     request_timeout: u64,
+    /// Envoy manifests the injector resolves `sidecar.example.com/envoy` against (without a
+    /// cluster, there is no Envoy cache to look them up in).
+    #[arg(long = "envoys", value_name = "FILE")]
+    envoys: Vec<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(flatten)]
+    inject: InjectFlags,
 }
 
 fn main() -> ExitCode {
@@ -299,8 +311,24 @@ fn certs(args: CertsArgs) -> Result<ExitCode, tls::TlsError> {
 }
 
 fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    init_tracing();
+    logging::init(args.log_format);
+    let inject_config = match args.inject.to_config() {
+        Ok(config) => config,
+        Err(message) => return usage_error(&message).map_err(Into::into),
+    };
+    let envoys: webhook::inject::SharedEnvoys = match args.envoys.as_slice() {
+        [] => Arc::new(NoEnvoys),
+        files => match EnvoyCatalog::read(files, "default") {
+            Ok(catalog) => Arc::new(catalog),
+            Err(message) => return usage_error(&message).map_err(Into::into),
+        },
+    };
+    let metrics = Metrics::new();
+    let mut endpoints = webhook::router::standard_endpoints();
+    endpoints.push(webhook::inject::endpoint(inject_config, envoys, metrics.clone()));
     let config = webhook::server::ServeConfig {
+        endpoints,
+        metrics,
         listen: args.listen,
         limits: webhook::router::Limits {
             max_body_bytes: args.max_body_bytes,
@@ -314,18 +342,6 @@ fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(webhook::server::serve(config, certs, shutdown_signal()))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Logs to stderr, colored only on a terminal; `RUST_LOG` filters (default `info`).
-fn init_tracing() {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 /// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.

@@ -19,6 +19,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use serde::Serialize;
 
 use crate::admission::AdmittedKind;
+use crate::inject::InjectConfig;
+use crate::inject::webhook_config::{INJECT_PATH, pod_webhooks};
 use crate::webhook::router::{MUTATE_PATH, VALIDATE_PATH};
 use crate::{Error, Result};
 
@@ -100,8 +102,18 @@ pub fn namespace_selector(operator_namespace: &str) -> LabelSelector {
     }
 }
 
-/// The defaulting webhooks for Foo and Envoy (`POST /mutate`).
+/// The mutating webhooks: defaults for Foo and Envoy (`POST /mutate`), then the sidecar
+/// injector for pods (`POST /inject`, `failurePolicy: Ignore`).
 pub fn mutating_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
+    let injector =
+        InjectConfig { operator_namespace: options.operator_namespace.clone(), ..InjectConfig::default() };
+    let mut webhooks = defaulting_webhooks(options);
+    webhooks.extend(pod_webhooks(options.target.client_config(INJECT_PATH), &injector));
+    webhooks
+}
+
+/// The defaulting webhooks for Foo and Envoy (`POST /mutate`).
+fn defaulting_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
     AdmittedKind::ALL
         .into_iter()
         .map(|kind| MutatingWebhook {
@@ -210,7 +222,15 @@ mod tests {
     fn one_webhook_per_kind_with_the_served_paths() {
         let mutating = mutating_webhooks(&cluster());
         let names: Vec<&str> = mutating.iter().map(|w| w.name.as_str()).collect();
-        assert_eq!(names, ["foos.samplecontroller.k8s.io", "envoys.example.com"]);
+        assert_eq!(
+            names,
+            [
+                "foos.samplecontroller.k8s.io",
+                "envoys.example.com",
+                "namespace.sidecar.example.com",
+                "object.sidecar.example.com"
+            ]
+        );
         let service = mutating[0].client_config.service.as_ref().unwrap();
         assert_eq!(service.path.as_deref(), Some("/mutate"));
         assert_eq!(service.port, Some(443));
@@ -218,6 +238,11 @@ mod tests {
         assert_eq!(rule.api_groups, Some(vec!["example.com".to_owned()]));
         assert_eq!(rule.api_versions, Some(vec!["v1".to_owned()]));
         assert_eq!(rule.resources, Some(vec!["envoys".to_owned()]));
+        for pods in &mutating[2..] {
+            assert_eq!(pods.client_config.service.as_ref().unwrap().path.as_deref(), Some("/inject"));
+            assert_eq!(pods.failure_policy.as_deref(), Some("Ignore"), "a down injector never blocks pods");
+        }
+        assert!(mutating[..2].iter().all(|w| w.failure_policy.as_deref() == Some("Fail")));
         let validating = validating_webhooks(&cluster());
         assert_eq!(validating[0].client_config.service.as_ref().unwrap().path.as_deref(), Some("/validate"));
         assert!(validating.iter().all(|w| w.client_config.ca_bundle.is_none()));

@@ -1,4 +1,5 @@
-//! The webhook registrations for pods: two mutating webhooks whose selectors express, in the
+//! The webhook registrations for pods (part of the operator's one
+//! MutatingWebhookConfiguration, see [`crate::webhook_config`]): two mutating webhooks whose selectors express, in the
 //! API server, who is injected, so pods of other namespaces never cost a call.
 //!
 //! - `namespace.sidecar.example.com`: namespaces labelled `envoy-injection=enabled`, except
@@ -10,16 +11,12 @@
 //! (`kubernetes.io/metadata.name`, set by the API server on every namespace since 1.21).
 //! The two are disjoint, so no pod is sent twice.
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, WebhookClientConfig,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations, WebhookClientConfig};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::annotations::{INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_LABEL_ENABLED};
 use super::config::InjectConfig;
 
-/// Name of the pod-injector `MutatingWebhookConfiguration`.
-pub const CONFIGURATION_NAME: &str = "envoy-operator-sidecar-injector";
 /// Path the webhook server serves the injector on.
 pub const INJECT_PATH: &str = "/inject";
 /// Injection takes microseconds; a short timeout bounds what a struggling injector can add
@@ -77,21 +74,6 @@ pub fn pod_webhooks(client_config: WebhookClientConfig, config: &InjectConfig) -
             requirement(INJECT_LABEL, "In", vec!["true".to_owned()]),
         ),
     ]
-}
-
-/// The whole `MutatingWebhookConfiguration` for the pod webhooks.
-pub fn pod_injector_configuration(
-    client_config: WebhookClientConfig,
-    config: &InjectConfig,
-) -> MutatingWebhookConfiguration {
-    MutatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(CONFIGURATION_NAME.to_owned()),
-            labels: Some([("app.kubernetes.io/name".to_owned(), "envoy-operator".to_owned())].into()),
-            ..Default::default()
-        },
-        webhooks: Some(pod_webhooks(client_config, config)),
-    }
 }
 
 fn requirement(key: &str, operator: &str, values: Vec<String>) -> LabelSelectorRequirement {

@@ -66,6 +66,12 @@ fn admission_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.00001, 2.0, 14))
 }
 
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()

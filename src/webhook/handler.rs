@@ -109,7 +109,10 @@ fn unreadable(request: &AdmissionRequest, kind: AdmittedKind, error: FieldError)
 }
 
 /// A whole review, from request body to response body: what an HTTP endpoint does.
-pub fn review(admit: AdmitFn, body: &[u8]) -> Result<Reviewed, ReviewError> {
+pub fn review(
+    admit: impl Fn(&AdmissionRequest) -> AdmissionResponse,
+    body: &[u8],
+) -> Result<Reviewed, ReviewError> {
     let request = parse_request(body)?;
     let response = admit(&request);
     let body = response.to_review_json();

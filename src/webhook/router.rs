@@ -1,8 +1,9 @@
 //! The HTTP surface: `POST` admission endpoints, `GET /healthz` and `GET /readyz`, and the
 //! limits that keep one bad client from hurting the API server's other calls.
 //!
-//! Every admission endpoint is a path and a plain [`AdmitFn`]; adding one (e.g. a Pod
-//! injector at `/inject`) is one more [`Endpoint`] in the list given to [`router`].
+//! Every admission endpoint is a path and a [`Handler`]; adding one (e.g. the Pod injector at
+//! `/inject`) is one more [`Endpoint`] in the list given to [`router`]. Every answer is counted
+//! in the metrics per endpoint and decision, with its latency.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,24 +20,42 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::handler::{self, AdmitFn};
+use super::handler;
+use super::review::{AdmissionRequest, AdmissionResponse};
+use crate::ops::metrics::Metrics;
 
 pub const MUTATE_PATH: &str = "/mutate";
 pub const VALIDATE_PATH: &str = "/validate";
 
+/// What an endpoint decides for one request: a pure function, or a closure holding what it
+/// needs (the injector's configuration and Envoy cache).
+pub type Handler = Arc<dyn Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync>;
+
 /// One admission endpoint: `POST <path>` answers reviews with `admit`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct Endpoint {
     pub path: &'static str,
-    pub admit: AdmitFn,
+    pub admit: Handler,
+}
+
+impl Endpoint {
+    pub fn new(
+        path: &'static str,
+        admit: impl Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync + 'static,
+    ) -> Self {
+        Self { path, admit: Arc::new(admit) }
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("path", &self.path).finish_non_exhaustive()
+    }
 }
 
 /// The Foo and Envoy endpoints: `/mutate` (defaults) and `/validate` (rules).
 pub fn standard_endpoints() -> Vec<Endpoint> {
-    vec![
-        Endpoint { path: MUTATE_PATH, admit: handler::mutate },
-        Endpoint { path: VALIDATE_PATH, admit: handler::validate },
-    ]
+    vec![Endpoint::new(MUTATE_PATH, handler::mutate), Endpoint::new(VALIDATE_PATH, handler::validate)]
 }
 
 /// Limits on admission requests.
@@ -78,14 +97,20 @@ impl Readiness {
 }
 
 /// The webhook's router: the given admission endpoints plus health and readiness.
-pub fn router(endpoints: &[Endpoint], readiness: Readiness, limits: Limits) -> Router {
+pub fn router(endpoints: &[Endpoint], readiness: Readiness, limits: Limits, metrics: Metrics) -> Router {
     let mut admission = Router::new();
     for endpoint in endpoints {
-        let admit = endpoint.admit;
+        let admit = endpoint.admit.clone();
         let path = endpoint.path;
+        let metrics = metrics.clone();
         admission = admission.route(
             path,
-            post(move |headers: HeaderMap, body: Bytes| async move { review(path, admit, &headers, &body) }),
+            post(move |headers: HeaderMap, body: Bytes| async move {
+                let started = std::time::Instant::now();
+                let (response, decision) = review(path, admit.as_ref(), &headers, &body);
+                metrics.admitted(path.trim_start_matches('/'), decision, started.elapsed());
+                response
+            }),
         );
     }
     let admission = admission
@@ -105,12 +130,19 @@ pub fn router(endpoints: &[Endpoint], readiness: Readiness, limits: Limits) -> R
 }
 
 /// Answers one AdmissionReview body with `admit`; malformed HTTP gets a 4xx with a message.
-fn review(path: &'static str, admit: AdmitFn, headers: &HeaderMap, body: &[u8]) -> Response {
+/// Returns the decision's metric label with the response.
+fn review(
+    path: &'static str,
+    admit: &(dyn Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync),
+    headers: &HeaderMap,
+    body: &[u8],
+) -> (Response, &'static str) {
     if !is_json(headers) {
-        return plain(
+        let response = plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "expected Content-Type: application/json (an admission.k8s.io/v1 AdmissionReview)".to_owned(),
         );
+        return (response, "malformed");
     }
     match handler::review(admit, body) {
         Ok(reviewed) => {
@@ -141,11 +173,11 @@ fn review(path: &'static str, admit: AdmitFn, headers: &HeaderMap, body: &[u8]) 
             }
             let mut http = Response::new(Body::from(reviewed.body));
             http.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            http
+            (http, outcome.metric_label())
         }
         Err(error) => {
             tracing::info!(endpoint = path, %error, kind = error.metric_label(), "malformed admission request");
-            plain(StatusCode::BAD_REQUEST, error.to_string())
+            (plain(StatusCode::BAD_REQUEST, error.to_string()), "malformed")
         }
     }
 }

@@ -15,6 +15,7 @@ use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use hyper_util::rt::TokioTimer;
 
 use super::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
+use crate::ops::metrics::Metrics;
 use crate::tls::{ReloadingCert, TlsError, server_config};
 
 /// How to serve.
@@ -34,6 +35,8 @@ pub struct ServeConfig {
     pub handshake_timeout: Duration,
     /// On shutdown, how long requests in flight may take before connections are dropped.
     pub shutdown_grace: Duration,
+    /// Where admission answers are counted.
+    pub metrics: Metrics,
 }
 
 impl Default for ServeConfig {
@@ -46,6 +49,7 @@ impl Default for ServeConfig {
             header_read_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(15),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -108,7 +112,7 @@ impl WebhookServer {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let Self { listener, config, certs, readiness } = self;
         let local_addr = listener.local_addr().ok();
-        let app = router(&config.endpoints, readiness.clone(), config.limits);
+        let app = router(&config.endpoints, readiness.clone(), config.limits, config.metrics.clone());
         let tls = RustlsConfig::from_config(server_config(certs.clone())?);
         let acceptor =
             RustlsAcceptor::new(tls).handshake_timeout(config.handshake_timeout).acceptor(NoDelayAcceptor);

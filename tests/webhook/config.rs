@@ -35,7 +35,8 @@ fn committed_webhook_configurations_match_the_code() {
 
 #[test]
 fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effects() {
-    let served: Vec<&str> = standard_endpoints().iter().map(|e| e.path).collect();
+    let mut served: Vec<&str> = standard_endpoints().iter().map(|e| e.path).collect();
+    served.push(envoy_operator::inject::webhook_config::INJECT_PATH);
     let mutating: MutatingWebhookConfiguration = serde_saphyr::from_str(&committed(MUTATING_FILE)).unwrap();
     let validating: ValidatingWebhookConfiguration =
         serde_saphyr::from_str(&committed(VALIDATING_FILE)).unwrap();
@@ -56,8 +57,10 @@ fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effect
         assert!(served.contains(&path.as_str()), "{path} is not served");
         assert_eq!(versions, ["v1"]);
         assert_eq!(side_effects, "None");
-        assert_eq!(failure_policy.as_deref(), Some("Fail"));
+        // Our own kinds fail closed; the pod injector must never block pod creation.
+        let expected = if path == "/inject" { "Ignore" } else { "Fail" };
+        assert_eq!(failure_policy.as_deref(), Some(expected), "{path}");
         count += 1;
     }
-    assert_eq!(count, 4, "Foo and Envoy, mutating and validating");
+    assert_eq!(count, 6, "Foo and Envoy, mutating and validating; two pod injector webhooks");
 }

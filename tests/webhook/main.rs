@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod config;
 mod handler;
+mod inject;
 mod props;
 mod router;
 mod tls;

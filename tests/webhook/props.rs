@@ -3,6 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::handler::{self, AdmitFn};
 use envoy_operator::webhook::router::{Limits, Readiness, router, standard_endpoints};
 use proptest::prelude::*;
@@ -197,7 +198,7 @@ proptest! {
         if let Some(at) = truncate {
             body.truncate(at.index(body.len()));
         }
-        let app = router(&standard_endpoints(), Readiness::default(), Limits::default());
+        let app = router(&standard_endpoints(), Readiness::default(), Limits::default(), Metrics::new());
         let request = Request::post(path).header(header::CONTENT_TYPE, "application/json").body(Body::from(body)).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let (status, body) = runtime.block_on(async {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
 use tower::ServiceExt;
@@ -14,7 +15,7 @@ use crate::common::{fixture, patch_of, response_of};
 fn app() -> Router {
     let readiness = Readiness::default();
     readiness.set(true);
-    router(&standard_endpoints(), readiness, Limits::default())
+    router(&standard_endpoints(), readiness, Limits::default(), Metrics::new())
 }
 
 async fn send(app: Router, request: Request<Body>) -> (StatusCode, Option<String>, Vec<u8>) {
@@ -122,7 +123,7 @@ async fn malformed_http_gets_a_4xx_with_a_message() {
 #[tokio::test]
 async fn a_body_over_the_limit_gets_413_with_a_message() {
     let limits = Limits { max_body_bytes: 1024, ..Limits::default() };
-    let app = router(&standard_endpoints(), Readiness::default(), limits);
+    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
     // Announced by Content-Length, and streamed without one (chunked).
     let sized = post("/validate", fixture("foo-create-validate.json"));
     let chunks = futures::stream::iter(
@@ -142,7 +143,7 @@ async fn a_body_over_the_limit_gets_413_with_a_message() {
 #[tokio::test]
 async fn health_and_readiness() {
     let readiness = Readiness::default();
-    let app = router(&standard_endpoints(), readiness.clone(), Limits::default());
+    let app = router(&standard_endpoints(), readiness.clone(), Limits::default(), Metrics::new());
     let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
     assert_eq!(send(app.clone(), get("/healthz")).await.0, StatusCode::OK);
     let (status, _, body) = send(app.clone(), get("/readyz")).await;
@@ -163,8 +164,8 @@ fn allows(request: &AdmissionRequest) -> AdmissionResponse {
 #[tokio::test]
 async fn a_panicking_handler_gets_500_and_the_router_keeps_serving() {
     let mut endpoints = standard_endpoints();
-    endpoints.push(Endpoint { path: "/panic", admit: panics });
-    let app = router(&endpoints, Readiness::default(), Limits::default());
+    endpoints.push(Endpoint::new("/panic", panics));
+    let app = router(&endpoints, Readiness::default(), Limits::default(), Metrics::new());
     let (status, _, body) = send(app.clone(), post("/panic", fixture("foo-create-validate.json"))).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(text(&body).starts_with("internal error"));
@@ -176,8 +177,8 @@ async fn a_panicking_handler_gets_500_and_the_router_keeps_serving() {
 #[tokio::test]
 async fn one_more_endpoint_is_one_more_entry() {
     let mut endpoints = standard_endpoints();
-    endpoints.push(Endpoint { path: "/inject", admit: allows });
-    let app = router(&endpoints, Readiness::default(), Limits::default());
+    endpoints.push(Endpoint::new("/inject", allows));
+    let app = router(&endpoints, Readiness::default(), Limits::default(), Metrics::new());
     let (status, _, body) = send(app, post("/inject", fixture("pod-create-direct-mutate.json"))).await;
     assert_eq!(status, StatusCode::OK);
     let response = response_of(&body);
@@ -192,7 +193,7 @@ async fn one_more_endpoint_is_one_more_entry() {
 async fn a_request_over_the_time_limit_gets_503_with_a_message() {
     // A body that never ends: the handler waits for it until the request timeout.
     let limits = Limits { request_timeout: Duration::from_millis(50), ..Limits::default() };
-    let app = router(&standard_endpoints(), Readiness::default(), limits);
+    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
     let endless = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
     let (status, _, body) = send(app, post("/validate", Body::from_stream(endless))).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);

@@ -60,7 +60,7 @@ async fn start_with(adjust: impl FnOnce(ServeConfig) -> ServeConfig) -> Running 
     generate_into(dir.path(), false);
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path())).unwrap();
     let mut endpoints = standard_endpoints();
-    endpoints.push(Endpoint { path: "/panic", admit: panics });
+    endpoints.push(Endpoint::new("/panic", panics));
     let config = ServeConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         endpoints,
