@@ -5,7 +5,8 @@
 
 use std::borrow::Cow;
 
-use json_patch::Patch;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -63,11 +64,41 @@ impl AdmittedKind {
         }
     }
 
+    /// Fields of `object` this kind's schema does not declare (e.g. a misspelt `replica`),
+    /// as paths. The API server drops them, or refuses the object under `kubectl apply`'s
+    /// default strict field validation.
+    pub fn unknown_fields(self, object: &Value) -> Vec<String> {
+        match self {
+            Self::Foo => unknown_fields::<Foo>(object),
+            Self::Envoy => unknown_fields::<Envoy>(object),
+        }
+    }
+
     /// Defaults and validates `object` (and `old_object` on update) as this kind.
     pub fn admit(self, object: &Value, old_object: Option<&Value>) -> Admission {
         match self {
             Self::Foo => admit::<Foo>(object, old_object),
             Self::Envoy => admit::<Envoy>(object, old_object),
+        }
+    }
+
+    /// The defaults part of [`admit`](Self::admit) alone; see [`default_patch`].
+    pub fn default_patch(self, object: &Value) -> Result<Patch, Box<FieldError>> {
+        match self {
+            Self::Foo => default_patch::<Foo>(object),
+            Self::Envoy => default_patch::<Envoy>(object),
+        }
+    }
+
+    /// The verdict part of [`admit`](Self::admit) alone; see [`validate`].
+    pub fn validate(
+        self,
+        object: &Value,
+        old_object: Option<&Value>,
+    ) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>> {
+        match self {
+            Self::Foo => validate::<Foo>(object, old_object),
+            Self::Envoy => validate::<Envoy>(object, old_object),
         }
     }
 }
@@ -94,7 +125,7 @@ pub fn admit<K>(object: &Value, old_object: Option<&Value>) -> Admission
 where
     K: Rules + Serialize + DeserializeOwned,
 {
-    let mut typed: K = match parse(object) {
+    let typed = match parse_defaulted::<K>(object) {
         Ok(typed) => typed,
         Err(error) => {
             return Admission {
@@ -104,24 +135,72 @@ where
             };
         }
     };
-    typed.apply_defaults();
+    let (patch, defaulted) = defaults_of(object, &typed);
+    let verdict = verdict_of(&typed, old_object);
+    Admission { patch, defaulted, verdict }
+}
 
+/// Only the defaults of [`admit`], as a patch: for callers that validate elsewhere (the
+/// mutating webhook). `Err` when the object does not deserialize as `K`.
+pub fn default_patch<K>(object: &Value) -> Result<Patch, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(defaults_patch(object, &typed))
+}
+
+/// Only the verdict of [`admit`], without computing the patch: for callers that do not
+/// need it (the validating webhook). The outer `Err` is an object that does not deserialize
+/// as `K`; the inner result is the verdict on the defaulted object.
+pub fn validate<K>(
+    object: &Value,
+    old_object: Option<&Value>,
+) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(verdict_of(&typed, old_object))
+}
+
+fn parse_defaulted<K: Rules + DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> {
+    let mut typed: K = parse(object)?;
+    typed.apply_defaults();
+    Ok(typed)
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, and the patched object.
+fn defaults_of<K: Serialize>(object: &Value, typed: &K) -> (Patch, Value) {
+    let patch = defaults_patch(object, typed);
     let mut defaulted = object.clone();
-    match serde_json::to_value(&typed) {
-        Ok(with_defaults) => fill_absent(&mut defaulted, &with_defaults),
+    if let Err(error) = json_patch::patch(&mut defaulted, &patch) {
+        // The patch only adds where `object` has containers; if it ever failed, admit unchanged.
+        tracing::error!(%error, "applying the defaults patch failed");
+        return (Patch(Vec::new()), object.clone());
+    }
+    (patch, defaulted)
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, built without copying it.
+fn defaults_patch<K: Serialize>(object: &Value, typed: &K) -> Patch {
+    let mut operations = Vec::new();
+    match serde_json::to_value(typed) {
+        Ok(with_defaults) => absent_ops(object, &with_defaults, &mut PointerBuf::root(), &mut operations),
         // Serializing plain data cannot fail; if it ever did, admit without defaults.
         Err(error) => tracing::error!(%error, "serializing a defaulted object failed"),
     }
-    let patch = json_patch::diff(object, &defaulted);
+    Patch(operations)
+}
 
+fn verdict_of<K: Rules + DeserializeOwned>(
+    typed: &K,
+    old_object: Option<&Value>,
+) -> Result<Warnings, FieldErrors> {
     // A stored object that no longer parses (e.g. written before a schema change) is
     // validated as if created: the update rules need a parsed old object.
-    let old = old_object.and_then(|old| parse::<K>(old).ok()).map(|mut old| {
-        old.apply_defaults();
-        old
-    });
-    let verdict = typed.validate(old.as_ref());
-    Admission { patch, defaulted, verdict }
+    let old = old_object.and_then(|old| parse_defaulted::<K>(old).ok());
+    typed.validate(old.as_ref())
 }
 
 /// Parses a raw object, turning a type mismatch into a field error at its path.
@@ -130,6 +209,10 @@ pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> 
         let path = error.path().to_string();
         let pointer = pointer_of(error.path());
         let detail = error.into_inner().to_string();
+        if let Some(field) = missing_field(&detail) {
+            let parent = if path == "." { String::new() } else { format!("{path}.") };
+            return Box::new(FieldError::required(format!("{parent}{field}"), ""));
+        }
         let error = match object.pointer(&pointer) {
             Some(value) if path != "." => FieldError::invalid(path, value.clone(), detail),
             _ => {
@@ -138,6 +221,46 @@ pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> 
         };
         Box::new(error)
     })
+}
+
+fn unknown_fields<K: DeserializeOwned>(object: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let parsed: Result<K, _> = serde_ignored::deserialize(object, |path| {
+        let path = field_path(&path);
+        // ObjectMeta and the status are the API server's; only our own schema is checked.
+        if !(path.starts_with("metadata")
+            || path.starts_with("status")
+            || path == "apiVersion"
+            || path == "kind")
+        {
+            unknown.push(path);
+        }
+    });
+    if parsed.is_err() {
+        return Vec::new(); // A type error is reported by `admit` instead.
+    }
+    unknown
+}
+
+/// A path as the API server writes it: `spec.ports[0].protocol`.
+fn field_path(path: &serde_ignored::Path) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            parent if parent.is_empty() => key.clone(),
+            parent => format!("{parent}.{key}"),
+        },
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
+}
+
+/// The field serde's "missing field `x`" message names.
+fn missing_field(detail: &str) -> Option<&str> {
+    detail.strip_prefix("missing field `")?.split('`').next()
 }
 
 fn pointer_of(path: &serde_path_to_error::Path) -> String {
@@ -155,25 +278,40 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
     pointer
 }
 
-/// Copies into `base` what `top` has and `base` lacks (absent or null), recursing into
-/// objects and same-length arrays. Values `base` already holds are never changed, so
-/// defaulting can only add.
-fn fill_absent(base: &mut Value, top: &Value) {
+/// The operations that copy into `base` what `top` has and `base` lacks (absent or null),
+/// recursing into objects and same-length arrays; an empty array takes `top`'s whole. Values
+/// `base` already holds are never changed, so defaulting can only add.
+fn absent_ops(base: &Value, top: &Value, at: &mut PointerBuf, operations: &mut Vec<PatchOperation>) {
     match (base, top) {
         (Value::Object(base), Value::Object(top)) => {
             for (key, top_value) in top {
-                match base.get_mut(key) {
-                    Some(base_value) if !base_value.is_null() => fill_absent(base_value, top_value),
-                    _ => {
-                        base.insert(key.clone(), top_value.clone());
+                at.push_back(key.as_str());
+                match base.get(key) {
+                    Some(base_value) if !base_value.is_null() => {
+                        absent_ops(base_value, top_value, at, operations)
                     }
+                    // Null stays null: nothing to change.
+                    Some(_) if top_value.is_null() => {}
+                    // `add` sets a member whether it is absent or null (RFC 6902).
+                    _ => operations.push(PatchOperation::Add(AddOperation {
+                        path: at.clone(),
+                        value: top_value.clone(),
+                    })),
                 }
+                at.pop_back();
             }
         }
-        (Value::Array(base), Value::Array(top)) if base.is_empty() => base.clone_from(top),
+        (Value::Array(base), Value::Array(top)) if base.is_empty() && !top.is_empty() => {
+            operations.push(PatchOperation::Replace(ReplaceOperation {
+                path: at.clone(),
+                value: Value::Array(top.clone()),
+            }));
+        }
         (Value::Array(base), Value::Array(top)) if base.len() == top.len() => {
-            for (base_item, top_item) in base.iter_mut().zip(top) {
-                fill_absent(base_item, top_item);
+            for (index, (base_item, top_item)) in base.iter().zip(top).enumerate() {
+                at.push_back(index);
+                absent_ops(base_item, top_item, at, operations);
+                at.pop_back();
             }
         }
         _ => {}
@@ -187,14 +325,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fill_absent_only_adds() {
-        let mut base = json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}]});
-        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new"});
-        fill_absent(&mut base, &top);
+    fn absent_ops_only_add() {
+        let mut base =
+            json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}], "g": null, "a/b~": {}});
+        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new", "g": null, "a/b~": {"z": 1}});
+        let mut operations = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut operations);
+        let patch = Patch(operations);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "add", "path": "/b", "value": 3},
+                {"op": "add", "path": "/c/y", "value": true},
+                {"op": "replace", "path": "/d", "value": [9]},
+                {"op": "add", "path": "/e/0/n", "value": 0},
+                {"op": "add", "path": "/f", "value": "new"},
+                {"op": "add", "path": "/a~1b~0/z", "value": 1},
+            ])
+        );
+        json_patch::patch(&mut base, &patch).unwrap();
         assert_eq!(
             base,
-            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "f": "new"})
+            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "g": null, "a/b~": {"z": 1}, "f": "new"})
         );
+        let mut again = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut again);
+        assert!(again.is_empty(), "a defaulted object needs no patch");
     }
 
     #[test]
@@ -207,5 +363,48 @@ mod tests {
         assert_eq!(errors.0[0].path, "spec.replicas");
         assert_eq!(errors.0[0].value, Some(json!("three")));
         assert!(admission.patch.0.is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+            "metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"replica": 3, "deploymentName": "x"},
+            "status": {"whatever": 1}});
+        assert_eq!(AdmittedKind::Foo.unknown_fields(&object), ["spec.replica"]);
+        let envoy = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "e"},
+            "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}], "xds": {"host": "x", "port": 1, "tls": true}}});
+        assert_eq!(AdmittedKind::Envoy.unknown_fields(&envoy), ["spec.ports[0].protocol", "spec.xds.tls"]);
+    }
+
+    #[test]
+    fn missing_required_field_is_required_at_its_path() {
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+            "metadata": {"name": "x"}, "spec": {"xds": {"port": 19000}}});
+        let errors = admit::<Envoy>(&object, None).verdict.unwrap_err();
+        assert_eq!(errors.to_string(), "spec.xds.host: Required value");
+    }
+
+    #[test]
+    fn the_parts_agree_with_admit() {
+        let objects = [
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": -1}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": "three"}}),
+        ];
+        let old = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"deploymentName": "y"}});
+        for object in &objects {
+            let admission = AdmittedKind::Foo.admit(object, Some(&old));
+            match (AdmittedKind::Foo.default_patch(object), AdmittedKind::Foo.validate(object, Some(&old))) {
+                (Ok(patch), Ok(verdict)) => {
+                    assert_eq!(patch, admission.patch);
+                    assert_eq!(verdict, admission.verdict);
+                }
+                (Err(error), Err(same)) => {
+                    assert_eq!(error, same);
+                    assert_eq!(admission.verdict, Err(vec![*error].into()));
+                }
+                other => panic!("the parts disagree: {other:?}"),
+            }
+        }
     }
 }

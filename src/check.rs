@@ -69,9 +69,15 @@ fn check_document(document: Document) -> Outcome {
         return Outcome::PassedThrough { object, note };
     };
 
+    let unknown = admitted.unknown_fields(&object);
     let admission = admitted.admit(&object, None);
     match admission.verdict {
-        Ok(warnings) => Outcome::Accepted { object: admission.defaulted, warnings },
+        Ok(mut warnings) => {
+            warnings.extend(unknown.into_iter().map(|path| {
+                format!("{path}: unknown field: the API server drops it (kubectl apply --validate=strict refuses the object)")
+            }));
+            Outcome::Accepted { object: admission.defaulted, warnings }
+        }
         Err(errors) => Outcome::Rejected { message: errors.message(kind, &display_name(&object)) },
     }
 }

@@ -7,8 +7,16 @@ pub mod bootstrap;
 pub mod check;
 pub mod crd;
 mod error;
+pub mod inject;
+pub mod install;
 pub mod manifest;
+pub mod ops;
 pub mod reconcile;
 pub mod rules;
+#[cfg(test)]
+mod testing;
+pub mod tls;
+pub mod webhook;
+pub mod webhook_config;
 
 pub use error::{Error, Result};

@@ -2,12 +2,19 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use envoy_operator::check::{Outcome, check_text};
+use envoy_operator::inject::flags::InjectFlags;
+use envoy_operator::inject::workload::{self, Options};
+use envoy_operator::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+use envoy_operator::ops::logging::{self, LogFormat};
+use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::reconcile::{self, controller::ControllerConfig, foo::DEFAULT_NGINX_IMAGE, render};
-use envoy_operator::{crd, manifest};
+use envoy_operator::{crd, manifest, tls, webhook};
 
 #[derive(Parser)]
 #[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
@@ -16,6 +23,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Default and validate Foo and Envoy manifests offline, as the admission webhooks would.
@@ -39,9 +48,9 @@ enum Command {
         /// Image of a Foo's nginx pods.
         #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
         nginx_image: String,
-        /// Log as JSON lines instead of text (filter with RUST_LOG, default `info`).
-        #[arg(long)]
-        log_json: bool,
+        /// Log format (filter with RUST_LOG, default `info`).
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
     },
     /// Print the children the reconcilers would apply for the Foos and Envoys in manifests,
     /// each parent's target status as a comment before them; exits 1 when any is rejected.
@@ -53,25 +62,142 @@ enum Command {
         #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
         nginx_image: String,
     },
+    /// Add the Envoy sidecar to Pods and to the pod templates of Deployments, StatefulSets,
+    /// DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs, as the injection
+    /// webhook would.
+    ///
+    /// Prints every document (with the sidecar, or unchanged) as YAML on stdout, notes and
+    /// skips on stderr, and exits 1 when a pod is denied or a document is unreadable.
+    Inject {
+        /// Files or directories of YAML/JSON manifests; `-` reads standard input.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        /// Manifests of the Envoy resources that pods name with sidecar.example.com/envoy.
+        #[arg(long)]
+        envoys: Vec<PathBuf>,
+        /// Namespace of objects that set none.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Remove the sidecars a previous injection recorded instead of adding them.
+        #[arg(long)]
+        uninject: bool,
+        #[command(flatten)]
+        flags: InjectFlags,
+    },
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds {
         /// Directory to write `<name>.yaml` files into (e.g. `crds/`).
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).
+    Certs(CertsArgs),
+    /// Serve the Foo and Envoy admission webhooks over TLS (POST /mutate, /validate).
+    Webhook(WebhookArgs),
+    /// Print or write the Mutating/ValidatingWebhookConfigurations for Foo and Envoy.
+    WebhookConfig(WebhookConfigArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum WebhookMode {
+    /// Reach the webhook through its Service (caBundle patched in by the operator).
+    Cluster,
+    /// Reach the webhook by URL with the local CA as caBundle.
+    Local,
+}
+
+#[derive(clap::Args)]
+struct WebhookConfigArgs {
+    #[arg(long, value_enum, default_value = "cluster")]
+    mode: WebhookMode,
+    /// The webhook Service's name (cluster mode).
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// The operator's namespace: the Service's, and excluded from the webhooks.
+    #[arg(long, default_value = "envoy-operator")]
+    namespace: String,
+    /// The Service's port (cluster mode).
+    #[arg(long, default_value_t = 443, value_parser = clap::value_parser!(i32).range(1..=65535))]
+    port: i32,
+    /// Base URL of the webhook (local mode).
+    #[arg(long, default_value = "https://127.0.0.1:8443")]
+    url: String,
+    /// CA certificate for caBundle (local mode).
+    #[arg(long, default_value = "certs/ca.crt")]
+    ca_file: PathBuf,
+    /// Directory to write the files into (e.g. `webhook-config/`); stdout when absent.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct CertsArgs {
+    /// Directory to write the files into.
+    #[arg(long, default_value = "certs")]
+    out: PathBuf,
+    /// The webhook Service's name (the certificate names `<service>.<namespace>.svc`).
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// The namespace of the webhook Service.
+    #[arg(long, default_value = "envoy-operator")]
+    namespace: String,
+    /// Validity in days.
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    days: u32,
+    /// Replace existing files.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// Directory holding tls.crt and tls.key (reloaded when they change).
+    #[arg(long, default_value = "certs")]
+    cert_dir: PathBuf,
+    /// Seconds between checks of the certificate files.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    reload_interval: u64,
+    /// Largest AdmissionReview body accepted, in bytes.
+    #[arg(long, default_value_t = 6 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Admission requests handled at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_concurrent: u32,
+    /// Seconds to answer one request.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
+    request_timeout: u64,
+    /// Envoy manifests the injector resolves `sidecar.example.com/envoy` against (without a
+    /// cluster, there is no Envoy cache to look them up in).
+    #[arg(long = "envoys", value_name = "FILE")]
+    envoys: Vec<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(flatten)]
+    inject: InjectFlags,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { files } => check(&files),
-        Command::Crds { out } => crds(out),
-        Command::Controller { namespace, concurrency, nginx_image, log_json } => {
+        Command::Controller { namespace, concurrency, nginx_image, log_format } => {
             let settings = reconcile::Settings { nginx_image, ..Default::default() };
-            controller(ControllerConfig { namespace, concurrency, settings }, log_json)
+            controller(ControllerConfig { namespace, concurrency, settings }, log_format).map_err(Into::into)
         }
-        Command::Render { files, nginx_image } => render(&files, &nginx_image),
+        Command::Render { files, nginx_image } => render(&files, &nginx_image).map_err(Into::into),
+        Command::Check { files } => check(&files).map_err(Into::into),
+        Command::Inject { files, envoys, namespace, uninject, flags } => {
+            inject(&files, &envoys, &namespace, uninject, &flags).map_err(Into::into)
+        }
+        Command::Crds { out } => crds(out).map_err(Into::into),
+        Command::Certs(args) => certs(args).map_err(Into::into),
+        Command::Webhook(args) => webhook(args),
+        Command::WebhookConfig(args) => webhook_config(args).map_err(Into::into),
     };
+    let result: Result<ExitCode, Box<dyn std::error::Error>> = result;
     match result {
         Ok(code) => code,
         Err(error) => {
@@ -119,8 +245,8 @@ fn check(files: &[PathBuf]) -> envoy_operator::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn controller(config: ControllerConfig, log_json: bool) -> envoy_operator::Result<ExitCode> {
-    init_tracing(log_json);
+fn controller(config: ControllerConfig, log_format: LogFormat) -> envoy_operator::Result<ExitCode> {
+    logging::init(log_format);
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|source| envoy_operator::Error::Runtime(source.to_string()))?;
     let result = runtime.block_on(async {
@@ -134,15 +260,6 @@ fn controller(config: ControllerConfig, log_json: bool) -> envoy_operator::Resul
             Ok(ExitCode::FAILURE)
         }
     }
-}
-
-fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    if json { builder.json().init() } else { builder.init() }
 }
 
 fn render(files: &[PathBuf], nginx_image: &str) -> envoy_operator::Result<ExitCode> {
@@ -170,6 +287,67 @@ fn render(files: &[PathBuf], nginx_image: &str) -> envoy_operator::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
+fn inject(
+    files: &[PathBuf],
+    envoy_files: &[PathBuf],
+    namespace: &str,
+    uninject: bool,
+    flags: &InjectFlags,
+) -> envoy_operator::Result<ExitCode> {
+    let config = match flags.to_config() {
+        Ok(config) => config,
+        Err(message) => return usage_error(&message),
+    };
+    let catalog = match envoy_files {
+        [] => None,
+        files => match EnvoyCatalog::read(files, namespace) {
+            Ok(catalog) => Some(catalog),
+            Err(message) => return usage_error(&message),
+        },
+    };
+    let envoys: &dyn EnvoyLookup = match &catalog {
+        Some(catalog) => catalog,
+        None => &NoEnvoys,
+    };
+    let options = Options { config: &config, envoys, default_namespace: namespace, uninject };
+    let inputs = manifest::read_inputs(files)?;
+    let (mut printed, mut failures, mut documents) = (Vec::new(), 0, 0);
+    for input in &inputs {
+        for processed in workload::process_text(&input.path.display().to_string(), &input.text, &options) {
+            documents += 1;
+            match processed.outcome {
+                workload::Outcome::Changed { object, notes } => {
+                    notes.iter().for_each(|note| eprintln!("note: {}: {note}", processed.origin));
+                    printed.push(object);
+                }
+                workload::Outcome::Unchanged { object, note } => {
+                    eprintln!("note: {}: {note}", processed.origin);
+                    printed.push(object);
+                }
+                workload::Outcome::Denied { message } | workload::Outcome::Unreadable { message } => {
+                    eprintln!("error: {}: {message}", processed.origin);
+                    failures += 1;
+                }
+            }
+        }
+    }
+    print!("{}", manifest::to_yaml_stream(&printed)?);
+    if documents == 0 {
+        eprintln!("error: no documents in {}", display_paths(files));
+        return Ok(ExitCode::FAILURE);
+    }
+    if failures > 0 {
+        eprintln!("{failures} of {documents} documents failed");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn usage_error(message: &str) -> envoy_operator::Result<ExitCode> {
+    eprintln!("error: {message}");
+    Ok(ExitCode::from(2))
+}
+
 fn display_paths(files: &[PathBuf]) -> String {
     files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
@@ -187,6 +365,108 @@ fn crds(out: Option<PathBuf>) -> envoy_operator::Result<ExitCode> {
             for definition in &crds {
                 let path = dir.join(crd::file_name(definition));
                 std::fs::write(&path, crd::to_yaml(definition)?)
+                    .map_err(|source| envoy_operator::Error::Write { path: path.clone(), source })?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn certs(args: CertsArgs) -> Result<ExitCode, tls::TlsError> {
+    let options =
+        tls::CertOptions { service_name: args.service_name, namespace: args.namespace, days: args.days };
+    let generated = tls::generate(&options)?;
+    for path in tls::write(&args.out, &generated, args.force)? {
+        eprintln!("wrote {}", path.display());
+    }
+    eprintln!("serving certificate for: {}", options.subject_alt_names().join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    logging::init(args.log_format);
+    let inject_config = match args.inject.to_config() {
+        Ok(config) => config,
+        Err(message) => return usage_error(&message).map_err(Into::into),
+    };
+    let envoys: webhook::inject::SharedEnvoys = match args.envoys.as_slice() {
+        [] => Arc::new(NoEnvoys),
+        files => match EnvoyCatalog::read(files, "default") {
+            Ok(catalog) => Arc::new(catalog),
+            Err(message) => return usage_error(&message).map_err(Into::into),
+        },
+    };
+    let metrics = Metrics::new();
+    let mut endpoints = webhook::router::standard_endpoints();
+    endpoints.push(webhook::inject::endpoint(inject_config, envoys, metrics.clone()));
+    let config = webhook::server::ServeConfig {
+        endpoints,
+        metrics,
+        listen: args.listen,
+        limits: webhook::router::Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_concurrent: args.max_concurrent as usize,
+            request_timeout: Duration::from_secs(args.request_timeout),
+        },
+        reload_interval: Duration::from_secs(args.reload_interval),
+        ..Default::default()
+    };
+    let certs = tls::ReloadingCert::load(tls::CertPaths::in_dir(&args.cert_dir))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(webhook::server::serve(config, certs, shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+fn webhook_config(args: WebhookConfigArgs) -> envoy_operator::Result<ExitCode> {
+    use envoy_operator::webhook_config::{self, WebhookOptions, WebhookTarget};
+    let target = match args.mode {
+        WebhookMode::Cluster => WebhookTarget::Service {
+            namespace: args.namespace.clone(),
+            name: args.service_name,
+            port: args.port,
+        },
+        WebhookMode::Local => {
+            WebhookTarget::Url { base: args.url, ca_bundle: webhook_config::read_ca_bundle(&args.ca_file)? }
+        }
+    };
+    let files = webhook_config::render(&WebhookOptions { target, operator_namespace: args.namespace })?;
+    match args.out {
+        None => print!("{}", files.into_iter().map(|(_, yaml)| yaml).collect::<Vec<_>>().join("---\n")),
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| envoy_operator::Error::Write { path: dir.clone(), source })?;
+            for (name, yaml) in files {
+                let path = dir.join(name);
+                std::fs::write(&path, yaml)
                     .map_err(|source| envoy_operator::Error::Write { path: path.clone(), source })?;
                 eprintln!("wrote {}", path.display());
             }

@@ -151,7 +151,8 @@ fn split_yaml(text: &str) -> Vec<(usize, String)> {
             current.clear();
             current.push_str(rest);
             current.push('\n');
-            start = i + 1;
+            // Content starts on the marker line only when it follows the marker there.
+            start = if rest.trim().is_empty() { i + 2 } else { i + 1 };
             ended = false;
         } else if line == "..." {
             ended = true;
@@ -192,7 +193,7 @@ mod tests {
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0].content.as_ref().unwrap()["a"], 1);
         assert_eq!(docs[1].content.as_ref().unwrap()["b"][1], 2);
-        assert_eq!(docs[1].line, 8);
+        assert_eq!(docs[1].line, 9);
     }
 
     #[test]

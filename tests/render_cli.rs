@@ -20,18 +20,26 @@ fn render(args: &[&str], stdin: &str) -> Output {
 }
 
 #[test]
-fn renders_the_children_of_the_examples() {
-    let output = render(&["-f", "examples/"], "");
+fn renders_the_children_of_the_seed_examples() {
+    let output = render(&["-f", "examples/envoy.yaml", "-f", "examples/foo.yaml"], "");
     assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).expect("UTF-8");
     let kinds: Vec<String> = parse_documents(&stdout)
         .into_iter()
         .map(|d| d.content.expect("YAML")["kind"].as_str().unwrap_or_default().to_owned())
         .collect();
-    // examples/envoy.yaml, then examples/foo.yaml.
     assert_eq!(kinds, ["ConfigMap", "Deployment", "Service", "Deployment"]);
     assert!(stdout.contains("# Foo example-foo: the status the reconciler aims for"));
     assert!(stdout.contains("image: nginx:1.27.3"));
+}
+
+#[test]
+fn renders_every_example_and_skips_other_kinds() {
+    let output = render(&["-f", "examples/"], "");
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let documents = parse_documents(&String::from_utf8_lossy(&output.stdout));
+    assert!(documents.len() >= 4);
+    assert!(documents.iter().all(|d| d.content.is_ok()));
 }
 
 #[test]

@@ -5,7 +5,7 @@ pub mod envoy;
 pub mod foo;
 pub mod patterns;
 
-pub use envoy::{Envoy, EnvoySpec, EnvoyStatus, ServicePort, XdsServer};
+pub use envoy::{Envoy, EnvoySpec, EnvoyStatus, ServicePort, ServiceType, XdsServer};
 pub use foo::{Foo, FooSpec, FooStatus};
 
 /// The category both kinds belong to: `kubectl get envoy-operator` lists Foos and Envoys.

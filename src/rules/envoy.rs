@@ -217,3 +217,122 @@ fn validate_update(errors: &mut FieldErrors, warnings: &mut Warnings, new: &Envo
             .push("spec.xds: changing the xDS server rolls every proxy onto the new bootstrap".to_owned());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+
+    use super::*;
+    use crate::api::{EnvoySpec, ServiceType, XdsServer};
+
+    fn envoy(spec: EnvoySpec) -> Envoy {
+        Envoy {
+            metadata: ObjectMeta { name: Some("edge-envoy".into()), ..Default::default() },
+            spec,
+            status: None,
+        }
+    }
+
+    fn seed() -> Envoy {
+        envoy(EnvoySpec {
+            name: Some("webserver-beta".into()),
+            config_map_name: Some("envoy-cfg-1".into()),
+            replicas: Some(3),
+            xds: Some(XdsServer {
+                name: Some("xds_cluster".into()),
+                host: "xds-service.default".into(),
+                port: 19000,
+            }),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn defaults_fill_everything_and_are_idempotent() {
+        let mut object = envoy(EnvoySpec {
+            xds: Some(XdsServer { name: None, host: "xds".into(), port: 18000 }),
+            ..Default::default()
+        });
+        object.apply_defaults();
+        let spec = &object.spec;
+        assert_eq!(spec.name.as_deref(), Some("edge-envoy"));
+        assert_eq!(spec.config_map_name.as_deref(), Some("edge-envoy-bootstrap"));
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(spec.xds.as_ref().and_then(|x| x.name.as_deref()), Some(DEFAULT_XDS_CLUSTER_NAME));
+        assert_eq!(spec.image.as_deref(), Some(DEFAULT_ENVOY_IMAGE));
+        assert!(!format::image_is_unpinned(DEFAULT_ENVOY_IMAGE), "the default image must be pinned");
+        assert_eq!(spec.ports, default_ports());
+        assert_eq!(spec.service_type, Some(ServiceType::ClusterIP));
+        assert_eq!(spec.resources, Some(default_resources()));
+        let once = object.clone();
+        object.apply_defaults();
+        assert_eq!(object, once);
+        assert_eq!(object.validate(None), Ok(vec![]));
+    }
+
+    #[test]
+    fn the_seed_keeps_its_values() {
+        let mut object = seed();
+        object.apply_defaults();
+        assert_eq!(object.spec.name.as_deref(), Some("webserver-beta"));
+        assert_eq!(object.spec.config_map_name.as_deref(), Some("envoy-cfg-1"));
+        assert_eq!(object.spec.replicas, Some(3));
+        assert_eq!(object.validate(None), Ok(vec![]));
+    }
+
+    #[test]
+    fn missing_xds_and_unpinned_images_warn() {
+        let mut object =
+            envoy(EnvoySpec { image: Some("envoyproxy/envoy:latest".into()), ..Default::default() });
+        object.apply_defaults();
+        let warnings = object.validate(None).unwrap();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("spec.xds: not set"));
+        assert!(warnings[1].starts_with("spec.image: \"envoyproxy/envoy:latest\" is not pinned"));
+    }
+
+    #[test]
+    fn update_rules() {
+        let mut old = seed();
+        old.apply_defaults();
+
+        let mut renamed = old.clone();
+        renamed.spec.name = Some("webserver-gamma".into());
+        let errors = renamed.validate(Some(&old)).unwrap_err();
+        assert_eq!(errors.0.len(), 1);
+        assert_eq!(errors.0[0].path, "spec.name");
+        assert!(errors.0[0].detail.starts_with("field is immutable"));
+
+        // Setting the name a stored object already had implicitly is no rename.
+        let mut implicit = old.clone();
+        implicit.spec.name = None;
+        let mut explicit = implicit.clone();
+        explicit.spec.name = Some("edge-envoy".into());
+        assert!(explicit.validate(Some(&implicit)).is_ok());
+
+        let mut moved = old.clone();
+        moved.spec.config_map_name = Some("envoy-cfg-2".into());
+        moved.spec.xds.as_mut().unwrap().port = 19001;
+        let warnings = moved.validate(Some(&old)).unwrap();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("spec.configMapName: changing from \"envoy-cfg-1\" to \"envoy-cfg-2\"")
+        );
+        assert!(warnings[1].starts_with("spec.xds: changing the xDS server rolls every proxy"));
+    }
+
+    #[test]
+    fn resource_requests_may_not_exceed_limits() {
+        let mut object = seed();
+        object.spec.resources = Some(ResourceRequirements {
+            requests: Some([("cpu".to_owned(), Quantity("2".into()))].into()),
+            limits: Some([("cpu".to_owned(), Quantity("1500m".into()))].into()),
+            ..Default::default()
+        });
+        let errors = object.validate(None).unwrap_err();
+        assert_eq!(
+            errors.to_string(),
+            "spec.resources.requests[cpu]: Invalid value: \"2\": must be less than or equal to cpu limit"
+        );
+    }
+}

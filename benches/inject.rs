@@ -1,0 +1,76 @@
+//! Sidecar injection speed: a typical pod (the ReplicaSet pod captured from a real API
+//! server) and a generated 64 KiB pod (16 containers, 800 env vars: the kind of pod
+//! that took older injectors seconds). Each is measured for `inject` alone, and end to end as
+//! the webhook will run it: parse the pod's JSON, inject, serialize the patch.
+//!
+//! `cargo bench --bench inject`
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use envoy_operator::inject::{InjectConfig, Injection, NoEnvoys, inject};
+use serde_json::{Value, json};
+
+const REPLICASET_REVIEW: &str =
+    include_str!("../tests/fixtures/inject/pod-create-from-replicaset-mutate.json");
+
+fn typical_pod() -> Value {
+    let review: Value = serde_json::from_str(REPLICASET_REVIEW).expect("fixture parses");
+    review["request"]["object"].clone()
+}
+
+/// A pod of about 64 KiB of JSON: 16 containers with 50 env vars each, ports, mounts and probes.
+fn large_pod() -> Value {
+    let containers: Vec<Value> = (0..16)
+        .map(|c| {
+            let env: Vec<Value> = (0..50)
+                .map(|e| json!({"name": format!("SETTING_{c}_{e}_NAME"), "value": format!("value-{c}-{e}-0123456789abcdef")}))
+                .collect();
+            json!({
+                "name": format!("worker-{c}"),
+                "image": format!("registry.local/team/worker-{c}:1.{c}.0"),
+                "args": ["--listen", format!(":{}", 8000 + c), "--log-format=json"],
+                "env": env,
+                "ports": [{"name": format!("http-{c}"), "containerPort": 8000 + c, "protocol": "TCP"}],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8000 + c}, "periodSeconds": 5},
+                "volumeMounts": [{"name": "kube-api-access-xmxxw", "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+                "imagePullPolicy": "IfNotPresent"
+            })
+        })
+        .collect();
+    let mut pod = typical_pod();
+    pod["spec"]["containers"] = Value::Array(containers);
+    pod
+}
+
+fn bench(c: &mut Criterion) {
+    let config = InjectConfig::default();
+    let mut group = c.benchmark_group("inject");
+    for (name, pod) in [("typical-pod", typical_pod()), ("64KiB-pod", large_pod())] {
+        let bytes = serde_json::to_vec(&pod).expect("pod serializes");
+        assert!(matches!(inject(&pod, Some("shop"), &config, &NoEnvoys), Ok(Injection::Patched { .. })));
+        eprintln!("{name}: {} bytes of pod JSON", bytes.len());
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_with_input(BenchmarkId::new("decide+patch", name), &pod, |b, pod| {
+            b.iter(|| inject(black_box(pod), Some("shop"), &config, &NoEnvoys))
+        });
+        group.bench_with_input(BenchmarkId::new("parse+decide+patch+serialize", name), &bytes, |b, bytes| {
+            b.iter(|| {
+                let pod: Value = serde_json::from_slice(black_box(bytes)).expect("pod parses");
+                match inject(&pod, Some("shop"), &config, &NoEnvoys) {
+                    Ok(Injection::Patched { patch, .. }) => {
+                        serde_json::to_vec(&patch).expect("patch serializes")
+                    }
+                    _ => Vec::new(),
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

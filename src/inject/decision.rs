@@ -1,0 +1,172 @@
+//! Whether a pod gets a sidecar. The webhook configuration's selectors keep most pods that
+//! must not be injected from ever reaching the injector; these checks repeat them in code
+//! (defence in depth, and the offline command has no selectors) and add those a selector
+//! cannot express.
+
+use serde_json::Value;
+
+use super::annotations::{INJECT_LABEL, STATUS};
+use super::config::InjectConfig;
+use super::pod::PodView;
+use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
+
+/// Why a pod was left alone. [`SkipReason::as_str`] is a stable label for logs and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// The pod's namespace is a system namespace or the operator's own.
+    ExcludedNamespace,
+    /// The pod carries `sidecar.example.com/inject: "false"`.
+    OptedOut,
+    /// The pod already has a sidecar (its status annotation is present).
+    AlreadyInjected,
+    /// The pod shares the node's network namespace, where the sidecar's ports would clash
+    /// with every other host-network pod's and the node's.
+    HostNetwork,
+    /// An application container declares a port the sidecar needs.
+    PortConflict,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 5] = [
+        Self::ExcludedNamespace,
+        Self::OptedOut,
+        Self::AlreadyInjected,
+        Self::HostNetwork,
+        Self::PortConflict,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ExcludedNamespace => "excluded-namespace",
+            Self::OptedOut => "opted-out",
+            Self::AlreadyInjected => "already-injected",
+            Self::HostNetwork => "host-network",
+            Self::PortConflict => "port-conflict",
+        }
+    }
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A skip with the detail a user needs to understand it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip {
+    pub reason: SkipReason,
+    pub detail: String,
+}
+
+/// `Some(skip)` when the pod must not be injected. `namespace` is where the pod is created.
+/// The first matching reason wins, already-injected first: reinvocation must be a no-op.
+pub fn skip(pod: &PodView<'_>, namespace: Option<&str>, config: &InjectConfig) -> Option<Skip> {
+    let skip = |reason, detail: String| Some(Skip { reason, detail });
+    if pod.has_annotation(STATUS) {
+        return skip(SkipReason::AlreadyInjected, format!("the pod has the {STATUS} annotation"));
+    }
+    if let Some(namespace) = namespace
+        && config.is_excluded(namespace)
+    {
+        return skip(
+            SkipReason::ExcludedNamespace,
+            format!("namespace {namespace} is never injected (system or operator namespace)"),
+        );
+    }
+    if pod.label(INJECT_LABEL) == Some("false") {
+        return skip(SkipReason::OptedOut, format!("the pod has the label {INJECT_LABEL}=false"));
+    }
+    if pod.host_network() {
+        return skip(
+            SkipReason::HostNetwork,
+            format!(
+                "the pod uses hostNetwork: the sidecar's ports {ADMIN_PORT} and {READINESS_PORT} would be bound on the node"
+            ),
+        );
+    }
+    if let Some((container, port)) = conflicting_port(pod) {
+        return skip(
+            SkipReason::PortConflict,
+            format!(
+                "container {container} declares port {port}, which the sidecar needs ({ADMIN_PORT} admin, {READINESS_PORT} readiness)"
+            ),
+        );
+    }
+    None
+}
+
+/// The first container running alongside the sidecar that declares one of its ports.
+fn conflicting_port(pod: &PodView<'_>) -> Option<(String, i64)> {
+    pod.long_running_containers().find_map(|container| {
+        let ports = container.get("ports").and_then(Value::as_array)?;
+        ports.iter().find_map(|port| {
+            let number = port.get("containerPort").and_then(Value::as_i64)?;
+            [i64::from(ADMIN_PORT), i64::from(READINESS_PORT)].contains(&number).then(|| {
+                let name = container.get("name").and_then(Value::as_str).unwrap_or("<unnamed>");
+                (name.to_owned(), number)
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn decide(pod: Value, namespace: &str) -> Option<SkipReason> {
+        let view = PodView::new(&pod).unwrap();
+        skip(&view, Some(namespace), &InjectConfig::default()).map(|s| s.reason)
+    }
+
+    fn pod(spec: Value, metadata: Value) -> Value {
+        json!({"metadata": metadata, "spec": spec})
+    }
+
+    #[test]
+    fn each_reason() {
+        let plain = json!({"containers": [{"name": "app"}]});
+        assert_eq!(decide(pod(plain.clone(), json!({})), "shop"), None);
+        assert_eq!(decide(pod(plain.clone(), json!({})), "kube-system"), Some(SkipReason::ExcludedNamespace));
+        assert_eq!(
+            decide(pod(plain.clone(), json!({})), "envoy-operator"),
+            Some(SkipReason::ExcludedNamespace)
+        );
+        assert_eq!(
+            decide(pod(plain.clone(), json!({"labels": {INJECT_LABEL: "false"}})), "shop"),
+            Some(SkipReason::OptedOut)
+        );
+        assert_eq!(decide(pod(plain.clone(), json!({"labels": {INJECT_LABEL: "true"}})), "shop"), None);
+        assert_eq!(
+            decide(pod(plain.clone(), json!({"annotations": {STATUS: "{}"}})), "kube-system"),
+            Some(SkipReason::AlreadyInjected)
+        );
+        assert_eq!(
+            decide(pod(json!({"hostNetwork": true, "containers": [{"name": "app"}]}), json!({})), "shop"),
+            Some(SkipReason::HostNetwork)
+        );
+        let admin_port = json!({"containers": [{"name": "app", "ports": [{"containerPort": 80}, {"containerPort": 9901}]}]});
+        assert_eq!(decide(pod(admin_port, json!({})), "shop"), Some(SkipReason::PortConflict));
+    }
+
+    #[test]
+    fn only_concurrent_init_containers_conflict() {
+        let init = |policy: Value| {
+            json!({"containers": [{"name": "app"}],
+                "initContainers": [{"name": "setup", "restartPolicy": policy, "ports": [{"containerPort": 9902}]}]})
+        };
+        assert_eq!(decide(pod(init(Value::Null), json!({})), "shop"), None);
+        assert_eq!(decide(pod(init(json!("Always")), json!({})), "shop"), Some(SkipReason::PortConflict));
+    }
+
+    #[test]
+    fn labels_are_stable() {
+        let labels: Vec<_> = SkipReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["excluded-namespace", "opted-out", "already-injected", "host-network", "port-conflict"]
+        );
+    }
+}

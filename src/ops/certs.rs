@@ -1,0 +1,634 @@
+//! Webhook certificates in a cluster, without cert-manager ("self-managed" mode).
+//!
+//! - Every replica makes sure the Secret exists: it creates it if absent (create-only, so
+//!   replicas racing at first start converge on the one that won), then mirrors it into its
+//!   certificate directory, where the server's file poller hot-reloads it. One reload path
+//!   serves both this mode and a mounted Secret (`--cert-dir`).
+//! - The leader keeps `caBundle` of the operator's webhook configurations equal to the Secret's
+//!   `ca.crt` (re-patching it when someone resets it, e.g. `kubectl apply -k deploy/`) and
+//!   rotates before expiry: when less than a third of the validity is left it makes a new CA and
+//!   serving certificate, first adds the new CA to the webhook configurations (which then trust
+//!   both), then stores the new pair with the old CA still in `ca.crt`, so no request fails
+//!   while replicas pick the new certificate up.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use time::OffsetDateTime;
+use tracing::info;
+
+use super::rbac::{WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
+use crate::tls::{CertOptions, GeneratedCerts};
+
+const CA_KEY: &str = "ca.crt";
+const CERT_KEY: &str = "tls.crt";
+const KEY_KEY: &str = "tls.key";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("Kubernetes API: {0}")]
+    Api(#[from] kube::Error),
+    #[error("the Secret {0} lacks {1}")]
+    MissingKey(String, &'static str),
+    #[error("parsing the certificate: {0}")]
+    Parse(String),
+    #[error("generating certificates: {0}")]
+    Generate(String),
+}
+
+impl CertError {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Api(_) => "api",
+            Self::MissingKey(..) => "missing_key",
+            Self::Parse(_) => "parse",
+            Self::Generate(_) => "generate",
+        }
+    }
+}
+
+/// The certificate material a Secret holds. `ca_bundle` may hold more than one CA during a
+/// rotation.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CertMaterial {
+    pub ca_bundle: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for CertMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertMaterial").field("key_pem", &"<redacted>").finish_non_exhaustive()
+    }
+}
+
+impl CertMaterial {
+    pub fn from_generated(generated: GeneratedCerts) -> Self {
+        Self { ca_bundle: generated.ca_pem, cert_pem: generated.cert_pem, key_pem: generated.key_pem }
+    }
+
+    pub fn from_secret(secret: &Secret) -> Result<Self, CertError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let data = secret.data.clone().unwrap_or_default();
+        let get = |key: &'static str| {
+            data.get(key)
+                .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| CertError::MissingKey(name.clone(), key))
+        };
+        Ok(Self { ca_bundle: get(CA_KEY)?, cert_pem: get(CERT_KEY)?, key_pem: get(KEY_KEY)? })
+    }
+
+    /// The Secret (type `kubernetes.io/tls`) holding this material.
+    pub fn to_secret(&self, namespace: &str) -> Secret {
+        let data = [(CA_KEY, &self.ca_bundle), (CERT_KEY, &self.cert_pem), (KEY_KEY, &self.key_pem)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+            .collect::<BTreeMap<_, _>>();
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(WEBHOOK_SECRET.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(
+                    [("app.kubernetes.io/managed-by".to_owned(), "envoy-operator".to_owned())].into(),
+                ),
+                ..Default::default()
+            },
+            type_: Some("kubernetes.io/tls".to_owned()),
+            data: Some(data),
+            ..Default::default()
+        }
+    }
+
+    /// Validity of the serving certificate.
+    pub fn validity(&self) -> Result<Validity, CertError> {
+        validity(&self.cert_pem)
+    }
+}
+
+/// When a certificate is valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+}
+
+impl Validity {
+    /// Rotate once less than a third of the validity is left (or it is already over).
+    pub fn needs_rotation(&self, now: OffsetDateTime) -> bool {
+        let total = self.not_after - self.not_before;
+        self.not_after - now < total / 3
+    }
+
+    pub fn seconds_left(&self, now: OffsetDateTime) -> i64 {
+        (self.not_after - now).whole_seconds()
+    }
+}
+
+/// Validity of the first certificate in a PEM text.
+pub fn validity(pem: &str) -> Result<Validity, CertError> {
+    let certificates = certificates(pem)?;
+    let first =
+        certificates.first().ok_or_else(|| CertError::Parse("no certificate in the PEM text".into()))?;
+    Ok(*first)
+}
+
+/// Validity of every certificate in a PEM text, in order.
+fn certificates(pem: &str) -> Result<Vec<Validity>, CertError> {
+    let mut found = Vec::new();
+    for block in x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()) {
+        let block = block.map_err(|e| CertError::Parse(e.to_string()))?;
+        let certificate = block.parse_x509().map_err(|e| CertError::Parse(e.to_string()))?;
+        let validity = certificate.validity();
+        found.push(Validity {
+            not_before: validity.not_before.to_datetime(),
+            not_after: validity.not_after.to_datetime(),
+        });
+    }
+    Ok(found)
+}
+
+/// The PEM blocks of a bundle, each with its validity.
+fn bundle_blocks(bundle: &str) -> Vec<(String, Option<Validity>)> {
+    let mut blocks = Vec::new();
+    let mut current = String::new();
+    for line in bundle.lines() {
+        current.push_str(line);
+        current.push('\n');
+        if line.starts_with("-----END ") {
+            let validity = validity(&current).ok();
+            blocks.push((std::mem::take(&mut current), validity));
+        }
+    }
+    blocks
+}
+
+/// The CA bundle after a rotation to `new_ca`: the new CA first, then the CA the current
+/// serving certificate was issued by (the first of `current_bundle`) while it is still valid.
+/// Older CAs are dropped: nothing they signed is served any more.
+pub fn rotated_bundle(new_ca: &str, current_bundle: &str, now: OffsetDateTime) -> String {
+    let mut bundle = new_ca.trim_end().to_owned();
+    bundle.push('\n');
+    if let Some((previous, Some(validity))) = bundle_blocks(current_bundle).into_iter().next()
+        && validity.not_after > now
+    {
+        bundle.push_str(&previous);
+    }
+    bundle
+}
+
+/// Gets the Secret, creating it with fresh certificates when it does not exist. When another
+/// replica creates it first, adopts theirs.
+pub async fn ensure_secret(
+    client: &Client,
+    namespace: &str,
+    options: &CertOptions,
+) -> Result<CertMaterial, CertError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    if let Some(secret) = secrets.get_opt(WEBHOOK_SECRET).await? {
+        return CertMaterial::from_secret(&secret);
+    }
+    let material = generate(options)?;
+    match secrets.create(&PostParams::default(), &material.to_secret(namespace)).await {
+        Ok(_) => {
+            info!(secret = WEBHOOK_SECRET, %namespace, "created the webhook certificate Secret");
+            Ok(material)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            info!(secret = WEBHOOK_SECRET, %namespace, "another replica created the Secret first; using theirs");
+            CertMaterial::from_secret(&secrets.get(WEBHOOK_SECRET).await?)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn generate(options: &CertOptions) -> Result<CertMaterial, CertError> {
+    crate::tls::generate(options)
+        .map(CertMaterial::from_generated)
+        .map_err(|e| CertError::Generate(e.to_string()))
+}
+
+/// Makes every webhook of the operator's Mutating- and ValidatingWebhookConfiguration trust
+/// `ca_bundle`. Returns how many configurations were patched; configurations that already
+/// match are not written.
+pub async fn ensure_ca_bundle(client: &Client, ca_bundle: &str) -> Result<usize, CertError> {
+    let mutating =
+        patch_ca_bundle::<MutatingWebhookConfiguration>(client, ca_bundle, |c| webhook_bundles(&c.webhooks))
+            .await?;
+    let validating = patch_ca_bundle::<ValidatingWebhookConfiguration>(client, ca_bundle, |c| {
+        webhook_bundles(&c.webhooks)
+    })
+    .await?;
+    Ok(usize::from(mutating) + usize::from(validating))
+}
+
+trait HasClientConfig {
+    fn ca_bundle(&self) -> Option<&ByteString>;
+}
+
+impl HasClientConfig for k8s_openapi::api::admissionregistration::v1::MutatingWebhook {
+    fn ca_bundle(&self) -> Option<&ByteString> {
+        self.client_config.ca_bundle.as_ref()
+    }
+}
+
+impl HasClientConfig for k8s_openapi::api::admissionregistration::v1::ValidatingWebhook {
+    fn ca_bundle(&self) -> Option<&ByteString> {
+        self.client_config.ca_bundle.as_ref()
+    }
+}
+
+fn webhook_bundles<W: HasClientConfig>(webhooks: &Option<Vec<W>>) -> Vec<Option<Vec<u8>>> {
+    webhooks.iter().flatten().map(|w| w.ca_bundle().map(|b| b.0.clone())).collect()
+}
+
+/// Patches `caBundle` of every webhook of configuration `WEBHOOK_CONFIGURATION` of kind `K`
+/// when any differs. A JSON Patch guarded by a `test` of the resourceVersion: a concurrent
+/// change makes it fail (and the next pass retries) rather than overwrite the other writer.
+async fn patch_ca_bundle<K>(
+    client: &Client,
+    ca_bundle: &str,
+    bundles: impl Fn(&K) -> Vec<Option<Vec<u8>>>,
+) -> Result<bool, CertError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let Some(configuration) = api.get_opt(WEBHOOK_CONFIGURATION).await? else {
+        return Ok(false); // Not installed (yet): nothing to keep current.
+    };
+    let current = bundles(&configuration);
+    if current.iter().all(|b| b.as_deref() == Some(ca_bundle.as_bytes())) {
+        return Ok(false);
+    }
+    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca_bundle);
+    let mut operations = vec![json!({"op": "test", "path": "/metadata/resourceVersion",
+                                     "value": configuration.meta().resource_version})];
+    operations.extend((0..current.len()).map(
+        |i| json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": encoded}),
+    ));
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!(operations)).map_err(|e| CertError::Parse(e.to_string()))?;
+    api.patch(WEBHOOK_CONFIGURATION, &PatchParams::default(), &Patch::<()>::Json(patch)).await?;
+    info!(kind = %K::kind(&()), name = WEBHOOK_CONFIGURATION, "patched caBundle");
+    Ok(true)
+}
+
+/// Rotates the certificates when due: new CA and serving certificate, webhook configurations
+/// trusting old and new CAs first, then the Secret updated (guarded by its resourceVersion).
+/// Returns the new material when it rotated.
+pub async fn rotate_if_due(
+    client: &Client,
+    namespace: &str,
+    options: &CertOptions,
+    now: OffsetDateTime,
+) -> Result<Option<CertMaterial>, CertError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get(WEBHOOK_SECRET).await?;
+    let current = CertMaterial::from_secret(&secret)?;
+    if !current.validity()?.needs_rotation(now) {
+        return Ok(None);
+    }
+    let fresh = generate(options)?;
+    let rotated = CertMaterial {
+        ca_bundle: rotated_bundle(&fresh.ca_bundle, &current.ca_bundle, now),
+        cert_pem: fresh.cert_pem,
+        key_pem: fresh.key_pem,
+    };
+    // Trust the new CA before anyone serves a certificate it signed.
+    ensure_ca_bundle(client, &union_bundle(&current.ca_bundle, &rotated.ca_bundle)).await?;
+    let mut updated = rotated.to_secret(namespace);
+    updated.metadata.resource_version = secret.metadata.resource_version.clone();
+    secrets.replace(WEBHOOK_SECRET, &PostParams::default(), &updated).await?;
+    info!(secret = WEBHOOK_SECRET, %namespace, "rotated the webhook certificates");
+    Ok(Some(rotated))
+}
+
+/// Every distinct PEM block of `a` then `b`.
+fn union_bundle(a: &str, b: &str) -> String {
+    let mut seen = Vec::new();
+    for (block, _) in bundle_blocks(a).into_iter().chain(bundle_blocks(b)) {
+        if !seen.contains(&block) {
+            seen.push(block);
+        }
+    }
+    seen.concat()
+}
+
+/// Every replica: ensures the Secret exists, then mirrors it into `dir` (rewriting the files
+/// whenever the Secret changes, e.g. after a rotation) until the watch ends. The webhook
+/// server's file poller picks the files up.
+pub async fn mirror_secret(
+    client: Client,
+    namespace: String,
+    options: CertOptions,
+    dir: std::path::PathBuf,
+) -> Result<(), CertError> {
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let initial = ensure_secret(&client, &namespace, &options).await?;
+    write_material(&dir, &initial)?;
+    let mut written = initial;
+    let secrets: Api<Secret> = Api::namespaced(client, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={WEBHOOK_SECRET}"));
+    let mut changes = std::pin::pin!(watcher(secrets, config).default_backoff().applied_objects());
+    while let Some(secret) = changes.try_next().await.map_err(|e| CertError::Parse(e.to_string()))? {
+        match CertMaterial::from_secret(&secret) {
+            Ok(material) if material != written => {
+                write_material(&dir, &material)?;
+                info!(secret = WEBHOOK_SECRET, dir = %dir.display(), "the webhook certificate Secret changed; wrote the new files");
+                written = material;
+            }
+            Ok(_) => {}
+            Err(error) => tracing::error!(%error, "ignoring an unusable webhook certificate Secret"),
+        }
+    }
+    Ok(())
+}
+
+fn write_material(dir: &std::path::Path, material: &CertMaterial) -> Result<(), CertError> {
+    let files = GeneratedCerts {
+        ca_pem: material.ca_bundle.clone(),
+        cert_pem: material.cert_pem.clone(),
+        key_pem: material.key_pem.clone(),
+    };
+    crate::tls::write(dir, &files, true).map(|_| ()).map_err(|e| CertError::Generate(e.to_string()))
+}
+
+/// The leader: every `interval`, keeps the webhook configurations' `caBundle` equal to the
+/// Secret's and rotates the certificates when due. Errors are logged and retried next round.
+pub async fn maintain(
+    client: Client,
+    namespace: String,
+    options: CertOptions,
+    interval: std::time::Duration,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    loop {
+        let round = async {
+            rotate_if_due(&client, &namespace, &options, OffsetDateTime::now_utc()).await?;
+            let material = CertMaterial::from_secret(&secrets.get(WEBHOOK_SECRET).await?)?;
+            ensure_ca_bundle(&client, &material.ca_bundle).await
+        };
+        if let Err(error) = round.await {
+            tracing::warn!(%error, kind = error.metric_label(), "webhook certificate maintenance failed; retrying");
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// Keeps the expiry metric current from the serving certificate file, in any mode.
+pub async fn report_expiry(
+    cert_file: std::path::PathBuf,
+    metrics: super::metrics::Metrics,
+    interval: std::time::Duration,
+) {
+    loop {
+        match std::fs::read_to_string(&cert_file)
+            .map_err(|e| CertError::Parse(e.to_string()))
+            .and_then(|pem| validity(&pem))
+        {
+            Ok(validity) => metrics.set_certificate_expiry(validity.seconds_left(OffsetDateTime::now_utc())),
+            Err(error) => {
+                tracing::debug!(%error, file = %cert_file.display(), "no certificate to report the expiry of yet")
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Method, StatusCode};
+    use serde_json::Value;
+
+    use super::*;
+    use crate::testing::{expect, mock, not_found};
+
+    fn options(days: u32) -> CertOptions {
+        CertOptions {
+            service_name: "envoy-operator-webhook".into(),
+            namespace: "envoy-operator".into(),
+            days,
+        }
+    }
+
+    fn conflict() -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409, "message": "already exists"})
+    }
+
+    const SECRET_PATH: &str = "/api/v1/namespaces/envoy-operator/secrets/envoy-operator-webhook-tls";
+    const SECRETS_PATH: &str = "/api/v1/namespaces/envoy-operator/secrets";
+    const MUTATING_PATH: &str =
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/envoy-operator";
+    const VALIDATING_PATH: &str =
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/envoy-operator";
+
+    fn secret_json(material: &CertMaterial) -> Value {
+        let mut secret = serde_json::to_value(material.to_secret("envoy-operator")).unwrap();
+        secret["metadata"]["resourceVersion"] = json!("41");
+        secret
+    }
+
+    #[tokio::test]
+    async fn creates_the_secret_when_absent() {
+        let (client, mut handle) = mock();
+        let task = tokio::spawn(async move { ensure_secret(&client, "envoy-operator", &options(365)).await });
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::NOT_FOUND, not_found()).await;
+        let created = expect(&mut handle, Method::POST, SECRETS_PATH, StatusCode::CREATED, json!({})).await;
+        assert_eq!(created["type"], "kubernetes.io/tls");
+        assert_eq!(created["metadata"]["name"], WEBHOOK_SECRET);
+        let material = task.await.unwrap().expect("the secret is ensured");
+        let stored: Secret = serde_json::from_value(created).unwrap();
+        assert_eq!(
+            CertMaterial::from_secret(&stored).unwrap(),
+            material,
+            "what was created is what is served"
+        );
+    }
+
+    #[tokio::test]
+    async fn losing_the_creation_race_adopts_the_winner() {
+        let winner = CertMaterial::from_generated(crate::tls::generate(&options(365)).unwrap());
+        let (client, mut handle) = mock();
+        let task = tokio::spawn(async move { ensure_secret(&client, "envoy-operator", &options(365)).await });
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::NOT_FOUND, not_found()).await;
+        expect(&mut handle, Method::POST, SECRETS_PATH, StatusCode::CONFLICT, conflict()).await;
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::OK, secret_json(&winner)).await;
+        assert_eq!(task.await.unwrap().unwrap(), winner);
+    }
+
+    #[tokio::test]
+    async fn an_existing_secret_is_used_without_writes() {
+        let existing = CertMaterial::from_generated(crate::tls::generate(&options(365)).unwrap());
+        let (client, mut handle) = mock();
+        let task = tokio::spawn(async move { ensure_secret(&client, "envoy-operator", &options(365)).await });
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::OK, secret_json(&existing)).await;
+        assert_eq!(task.await.unwrap().unwrap(), existing);
+        assert!(handle.next_request().await.is_none(), "no further request");
+    }
+
+    fn configuration(kind: &str, bundles: &[&str]) -> Value {
+        let webhooks: Vec<Value> = bundles
+            .iter()
+            .enumerate()
+            .map(|(i, bundle)| {
+                let mut client_config =
+                    json!({"service": {"namespace": "envoy-operator", "name": "envoy-operator-webhook"}});
+                if !bundle.is_empty() {
+                    client_config["caBundle"] =
+                        json!(base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bundle));
+                }
+                json!({"name": format!("w{i}.example.com"), "clientConfig": client_config,
+                       "admissionReviewVersions": ["v1"], "sideEffects": "None"})
+            })
+            .collect();
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+               "metadata": {"name": "envoy-operator", "resourceVersion": "7"}, "webhooks": webhooks})
+    }
+
+    #[tokio::test]
+    async fn ca_bundle_is_patched_only_where_it_differs() {
+        let bundle = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let (client, mut handle) = mock();
+        let task = tokio::spawn(async move { ensure_ca_bundle(&client, bundle).await });
+        expect(
+            &mut handle,
+            Method::GET,
+            MUTATING_PATH,
+            StatusCode::OK,
+            configuration("MutatingWebhookConfiguration", &["", bundle]),
+        )
+        .await;
+        let patch = expect(
+            &mut handle,
+            Method::PATCH,
+            MUTATING_PATH,
+            StatusCode::OK,
+            configuration("MutatingWebhookConfiguration", &[bundle, bundle]),
+        )
+        .await;
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bundle);
+        assert_eq!(
+            patch,
+            json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                   {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": encoded},
+                   {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": encoded}])
+        );
+        expect(
+            &mut handle,
+            Method::GET,
+            VALIDATING_PATH,
+            StatusCode::OK,
+            configuration("ValidatingWebhookConfiguration", &[bundle]),
+        )
+        .await;
+        assert_eq!(task.await.unwrap().unwrap(), 1, "only the mutating configuration needed a patch");
+    }
+
+    #[tokio::test]
+    async fn rotation_trusts_the_new_ca_before_serving_it() {
+        // Three days of validity, looked at two and a half days later: under a third is left.
+        let old = CertMaterial::from_generated(crate::tls::generate(&options(3)).unwrap());
+        let later = OffsetDateTime::now_utc() + time::Duration::hours(60);
+        let (client, mut handle) = mock();
+        let task =
+            tokio::spawn(async move { rotate_if_due(&client, "envoy-operator", &options(365), later).await });
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::OK, secret_json(&old)).await;
+        expect(
+            &mut handle,
+            Method::GET,
+            MUTATING_PATH,
+            StatusCode::OK,
+            configuration("MutatingWebhookConfiguration", &[&old.ca_bundle]),
+        )
+        .await;
+        let patch = expect(&mut handle, Method::PATCH, MUTATING_PATH, StatusCode::OK, json!({})).await;
+        let trusted = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            patch[1]["value"].as_str().unwrap(),
+        )
+        .unwrap();
+        let trusted = String::from_utf8(trusted).unwrap();
+        assert_eq!(bundle_blocks(&trusted).len(), 2, "old and new CA are trusted during the overlap");
+        assert!(trusted.contains(old.ca_bundle.trim()));
+        expect(&mut handle, Method::GET, VALIDATING_PATH, StatusCode::NOT_FOUND, not_found()).await;
+        let replaced = expect(&mut handle, Method::PUT, SECRET_PATH, StatusCode::OK, json!({})).await;
+        assert_eq!(
+            replaced["metadata"]["resourceVersion"], "41",
+            "the update is guarded by the version read"
+        );
+
+        let rotated = task.await.unwrap().unwrap().expect("rotated");
+        assert_ne!(rotated.cert_pem, old.cert_pem);
+        let blocks = bundle_blocks(&rotated.ca_bundle);
+        assert_eq!(blocks.len(), 2, "the new CA, then the old one while it is valid");
+        assert_eq!(blocks[1].0.trim(), old.ca_bundle.trim());
+        assert!(!rotated.validity().unwrap().needs_rotation(OffsetDateTime::now_utc()));
+    }
+
+    #[tokio::test]
+    async fn a_fresh_certificate_is_not_rotated() {
+        let current = CertMaterial::from_generated(crate::tls::generate(&options(365)).unwrap());
+        let (client, mut handle) = mock();
+        let task = tokio::spawn(async move {
+            rotate_if_due(&client, "envoy-operator", &options(365), OffsetDateTime::now_utc()).await
+        });
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::OK, secret_json(&current)).await;
+        assert_eq!(task.await.unwrap().unwrap(), None);
+    }
+
+    #[test]
+    fn mirrored_material_is_what_the_server_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        write_material(dir.path(), &first).unwrap();
+        let served = crate::tls::ReloadingCert::load(crate::tls::CertPaths::in_dir(dir.path())).unwrap();
+        let second = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        write_material(dir.path(), &second).unwrap();
+        assert!(served.reload_if_changed().unwrap(), "a rewritten Secret is picked up by the file poller");
+        assert_eq!(std::fs::read_to_string(dir.path().join("ca.crt")).unwrap(), second.ca_bundle);
+    }
+
+    #[test]
+    fn rotation_starts_with_a_third_of_the_validity_left() {
+        let start = OffsetDateTime::UNIX_EPOCH;
+        let validity = Validity { not_before: start, not_after: start + time::Duration::days(90) };
+        assert!(!validity.needs_rotation(start + time::Duration::days(59)));
+        assert!(validity.needs_rotation(start + time::Duration::days(61)));
+        assert!(validity.needs_rotation(start + time::Duration::days(100)), "expired certificates rotate");
+        assert_eq!(validity.seconds_left(start + time::Duration::days(89)), 86_400);
+    }
+
+    #[test]
+    fn rotated_bundles_drop_expired_and_older_cas() {
+        let first = crate::tls::generate(&options(1)).unwrap().ca_pem;
+        let second = crate::tls::generate(&options(30)).unwrap().ca_pem;
+        let third = crate::tls::generate(&options(30)).unwrap().ca_pem;
+        let now = OffsetDateTime::now_utc();
+        let after_one = rotated_bundle(&second, &first, now);
+        assert_eq!(bundle_blocks(&after_one).len(), 2);
+        let after_two = rotated_bundle(&third, &after_one, now);
+        let blocks = bundle_blocks(&after_two);
+        assert_eq!(blocks.len(), 2, "only the previous CA is kept");
+        assert_eq!(blocks[1].0.trim(), second.trim());
+        let much_later = now + time::Duration::days(3);
+        assert_eq!(
+            bundle_blocks(&rotated_bundle(&second, &first, much_later)).len(),
+            1,
+            "an expired CA is dropped"
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! Leader election: every replica serves the webhooks, but only the holder of a Lease in the
+//! operator's namespace runs the controllers. The Lease is kept by kube-lease-manager (SSA,
+//! conflict-safe); [`run_while_leading`] starts the work on gaining the lease, stops it on
+//! losing it, and hands the lease back on shutdown so a successor takes over at once instead of
+//! waiting for it to expire.
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::Client;
+use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::metrics::Metrics;
+
+/// How the Lease is held.
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+    /// Unique per replica: the pod name.
+    pub identity: String,
+    /// Seconds a holder may go without renewing before others may take the lease.
+    pub duration_seconds: u64,
+    /// Seconds before expiry at which the holder renews (tolerated clock skew).
+    pub grace_seconds: u64,
+}
+
+impl LeaseConfig {
+    pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: "envoy-operator-leader".to_owned(),
+            identity: identity.into(),
+            duration_seconds: 15,
+            grace_seconds: 5,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("leader election: {0}")]
+    Lease(#[from] kube_lease_manager::LeaseManagerError),
+}
+
+/// Holds the Lease and runs `lead` while holding it, until `shutdown` resolves.
+pub async fn lead_with_lease<W, Fut>(
+    client: Client,
+    config: LeaseConfig,
+    metrics: Metrics,
+    shutdown: impl Future<Output = ()>,
+    lead: W,
+) -> Result<(), LeaderError>
+where
+    W: FnMut(CancellationToken) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let manager = LeaseManagerBuilder::new(client, &config.name)
+        .with_namespace(&config.namespace)
+        .with_parameters(
+            LeaseParams::new(&config.identity, config.duration_seconds, config.grace_seconds)
+                .with_field_manager("envoy-operator-leader"),
+        )
+        .build()
+        .await?;
+    let (leading, lease_task) = manager.watch().await;
+    info!(lease = %config.name, identity = %config.identity, "waiting for the leader lease");
+    run_while_leading(leading, &metrics, shutdown, lead).await;
+    // run_while_leading dropped the receiver: the lease task releases the lease and ends.
+    match lease_task.await {
+        Ok(Ok(_)) => info!("leader lease released"),
+        Ok(Err(error)) => warn!(%error, "releasing the leader lease failed; it expires on its own"),
+        Err(error) => warn!(%error, "the leader lease task failed"),
+    }
+    Ok(())
+}
+
+/// How long stopped work may take to finish before it is abandoned.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `lead` whenever `leading` says true, cancelling it as soon as it says false or
+/// `shutdown` resolves; returns after shutdown, dropping `leading`.
+pub async fn run_while_leading<W, Fut>(
+    mut leading: watch::Receiver<bool>,
+    metrics: &Metrics,
+    shutdown: impl Future<Output = ()>,
+    mut lead: W,
+) where
+    W: FnMut(CancellationToken) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::pin!(shutdown);
+    loop {
+        // Wait to become leader.
+        while !*leading.borrow_and_update() {
+            tokio::select! {
+                changed = leading.changed() => if changed.is_err() { return },
+                () = &mut shutdown => return,
+            }
+        }
+        info!("became leader: starting the controllers");
+        metrics.set_leader(true);
+        let stop = CancellationToken::new();
+        let mut work = tokio::spawn(lead(stop.clone()));
+        let shutting_down = tokio::select! {
+            _ = &mut work => {
+                warn!("the controllers stopped on their own while leading");
+                false
+            }
+            () = lost(&mut leading) => {
+                warn!("lost the leader lease: stopping the controllers");
+                false
+            }
+            () = &mut shutdown => true,
+        };
+        stop.cancel();
+        if tokio::time::timeout(STOP_TIMEOUT, &mut work).await.is_err() {
+            warn!("the controllers did not stop in time; abandoning them");
+            work.abort();
+        }
+        metrics.set_leader(false);
+        if shutting_down {
+            return;
+        }
+    }
+}
+
+/// Resolves when `leading` turns false or its sender is gone.
+async fn lost(leading: &mut watch::Receiver<bool>) {
+    while *leading.borrow_and_update() {
+        if leading.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Work that counts its starts and stops, and runs until cancelled.
+    fn counting(
+        starts: Arc<AtomicUsize>,
+        stops: Arc<AtomicUsize>,
+    ) -> impl FnMut(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
+        move |stop: CancellationToken| {
+            let (starts, stops) = (starts.clone(), stops.clone());
+            Box::pin(async move {
+                starts.fetch_add(1, Ordering::SeqCst);
+                stop.cancelled().await;
+                stops.fetch_add(1, Ordering::SeqCst);
+            })
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn work_runs_only_while_leading_and_stops_on_shutdown() {
+        let (starts, stops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (set_leading, leading) = watch::channel(false);
+        let (trigger_shutdown, shutdown) = tokio::sync::oneshot::channel::<()>();
+        let metrics = Metrics::new();
+        let runner = {
+            let metrics = metrics.clone();
+            let work = counting(starts.clone(), stops.clone());
+            tokio::spawn(async move {
+                run_while_leading(leading, &metrics, async { shutdown.await.unwrap_or(()) }, work).await
+            })
+        };
+
+        settle().await;
+        assert_eq!(starts.load(Ordering::SeqCst), 0, "no work before the lease is held");
+
+        set_leading.send(true).unwrap();
+        settle().await;
+        assert_eq!(starts.load(Ordering::SeqCst), 1);
+        assert!(metrics.encode().contains("envoy_operator_leader 1"));
+
+        set_leading.send(false).unwrap();
+        settle().await;
+        assert_eq!(stops.load(Ordering::SeqCst), 1, "losing the lease stops the work");
+        assert!(metrics.encode().contains("envoy_operator_leader 0"));
+
+        set_leading.send(true).unwrap();
+        settle().await;
+        assert_eq!(starts.load(Ordering::SeqCst), 2, "regaining the lease starts it again");
+
+        trigger_shutdown.send(()).unwrap();
+        runner.await.unwrap();
+        assert_eq!(stops.load(Ordering::SeqCst), 2, "shutdown stops the work before returning");
+        assert!(set_leading.is_closed(), "the receiver is dropped, so the lease task releases the lease");
+    }
+}

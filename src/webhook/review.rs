@@ -1,0 +1,410 @@
+//! The `admission.k8s.io/v1` AdmissionReview wire format: only what the webhook needs.
+//!
+//! Our own small types rather than kube-core's: the request keeps `object`/`oldObject` as raw
+//! JSON (so patches are computed against exactly what the API server holds), and the
+//! response writes `patch` as a base64 string, as the API documents Go's `[]byte`.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::rules::{FieldErrorKind, FieldErrors};
+
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+pub const KIND: &str = "AdmissionReview";
+
+/// An AdmissionReview as the API server sends it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionReview {
+    pub api_version: String,
+    pub kind: String,
+    pub request: Option<AdmissionRequest>,
+}
+
+/// The request inside a review.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    /// Identifies this call; echoed in the response.
+    pub uid: String,
+    /// The kind of `object`, as the webhook is configured to receive it.
+    pub kind: GroupVersionKind,
+    #[serde(default)]
+    pub resource: GroupVersionResource,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    /// Empty on CREATE of an object with only `generateName`.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    pub operation: Operation,
+    #[serde(default)]
+    pub user_info: UserInfo,
+    /// The new object; absent (null) on DELETE.
+    #[serde(default)]
+    pub object: Option<Value>,
+    /// The stored object on UPDATE and DELETE.
+    #[serde(default)]
+    pub old_object: Option<Value>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+impl AdmissionRequest {
+    /// The name to show in messages: the request's, else the object's (or its
+    /// `generateName` prefix).
+    pub fn display_name(&self) -> String {
+        match (&self.name, &self.object) {
+            (Some(name), _) if !name.is_empty() => name.clone(),
+            (_, Some(object)) => crate::check::display_name(object),
+            _ => "<unnamed>".to_owned(),
+        }
+    }
+
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run.unwrap_or(false)
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct GroupVersionKind {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct GroupVersionResource {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "CREATE",
+            Self::Update => "UPDATE",
+            Self::Delete => "DELETE",
+            Self::Connect => "CONNECT",
+        }
+    }
+}
+
+/// Why a body is not an AdmissionReview we can answer (the HTTP layer answers 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("the body is not a JSON AdmissionReview: {0}")]
+    Malformed(#[from] serde_json::Error),
+    #[error(
+        "expected apiVersion {API_VERSION} and kind {KIND}, got apiVersion {api_version:?} and kind {kind:?}"
+    )]
+    WrongType { api_version: String, kind: String },
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+    #[error("the AdmissionReview request has an empty uid")]
+    NoUid,
+}
+
+impl ReviewError {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed",
+            Self::WrongType { .. } => "wrong_type",
+            Self::NoRequest => "no_request",
+            Self::NoUid => "no_uid",
+        }
+    }
+}
+
+/// Parses a request body into the request of an `admission.k8s.io/v1` AdmissionReview.
+pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+    let review: AdmissionReview = serde_json::from_slice(body)?;
+    if review.api_version != API_VERSION || review.kind != KIND {
+        return Err(ReviewError::WrongType { api_version: review.api_version, kind: review.kind });
+    }
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::NoUid);
+    }
+    Ok(request)
+}
+
+/// The answer to one request.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionResponse {
+    pub uid: String,
+    pub allowed: bool,
+    /// Serialized JSON Patch; written as base64 with `patchType: JSONPatch`.
+    #[serde(flatten, serialize_with = "serialize_patch", skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Vec<u8>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+}
+
+/// `patch` and `patchType` together, so neither can appear without the other.
+fn serialize_patch<S: Serializer>(patch: &Option<Vec<u8>>, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Wire {
+        patch: String,
+        patch_type: &'static str,
+    }
+    match patch {
+        Some(patch) => Wire { patch: BASE64.encode(patch), patch_type: "JSONPatch" }.serialize(serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// What the webhook decided, for logs and (later) metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Allowed unchanged.
+    Allowed,
+    /// Allowed with a patch.
+    Patched,
+    /// Denied: the object breaks the rules (422).
+    Denied,
+    /// Denied: not an object this webhook can judge (400).
+    Rejected,
+}
+
+impl Outcome {
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Patched => "patched",
+            Self::Denied => "denied",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
+impl AdmissionResponse {
+    pub fn allow(uid: &str) -> Self {
+        Self { uid: uid.to_owned(), allowed: true, patch: None, warnings: Vec::new(), status: None }
+    }
+
+    /// Allows with a JSON Patch; an empty patch is no patch (reinvocation-safe).
+    pub fn allow_with_patch(uid: &str, patch: &json_patch::Patch) -> Self {
+        let mut response = Self::allow(uid);
+        if !patch.0.is_empty() {
+            // Serializing a patch of JSON values cannot fail; without it, allow unchanged.
+            response.patch = serde_json::to_vec(patch).ok();
+        }
+        response
+    }
+
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
+        self
+    }
+
+    /// Denies an object that breaks the rules: 422 Invalid, every field error listed.
+    pub fn invalid(uid: &str, group: &str, kind: &str, name: &str, errors: &FieldErrors) -> Self {
+        let causes = errors
+            .iter()
+            .map(|error| {
+                let text = error.to_string();
+                let message = text.strip_prefix(&format!("{}: ", error.path)).unwrap_or(&text).to_owned();
+                Cause { reason: cause_reason(error.kind), message, field: error.path.clone() }
+            })
+            .collect();
+        Self::deny(
+            uid,
+            Status {
+                code: 422,
+                reason: "Invalid".to_owned(),
+                message: errors.message(kind, name),
+                details: Some(StatusDetails {
+                    name: name.to_owned(),
+                    group: group.to_owned(),
+                    kind: kind.to_owned(),
+                    causes,
+                }),
+                ..Status::default()
+            },
+        )
+    }
+
+    /// Denies a request this webhook cannot judge (wrong kind, unreadable object): 400.
+    pub fn bad_request(uid: &str, message: impl Into<String>) -> Self {
+        Self::deny(
+            uid,
+            Status {
+                code: 400,
+                reason: "BadRequest".to_owned(),
+                message: message.into(),
+                ..Status::default()
+            },
+        )
+    }
+
+    fn deny(uid: &str, status: Status) -> Self {
+        Self { uid: uid.to_owned(), allowed: false, patch: None, warnings: Vec::new(), status: Some(status) }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        match (self.allowed, &self.patch, &self.status) {
+            (true, Some(_), _) => Outcome::Patched,
+            (true, None, _) => Outcome::Allowed,
+            (false, _, Some(status)) if status.code == 422 => Outcome::Denied,
+            (false, _, _) => Outcome::Rejected,
+        }
+    }
+
+    /// The full AdmissionReview body answering with this response.
+    pub fn to_review_json(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Review<'a> {
+            api_version: &'static str,
+            kind: &'static str,
+            response: &'a AdmissionResponse,
+        }
+        let review = Review { api_version: API_VERSION, kind: KIND, response: self };
+        // Plain data with string keys: serialization cannot fail.
+        serde_json::to_vec(&review).unwrap_or_default()
+    }
+}
+
+fn cause_reason(kind: FieldErrorKind) -> &'static str {
+    match kind {
+        FieldErrorKind::Required => "FieldValueRequired",
+        FieldErrorKind::Invalid => "FieldValueInvalid",
+        FieldErrorKind::Duplicate => "FieldValueDuplicate",
+        FieldErrorKind::Forbidden => "FieldValueForbidden",
+    }
+}
+
+/// A `metav1.Status`, as in the API server's own errors.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub status: &'static str,
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Self { status: "Failure", code: 0, reason: String::new(), message: String::new(), details: None }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatusDetails {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub causes: Vec<Cause>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cause {
+    pub reason: &'static str,
+    pub message: String,
+    pub field: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::rules::FieldError;
+
+    #[test]
+    fn patch_is_base64_with_its_type_and_absent_when_empty() {
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/spec/replicas", "value": 1}])).unwrap();
+        let body: Value =
+            serde_json::from_slice(&AdmissionResponse::allow_with_patch("u1", &patch).to_review_json())
+                .unwrap();
+        assert_eq!(body["apiVersion"], API_VERSION);
+        assert_eq!(body["kind"], KIND);
+        assert_eq!(body["response"]["uid"], "u1");
+        assert_eq!(body["response"]["patchType"], "JSONPatch");
+        let decoded = BASE64.decode(body["response"]["patch"].as_str().unwrap()).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&decoded).unwrap(), serde_json::to_value(&patch).unwrap());
+
+        let empty = AdmissionResponse::allow_with_patch("u2", &json_patch::Patch(vec![]));
+        let body: Value = serde_json::from_slice(&empty.to_review_json()).unwrap();
+        assert_eq!(body["response"], json!({"uid": "u2", "allowed": true}));
+        assert_eq!(empty.outcome(), Outcome::Allowed);
+    }
+
+    #[test]
+    fn invalid_lists_every_cause() {
+        let errors: FieldErrors = vec![
+            FieldError::invalid("spec.replicas", -1, "must be greater than or equal to 0"),
+            FieldError::required("spec.xds.host", ""),
+        ]
+        .into();
+        let response = AdmissionResponse::invalid("u", "example.com", "Envoy", "e", &errors);
+        assert_eq!(response.outcome(), Outcome::Denied);
+        let body = serde_json::to_value(&response).unwrap();
+        assert_eq!(
+            body["status"],
+            json!({
+                "status": "Failure", "code": 422, "reason": "Invalid",
+                "message": "The Envoy \"e\" is invalid: \n* spec.replicas: Invalid value: -1: must be greater than or equal to 0\n* spec.xds.host: Required value",
+                "details": {"name": "e", "group": "example.com", "kind": "Envoy", "causes": [
+                    {"reason": "FieldValueInvalid", "message": "Invalid value: -1: must be greater than or equal to 0", "field": "spec.replicas"},
+                    {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.xds.host"},
+                ]},
+            })
+        );
+    }
+
+    #[test]
+    fn parse_rejects_what_is_not_a_v1_review() {
+        let ok = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","object":null}}"#;
+        let request = parse_request(ok).unwrap();
+        assert_eq!((request.uid.as_str(), request.operation, request.object), ("x", Operation::Create, None));
+        let labels = |body: &[u8]| parse_request(body).unwrap_err().metric_label();
+        assert_eq!(labels(b"{"), "malformed");
+        assert_eq!(
+            labels(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#),
+            "wrong_type"
+        );
+        assert_eq!(labels(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#), "no_request");
+        assert_eq!(
+            labels(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"","kind":{"kind":"Foo"},"operation":"DELETE"}}"#),
+            "no_uid"
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! The `deploy/` manifests: RBAC matches the permissions the code lists, and the Deployment
+//! is hardened as the README promises.
+
+use std::path::Path;
+
+use envoy_operator::manifest::parse_documents;
+use envoy_operator::ops::rbac;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use serde_json::Value;
+
+fn documents(file: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    parse_documents(&text).into_iter().map(|d| d.content.expect("valid YAML")).collect()
+}
+
+fn of_kind<T: serde::de::DeserializeOwned>(file: &str, kind: &str) -> T {
+    let document =
+        documents(file).into_iter().find(|d| d["kind"] == kind).unwrap_or_else(|| panic!("no {kind}"));
+    serde_json::from_value(document).expect("a valid object")
+}
+
+/// Rules as sorted (group, resource, name, verb) grants, so ordering and grouping don't matter.
+fn grants(rules: &[PolicyRule]) -> Vec<(String, String, String, String)> {
+    let mut grants = Vec::new();
+    for rule in rules {
+        let names = rule.resource_names.clone().unwrap_or_else(|| vec!["*".to_owned()]);
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                for name in &names {
+                    for verb in &rule.verbs {
+                        grants.push((group.clone(), resource.clone(), name.clone(), verb.clone()));
+                    }
+                }
+            }
+        }
+    }
+    grants.sort();
+    grants.dedup();
+    grants
+}
+
+#[test]
+fn cluster_role_grants_exactly_what_the_code_uses() {
+    let role: ClusterRole = of_kind("rbac.yaml", "ClusterRole");
+    assert_eq!(grants(&role.rules.unwrap_or_default()), grants(&rbac::cluster_rules()));
+}
+
+#[test]
+fn namespaced_role_grants_exactly_what_the_code_uses() {
+    let role: Role = of_kind("rbac.yaml", "Role");
+    assert_eq!(grants(&role.rules.unwrap_or_default()), grants(&rbac::namespace_rules()));
+}
+
+#[test]
+fn nothing_is_granted_with_wildcards() {
+    for document in documents("rbac.yaml") {
+        let text = document.to_string();
+        assert!(!text.contains("\"*\""), "{} grants a wildcard", document["metadata"]["name"]);
+    }
+}
+
+#[test]
+fn the_deployment_is_hardened() {
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let spec = deployment.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.expect("pod spec");
+    let pod_security = pod.security_context.expect("pod securityContext");
+    assert_eq!(pod_security.run_as_non_root, Some(true));
+    assert_eq!(pod_security.seccomp_profile.map(|p| p.type_), Some("RuntimeDefault".to_owned()));
+    assert!(pod.topology_spread_constraints.is_some_and(|c| !c.is_empty()));
+    let container = &pod.containers[0];
+    let security = container.security_context.clone().expect("container securityContext");
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.capabilities.and_then(|c| c.drop), Some(vec!["ALL".to_owned()]));
+    assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+    let resources = container.resources.clone().expect("resources");
+    assert!(resources.requests.is_some() && resources.limits.is_some());
+    assert_eq!(pod.service_account_name.as_deref(), Some("envoy-operator"));
+}
+
+#[test]
+fn kustomization_lists_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["deploy", "crds"] {
+        let kustomization = &documents_in(root, dir)[0];
+        for resource in kustomization["resources"].as_array().expect("resources") {
+            let resource = resource.as_str().expect("a path");
+            assert!(
+                root.join(dir).join(resource).exists(),
+                "{dir}/kustomization.yaml lists missing {resource}"
+            );
+        }
+    }
+}
+
+fn documents_in(root: &Path, dir: &str) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(root.join(dir).join("kustomization.yaml")).expect("kustomization.yaml");
+    parse_documents(&text).into_iter().map(|d| d.content.expect("valid YAML")).collect()
+}

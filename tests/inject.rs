@@ -1,0 +1,633 @@
+//! The sidecar injector against AdmissionReviews shaped like the API server's (see
+//! `tests/fixtures/inject/README.md`): every patch is applied with `json_patch::patch` and the
+//! resulting pod checked; a second pass must leave it alone. Then the offline command, the
+//! committed webhook configuration, and property tests over arbitrary pods.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use envoy_operator::bootstrap::XdsTarget;
+use envoy_operator::inject::annotations::{STATUS, parse_xds};
+use envoy_operator::inject::uninject::{Uninjected, uninject};
+use envoy_operator::inject::workload::{self, Options, Outcome};
+use envoy_operator::inject::{
+    EnvoyCatalog, EnvoyLookup, InjectConfig, InjectError, Injection, InjectionStatus, NoEnvoys, SkipReason,
+    Summary, XdsSource, inject,
+};
+use envoy_operator::manifest::parse_documents;
+use json_patch::Patch;
+use serde_json::{Value, json};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/inject");
+
+fn review(name: &str) -> Value {
+    let path = Path::new(FIXTURES).join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The pod and namespace of a review, as the webhook handler will pass them.
+fn request(review: &Value) -> (&Value, Option<&str>) {
+    (&review["request"]["object"], review["request"]["namespace"].as_str())
+}
+
+fn run(name: &str, config: &InjectConfig, envoys: &dyn EnvoyLookup) -> Result<Injection, InjectError> {
+    let review = review(name);
+    let (pod, namespace) = request(&review);
+    inject(pod, namespace, config, envoys)
+}
+
+/// Injects the fixture's pod with the default configuration, applies the patch, checks that a
+/// second pass is a no-op, and returns the original pod, the patched pod, the patch and the summary.
+fn injected_with(
+    name: &str,
+    config: &InjectConfig,
+    envoys: &dyn EnvoyLookup,
+) -> (Value, Value, Patch, Summary) {
+    let review = review(name);
+    let (pod, namespace) = request(&review);
+    let Ok(Injection::Patched { patch, summary }) = inject(pod, namespace, config, envoys) else {
+        panic!("{name}: expected a patch, got {:?}", inject(pod, namespace, config, envoys));
+    };
+    let mut patched = pod.clone();
+    json_patch::patch(&mut patched, &patch).unwrap_or_else(|e| panic!("{name}: patch does not apply: {e}"));
+    match inject(&patched, namespace, config, envoys) {
+        Ok(Injection::Skipped(skip)) => assert_eq!(skip.reason, SkipReason::AlreadyInjected, "{name}"),
+        other => panic!("{name}: second pass should skip, got {other:?}"),
+    }
+    (pod.clone(), patched, patch, *summary)
+}
+
+fn injected(name: &str) -> (Value, Value, Patch, Summary) {
+    injected_with(name, &InjectConfig::default(), &NoEnvoys)
+}
+
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array().into_iter().flatten().filter_map(|item| item["name"].as_str()).collect()
+}
+
+fn paths(patch: &Patch) -> Vec<String> {
+    patch.0.iter().map(|op| op.path().to_string()).collect()
+}
+
+fn status_of(pod: &Value) -> InjectionStatus {
+    InjectionStatus::parse(pod["metadata"]["annotations"][STATUS].as_str().expect("status annotation"))
+        .expect("status annotation parses")
+}
+
+/// Uninjecting the patched pod gives back exactly the original: the patch only added.
+fn assert_only_added(original: &Value, patched: &Value) {
+    let mut restored = patched.clone();
+    assert!(matches!(uninject(&mut restored), Ok(Uninjected::Removed(_))));
+    assert_eq!(&restored, original, "uninject must restore the pod exactly");
+}
+
+#[test]
+fn replicaset_pod_with_only_generate_name() {
+    let (pod, patched, patch, summary) = injected("pod-create-from-replicaset-mutate.json");
+    assert_eq!(paths(&patch), ["/spec/volumes/-", "/spec/containers/-", "/metadata/annotations"]);
+
+    assert!(patched["metadata"].get("name").is_none(), "the API server names the pod after admission");
+    assert_eq!(patched["metadata"]["generateName"], "shop-76968d89b-");
+    assert_eq!(patched["metadata"]["ownerReferences"], pod["metadata"]["ownerReferences"]);
+    assert_eq!(patched["metadata"]["managedFields"], pod["metadata"]["managedFields"]);
+    assert_eq!(names(&patched["spec"]["containers"]), ["shop", "envoy"]);
+    assert_eq!(names(&patched["spec"]["volumes"]), ["kube-api-access-xmxxw", "envoy-tmp"]);
+
+    let envoy = &patched["spec"]["containers"][1];
+    assert_eq!(envoy["image"], envoy_operator::rules::envoy::DEFAULT_ENVOY_IMAGE);
+    assert_eq!(envoy["args"][0], "--config-yaml");
+    assert_eq!(
+        envoy["args"].as_array().unwrap()[2..6],
+        [
+            json!("--service-node"),
+            json!("$(POD_NAME)"),
+            json!("--service-cluster"),
+            json!("$(POD_NAMESPACE)")
+        ]
+    );
+    let bootstrap: Value = serde_json::from_str(envoy["args"][1].as_str().unwrap()).unwrap();
+    assert_eq!(bootstrap["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
+    assert!(bootstrap.get("dynamic_resources").is_none(), "no xDS server anywhere: admin-only bootstrap");
+    assert_eq!(envoy["readinessProbe"]["httpGet"], json!({"path": "/ready", "port": 9902}));
+    assert_eq!(envoy["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(envoy["volumeMounts"], json!([{"name": "envoy-tmp", "mountPath": "/tmp"}]));
+
+    let status = status_of(&patched);
+    assert_eq!(status, summary.status);
+    assert_eq!(status.containers, ["envoy"]);
+    assert_eq!(status.volumes, ["envoy-tmp"]);
+    assert_eq!(summary.xds_source, XdsSource::None);
+    assert_only_added(&pod, &patched);
+}
+
+#[test]
+fn named_pod() {
+    let (pod, patched, _, _) = injected("pod-create-direct-mutate.json");
+    assert_eq!(patched["metadata"]["name"], "solo");
+    assert_eq!(names(&patched["spec"]["containers"]), ["solo", "envoy"]);
+    assert_only_added(&pod, &patched);
+}
+
+#[test]
+fn the_same_pod_gets_the_same_patch() {
+    let first = run("pod-create-from-replicaset-mutate.json", &InjectConfig::default(), &NoEnvoys).unwrap();
+    let second = run("pod-create-from-replicaset-mutate.json", &InjectConfig::default(), &NoEnvoys).unwrap();
+    assert_eq!(first, second);
+    let Injection::Patched { patch, .. } = first else { panic!("expected a patch") };
+    assert_eq!(serde_json::to_string(&patch).unwrap(), {
+        let Injection::Patched { patch, .. } = second else { unreachable!() };
+        serde_json::to_string(&patch).unwrap()
+    });
+}
+
+#[test]
+fn unknown_fields_and_annotation_keys_with_slashes_survive() {
+    let (pod, patched, patch, summary) = injected("pod-annotated-with-unknown-fields.json");
+    let serialized = serde_json::to_string(&patch).unwrap();
+    assert!(serialized.contains("\"/metadata/annotations/sidecar.example.com~1status\""), "{serialized}");
+    assert_eq!(patched["spec"]["futureField"], json!({"enabled": true, "mode": "strict"}));
+    assert_eq!(patched["spec"]["containers"][0]["futureContainerField"], json!([1, 2, 3]));
+    let annotations = &patched["metadata"]["annotations"];
+    assert_eq!(annotations["kubectl.kubernetes.io/restartedAt"], "2026-11-21T12:13:30Z");
+    assert_eq!(annotations["example.com/odd~key"], "tilde");
+
+    assert_eq!(summary.xds_source, XdsSource::Annotation);
+    let envoy = &patched["spec"]["containers"][1];
+    let bootstrap: Value = serde_json::from_str(envoy["args"][1].as_str().unwrap()).unwrap();
+    let endpoint = &bootstrap["static_resources"]["clusters"][1]["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        [0]["endpoint"]["address"]["socket_address"];
+    assert_eq!(endpoint, &json!({"address": "xds-service.default", "port_value": 19000}));
+    assert_eq!(envoy["resources"]["requests"]["cpu"], "200m", "annotation overrides the default");
+    assert_eq!(envoy["resources"]["requests"]["memory"], "64Mi", "default kept");
+    assert_only_added(&pod, &patched);
+}
+
+#[test]
+fn unknown_annotations_are_warned_about() {
+    let review = review("pod-create-from-replicaset-mutate.json");
+    let mut pod = review["request"]["object"].clone();
+    pod["metadata"]["annotations"] = json!({"sidecar.example.com/proxy-mem": "1Gi"});
+    let Ok(Injection::Patched { summary, .. }) =
+        inject(&pod, Some("shop"), &InjectConfig::default(), &NoEnvoys)
+    else {
+        panic!("an unknown annotation does not stop injection");
+    };
+    assert_eq!(summary.notes.len(), 1);
+    assert!(
+        summary.notes[0].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"),
+        "{:?}",
+        summary.notes
+    );
+}
+
+#[test]
+fn init_containers_are_left_alone() {
+    let (pod, patched, _, _) = injected("pod-with-init-containers.json");
+    assert_eq!(patched["spec"]["initContainers"], pod["spec"]["initContainers"]);
+    assert_eq!(names(&patched["spec"]["containers"]), ["shop", "envoy"]);
+}
+
+#[test]
+fn native_sidecar_goes_first_among_init_containers() {
+    let (pod, patched, patch, summary) = injected("pod-native-sidecar.json");
+    assert!(summary.native);
+    assert_eq!(paths(&patch)[1], "/spec/initContainers/0");
+    assert_eq!(names(&patched["spec"]["initContainers"]), ["envoy", "migrate"]);
+    assert_eq!(patched["spec"]["initContainers"][0]["restartPolicy"], "Always");
+    assert_eq!(names(&patched["spec"]["containers"]), ["shop"]);
+    assert_eq!(status_of(&patched).init_containers, ["envoy"]);
+    assert_only_added(&pod, &patched);
+
+    // The operator's flag does the same for pods that do not say; the annotation wins.
+    let config = InjectConfig { native_sidecar: true, ..Default::default() };
+    let (_, patched, patch, _) = injected_with("pod-create-from-replicaset-mutate.json", &config, &NoEnvoys);
+    assert_eq!(paths(&patch)[1], "/spec/initContainers", "created when absent");
+    assert_eq!(names(&patched["spec"]["initContainers"]), ["envoy"]);
+}
+
+#[test]
+fn a_taken_volume_name_is_replaced_by_a_free_one() {
+    let (pod, patched, _, summary) = injected("pod-with-envoy-tmp-volume.json");
+    assert_eq!(names(&patched["spec"]["volumes"]), ["kube-api-access-xmxxw", "envoy-tmp", "envoy-tmp-2"]);
+    assert_eq!(patched["spec"]["containers"][1]["volumeMounts"][0]["name"], "envoy-tmp-2");
+    assert_eq!(status_of(&patched).volumes, ["envoy-tmp-2"]);
+    assert!(summary.notes.iter().any(|n| n.contains("envoy-tmp-2")), "{:?}", summary.notes);
+    assert_only_added(&pod, &patched);
+}
+
+#[test]
+fn a_pod_without_volumes_gets_the_list_created() {
+    let (pod, patched, patch, _) = injected("pod-without-volumes.json");
+    assert_eq!(paths(&patch)[0], "/spec/volumes");
+    assert_eq!(names(&patched["spec"]["volumes"]), ["envoy-tmp"]);
+    assert_only_added(&pod, &patched);
+}
+
+#[test]
+fn skips_have_reasons() {
+    for (fixture, reason) in [
+        ("pod-opted-out.json", SkipReason::OptedOut),
+        ("pod-in-kube-system.json", SkipReason::ExcludedNamespace),
+        ("pod-in-operator-namespace.json", SkipReason::ExcludedNamespace),
+        ("pod-host-network.json", SkipReason::HostNetwork),
+        ("pod-port-conflict.json", SkipReason::PortConflict),
+        ("pod-already-injected.json", SkipReason::AlreadyInjected),
+    ] {
+        match run(fixture, &InjectConfig::default(), &NoEnvoys) {
+            Ok(Injection::Skipped(skip)) => {
+                assert_eq!(skip.reason, reason, "{fixture}");
+                assert!(!skip.detail.is_empty(), "{fixture}");
+            }
+            other => panic!("{fixture}: expected a skip, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_request_namespace_is_authoritative() {
+    // The ReplicaSet pod has no metadata.namespace: only the request says kube-system.
+    let review = review("pod-in-kube-system.json");
+    assert!(review["request"]["object"]["metadata"].get("namespace").is_none());
+    let (pod, _) = request(&review);
+    let skipped = inject(pod, Some("kube-system"), &InjectConfig::default(), &NoEnvoys).unwrap();
+    assert!(matches!(skipped, Injection::Skipped(s) if s.reason == SkipReason::ExcludedNamespace));
+    let mut claims_other = pod.clone();
+    claims_other["metadata"]["namespace"] = json!("shop");
+    let skipped = inject(&claims_other, Some("kube-system"), &InjectConfig::default(), &NoEnvoys).unwrap();
+    assert!(matches!(skipped, Injection::Skipped(s) if s.reason == SkipReason::ExcludedNamespace));
+}
+
+#[test]
+fn denials_say_what_to_do() {
+    let error =
+        run("pod-with-foreign-envoy-container.json", &InjectConfig::default(), &NoEnvoys).unwrap_err();
+    assert_eq!(error.metric_label(), "container_name_taken");
+    assert!(error.to_string().contains("sidecar.example.com/inject=false"), "{error}");
+
+    let error = run("pod-invalid-xds-annotation.json", &InjectConfig::default(), &NoEnvoys).unwrap_err();
+    assert_eq!(error.metric_label(), "invalid_annotation");
+    let message = error.to_string();
+    assert!(message.contains("sidecar.example.com/xds") && message.contains("host:port"), "{message}");
+
+    for not_a_pod in [
+        json!(null),
+        json!({"spec": {}}),
+        json!({"spec": {"containers": {"app": {}}}}),
+        json!({"metadata": [], "spec": {"containers": []}}),
+    ] {
+        let error = inject(&not_a_pod, Some("shop"), &InjectConfig::default(), &NoEnvoys).unwrap_err();
+        assert_eq!(error.metric_label(), "malformed", "{not_a_pod}");
+    }
+
+    let error = run("pod-naming-an-envoy.json", &InjectConfig::default(), &NoEnvoys).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "annotation sidecar.example.com/envoy: no Envoy \"edge-envoy\" in namespace shop (create it first, or remove the annotation)"
+    );
+}
+
+fn example_envoys(namespace: &str) -> EnvoyCatalog {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/envoy.yaml")).unwrap();
+    let mut catalog = EnvoyCatalog::default();
+    assert!(catalog.add_manifest("examples/envoy.yaml", &text, namespace).is_empty());
+    catalog
+}
+
+#[test]
+fn xds_sources_in_order() {
+    let catalog = example_envoys("shop");
+    let (_, _, _, summary) = injected_with("pod-naming-an-envoy.json", &InjectConfig::default(), &catalog);
+    assert_eq!(summary.xds_source, XdsSource::Envoy("edge-envoy".to_owned()));
+    let xds = summary.xds.unwrap();
+    assert_eq!(
+        (xds.cluster_name.as_str(), xds.host.as_str(), xds.port),
+        ("xds_cluster", "xds-service.default", 19000)
+    );
+
+    // The Envoy is looked up in the pod's namespace only.
+    let elsewhere = example_envoys("other");
+    assert!(matches!(
+        run("pod-naming-an-envoy.json", &InjectConfig::default(), &elsewhere),
+        Err(InjectError::UnknownEnvoy { .. })
+    ));
+
+    let default_xds =
+        XdsTarget { cluster_name: "xds_cluster".to_owned(), host: "xds.mesh".to_owned(), port: 18000 };
+    let config = InjectConfig { default_xds: Some(default_xds.clone()), ..Default::default() };
+    let (_, _, _, summary) = injected_with("pod-create-from-replicaset-mutate.json", &config, &NoEnvoys);
+    assert_eq!((summary.xds_source, summary.xds), (XdsSource::Default, Some(default_xds.clone())));
+    // The annotation beats both the Envoy and the default.
+    let (_, _, _, summary) = injected_with("pod-annotated-with-unknown-fields.json", &config, &catalog);
+    assert_eq!(summary.xds.unwrap().host, "xds-service.default");
+}
+
+#[test]
+fn the_template_hash_changes_with_the_sidecar() {
+    let hash = |config: &InjectConfig| {
+        injected_with("pod-create-from-replicaset-mutate.json", config, &NoEnvoys).3.status.hash
+    };
+    let base = hash(&InjectConfig::default());
+    assert_eq!(base, hash(&InjectConfig::default()));
+    assert_ne!(
+        base,
+        hash(&InjectConfig { image: "envoyproxy/envoy:v1.35.0".to_owned(), ..Default::default() })
+    );
+    let xds = parse_xds("xds.mesh:18000").ok();
+    assert_ne!(base, hash(&InjectConfig { default_xds: xds, ..Default::default() }));
+}
+
+#[test]
+fn offline_and_webhook_produce_the_same_pod() {
+    let (_, patched, _, _) = injected("pod-create-from-replicaset-mutate.json");
+    let review = review("pod-create-from-replicaset-mutate.json");
+    let (pod, _) = request(&review);
+    let config = InjectConfig::default();
+    let options = Options { config: &config, envoys: &NoEnvoys, default_namespace: "shop", uninject: false };
+    let Outcome::Changed { object, .. } = workload::process_object(pod.clone(), &options) else {
+        panic!("the offline path should inject the pod");
+    };
+    assert_eq!(object, patched);
+}
+
+#[test]
+fn workload_templates_are_found() {
+    let config = InjectConfig::default();
+    let options =
+        Options { config: &config, envoys: &NoEnvoys, default_namespace: "default", uninject: false };
+    let template = json!({"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "app", "image": "x:1"}]}});
+    for (api_version, kind, pointer) in [
+        ("apps/v1", "Deployment", "/spec/template"),
+        ("apps/v1", "StatefulSet", "/spec/template"),
+        ("apps/v1", "DaemonSet", "/spec/template"),
+        ("apps/v1", "ReplicaSet", "/spec/template"),
+        ("v1", "ReplicationController", "/spec/template"),
+        ("batch/v1", "Job", "/spec/template"),
+        ("batch/v1", "CronJob", "/spec/jobTemplate/spec/template"),
+    ] {
+        let mut object = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+        let mut slot = &mut object;
+        for key in pointer.trim_start_matches('/').split('/') {
+            slot = &mut slot[key];
+        }
+        *slot = template.clone();
+        let Outcome::Changed { object: changed, .. } = workload::process_object(object.clone(), &options)
+        else {
+            panic!("{kind}: expected a sidecar");
+        };
+        let pod = changed.pointer(pointer).unwrap();
+        assert_eq!(names(&pod["spec"]["containers"]), ["app", "envoy"], "{kind}");
+        assert!(changed["metadata"].get("annotations").is_none(), "{kind}: only the template is annotated");
+    }
+    let config_map =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}});
+    assert!(
+        matches!(workload::process_object(config_map.clone(), &options), Outcome::Unchanged { object, .. } if object == config_map)
+    );
+    let broken =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {}});
+    assert!(matches!(workload::process_object(broken, &options), Outcome::Unreadable { .. }));
+}
+
+// --- The command line -------------------------------------------------------------------------
+
+fn cli(args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_envoy-operator"));
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("the binary runs");
+    let input = stdin.unwrap_or_default().to_owned();
+    let mut pipe = child.stdin.take().expect("stdin is piped");
+    let writer = std::thread::spawn(move || pipe.write_all(input.as_bytes()));
+    let output = child.wait_with_output().expect("the binary finishes");
+    writer.join().expect("stdin writer").expect("stdin written");
+    output
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    parse_documents(text).into_iter().map(|d| d.content.unwrap()).collect()
+}
+
+#[test]
+fn cli_injects_the_example_deployment_once() {
+    let first = cli(&["inject", "-f", "examples/deployment.yaml"], None);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let injected = stdout(&first);
+    let deployment = &documents(&injected)[0];
+    let template = &deployment["spec"]["template"];
+    assert_eq!(names(&template["spec"]["containers"]), ["shop", "envoy"]);
+    assert_eq!(template["spec"]["containers"][1]["resources"]["limits"]["memory"], "128Mi");
+    assert!(String::from_utf8_lossy(&first.stderr).contains("injected sidecar"));
+
+    let second = cli(&["inject", "-f", "-"], Some(&injected));
+    assert!(second.status.success());
+    assert_eq!(stdout(&second), injected, "a second run changes nothing");
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already-injected"));
+
+    let removed = cli(&["inject", "--uninject", "-f", "-"], Some(&injected));
+    assert!(removed.status.success());
+    let original =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/deployment.yaml"))
+            .unwrap();
+    assert_eq!(documents(&stdout(&removed)), documents(&original), "--uninject restores the original");
+}
+
+#[test]
+fn cli_passes_other_documents_through_and_fails_on_denials() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n---\n\
+apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: report}\nspec:\n  schedule: '@daily'\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers: [{name: report, image: 'report:1'}]\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {name: bad, annotations: {sidecar.example.com/proxy-cpu: lots}}\nspec:\n  containers: [{name: app, image: 'app:1'}]\n";
+    let output = cli(&["inject", "-f", "-"], Some(manifest));
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Pod bad in namespace default: annotation sidecar.example.com/proxy-cpu"),
+        "{stderr}"
+    );
+    let printed = documents(&stdout(&output));
+    assert_eq!(printed.len(), 2, "the denied pod is not printed");
+    assert_eq!(printed[0], documents(manifest)[0], "the ConfigMap is unchanged");
+    let job_pod = &printed[1]["spec"]["jobTemplate"]["spec"]["template"];
+    assert_eq!(names(&job_pod["spec"]["containers"]), ["report", "envoy"]);
+}
+
+#[test]
+fn cli_reads_envoys_and_flags() {
+    let output = cli(
+        &[
+            "inject",
+            "-f",
+            "examples/pod.yaml",
+            "--envoys",
+            "examples/envoy.yaml",
+            "--native-sidecar",
+            "--image",
+            "envoyproxy/envoy:v1.35.0",
+        ],
+        None,
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let pod = &documents(&stdout(&output))[0];
+    let envoy = &pod["spec"]["initContainers"][0];
+    assert_eq!(envoy["image"], "envoyproxy/envoy:v1.35.0");
+    assert!(envoy["args"][1].as_str().unwrap().contains("xds-service.default"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("from Envoy edge-envoy"));
+
+    let bad_flag = cli(&["inject", "-f", "examples/pod.yaml", "--xds", "nowhere"], None);
+    assert_eq!(bad_flag.status.code(), Some(2));
+    let missing = cli(&["inject", "-f", "examples/does-not-exist.yaml"], None);
+    assert_eq!(missing.status.code(), Some(1));
+}
+
+// --- Properties -------------------------------------------------------------------------------
+
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+
+    fn arbitrary_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z/~.]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-zA-Z/~.]{0,10}", inner), 0..6)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    fn maybe(value: impl Strategy<Value = Value>) -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![1 => Just(None), 1 => Just(Some(Value::Null)), 4 => value.prop_map(Some)]
+    }
+
+    fn object(fields: Vec<(&'static str, Option<Value>)>) -> Value {
+        Value::Object(fields.into_iter().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v))).collect())
+    }
+
+    fn container() -> impl Strategy<Value = Value> {
+        // Mostly pods that can be injected, some with a clashing name or port.
+        let name = prop_oneof![12 => prop::sample::select(vec!["app", "worker", "envoy-tmp", "sidecar", ""]), 1 => Just("envoy")];
+        let port = prop_oneof![12 => prop::sample::select(vec![80i64, 8080, 15000]), 1 => prop::sample::select(vec![9901i64, 9902])];
+        (
+            name,
+            maybe(
+                prop::collection::vec(port.prop_map(|p| json!({"containerPort": p})), 0..3)
+                    .prop_map(Value::Array),
+            ),
+            maybe(Just(json!("Always"))),
+            arbitrary_json(),
+        )
+            .prop_map(|(name, ports, restart, extra)| {
+                object(vec![
+                    ("name", Some(json!(name))),
+                    ("image", Some(json!("app:1"))),
+                    ("ports", ports),
+                    ("restartPolicy", restart),
+                    ("futureField", Some(extra)),
+                ])
+            })
+    }
+
+    fn pod() -> impl Strategy<Value = Value> {
+        let key = prop::sample::select(vec![
+            "a",
+            "example.com/x",
+            "a~b/c",
+            "sidecar.example.com/status",
+            "sidecar.example.com/xds",
+            "sidecar.example.com/native-sidecar",
+            "sidecar.example.com/proxy-memory",
+            "sidecar.example.com/envoy",
+        ]);
+        let annotation_value = prop_oneof![
+            "[a-z0-9.:/~-]{0,12}".prop_map(Value::String),
+            Just(json!("xds.mesh:18000")),
+            Just(json!("true")),
+            Just(json!("64Mi")),
+        ];
+        let annotations = prop::collection::btree_map(key, annotation_value, 0..4)
+            .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()));
+        let labels = prop::sample::select(vec![
+            json!({}),
+            json!({"app": "x"}),
+            json!({"sidecar.example.com/inject": "false"}),
+        ]);
+        let metadata = (maybe(annotations), maybe(labels), prop::option::of("[a-z]{1,5}-")).prop_map(
+            |(annotations, labels, generate)| {
+                object(vec![
+                    ("annotations", annotations),
+                    ("labels", labels),
+                    ("generateName", generate.map(Value::String)),
+                ])
+            },
+        );
+        let volume = prop::sample::select(vec!["data", "envoy-tmp", "envoy-tmp-2", "envoy-tmp-3"])
+            .prop_map(|name| json!({"name": name, "emptyDir": {}}));
+        let spec = (
+            prop::collection::vec(container(), 0..4),
+            maybe(prop::collection::vec(container(), 0..3).prop_map(Value::Array)),
+            maybe(prop::collection::vec(volume, 0..4).prop_map(Value::Array)),
+            maybe(prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(Value::Bool)),
+        )
+            .prop_map(|(containers, init, volumes, host_network)| {
+                object(vec![
+                    ("containers", Some(Value::Array(containers))),
+                    ("initContainers", init),
+                    ("volumes", volumes),
+                    ("hostNetwork", host_network),
+                ])
+            });
+        (maybe(metadata), spec)
+            .prop_map(|(metadata, spec)| object(vec![("metadata", metadata), ("spec", Some(spec))]))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn arbitrary_json_never_panics(value in arbitrary_json(), namespace in prop::option::of("[a-z-]{0,12}")) {
+            let _ = inject(&value, namespace.as_deref(), &InjectConfig::default(), &NoEnvoys);
+            let mut value = value;
+            let _ = uninject(&mut value);
+        }
+
+        #[test]
+        fn every_patch_applies_once(pod in pod(), native in any::<bool>(), namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")]) {
+            let config = InjectConfig { native_sidecar: native, ..Default::default() };
+            let result = inject(&pod, Some(namespace), &config, &NoEnvoys);
+            if let Ok(Injection::Patched { patch, summary }) = result {
+                let mut patched = pod.clone();
+                json_patch::patch(&mut patched, &patch).expect("the patch applies");
+                let second = inject(&patched, Some(namespace), &config, &NoEnvoys);
+                prop_assert!(matches!(second, Ok(Injection::Skipped(ref s)) if s.reason == SkipReason::AlreadyInjected));
+                let spec = &patched["spec"];
+                let mut containers = names(&spec["containers"]);
+                containers.extend(names(&spec["initContainers"]));
+                prop_assert_eq!(containers.iter().filter(|c| **c == "envoy").count(), 1, "one envoy");
+                let volumes: Vec<&str> = names(&spec["volumes"]);
+                let tmp = &summary.status.volumes[0];
+                prop_assert_eq!(volumes.iter().filter(|v| **v == tmp.as_str()).count(), 1);
+                let mut restored = patched.clone();
+                prop_assert!(matches!(uninject(&mut restored), Ok(Uninjected::Removed(_))));
+                let status_pointer = format!("/metadata/annotations/{}", STATUS.replace('/', "~1"));
+                prop_assert!(restored.pointer(&status_pointer).is_none());
+                prop_assert_eq!(&restored["spec"]["containers"], &pod["spec"]["containers"]);
+            }
+        }
+    }
+}

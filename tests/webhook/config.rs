@@ -1,0 +1,66 @@
+//! The committed `webhook-config/` matches the code, and points at paths the server serves.
+
+use envoy_operator::webhook::router::standard_endpoints;
+use envoy_operator::webhook_config::{MUTATING_FILE, VALIDATING_FILE, WebhookOptions, WebhookTarget, render};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+
+/// The `webhook-config` command's defaults (cluster mode).
+fn cluster_defaults() -> WebhookOptions {
+    WebhookOptions {
+        target: WebhookTarget::Service {
+            namespace: "envoy-operator".into(),
+            name: "envoy-operator-webhook".into(),
+            port: 443,
+        },
+        operator_namespace: "envoy-operator".into(),
+    }
+}
+
+fn committed(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("webhook-config").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+#[test]
+fn committed_webhook_configurations_match_the_code() {
+    for (name, generated) in render(&cluster_defaults()).unwrap() {
+        assert!(
+            committed(name) == generated,
+            "webhook-config/{name} is out of date; regenerate it with\n  cargo run -- webhook-config --out webhook-config/"
+        );
+    }
+}
+
+#[test]
+fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effects() {
+    let mut served: Vec<&str> = standard_endpoints().iter().map(|e| e.path).collect();
+    served.push(envoy_operator::inject::webhook_config::INJECT_PATH);
+    let mutating: MutatingWebhookConfiguration = serde_saphyr::from_str(&committed(MUTATING_FILE)).unwrap();
+    let validating: ValidatingWebhookConfiguration =
+        serde_saphyr::from_str(&committed(VALIDATING_FILE)).unwrap();
+    let clients =
+        mutating
+            .webhooks
+            .unwrap()
+            .into_iter()
+            .map(|w| (w.client_config, w.admission_review_versions, w.side_effects, w.failure_policy))
+            .chain(
+                validating.webhooks.unwrap().into_iter().map(|w| {
+                    (w.client_config, w.admission_review_versions, w.side_effects, w.failure_policy)
+                }),
+            );
+    let mut count = 0;
+    for (client, versions, side_effects, failure_policy) in clients {
+        let path = client.service.and_then(|s| s.path).expect("a service path");
+        assert!(served.contains(&path.as_str()), "{path} is not served");
+        assert_eq!(versions, ["v1"]);
+        assert_eq!(side_effects, "None");
+        // Our own kinds fail closed; the pod injector must never block pod creation.
+        let expected = if path == "/inject" { "Ignore" } else { "Fail" };
+        assert_eq!(failure_policy.as_deref(), Some(expected), "{path}");
+        count += 1;
+    }
+    assert_eq!(count, 6, "Foo and Envoy, mutating and validating; two pod injector webhooks");
+}

@@ -1,0 +1,104 @@
+//! The `/inject` endpoint: the injector behind the AdmissionReview contract, over the router.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use envoy_operator::inject::{InjectConfig, NoEnvoys};
+use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::webhook::inject::endpoint;
+use envoy_operator::webhook::router::{Limits, Readiness, router, standard_endpoints};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::common::{patch_of, response_of};
+
+fn pod_fixture(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inject").join(name);
+    serde_json::from_slice(&std::fs::read(path).expect("fixture")).expect("JSON")
+}
+
+async fn inject(review: &Value, metrics: &Metrics) -> (StatusCode, Value) {
+    let mut endpoints = standard_endpoints();
+    endpoints.push(endpoint(InjectConfig::default(), std::sync::Arc::new(NoEnvoys), metrics.clone()));
+    let app = router(&endpoints, Readiness::default(), Limits::default(), metrics.clone());
+    let request = Request::post("/inject?timeout=5s")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(serde_json::to_vec(review).unwrap()))
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    (status, response_of(&body))
+}
+
+#[tokio::test]
+async fn a_replicaset_pod_gets_the_sidecar_and_a_second_pass_changes_nothing() {
+    let metrics = Metrics::new();
+    let review = pod_fixture("pod-create-from-replicaset-mutate.json");
+    let (status, response) = inject(&review, &metrics).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response["uid"], review["request"]["uid"]);
+    assert_eq!(response["allowed"], true);
+    let patch = patch_of(&response).expect("a patch");
+    let mut pod = review["request"]["object"].clone();
+    json_patch::patch(&mut pod, &patch).expect("the patch applies to the pod as sent");
+    let containers = pod["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.iter().filter(|c| c["name"] == "envoy").count(), 1);
+    assert!(pod["metadata"]["annotations"]["sidecar.example.com/status"].is_string());
+
+    let mut again = review.clone();
+    again["request"]["object"] = pod;
+    let (_, second) = inject(&again, &metrics).await;
+    assert_eq!(second["allowed"], true);
+    assert!(patch_of(&second).is_none(), "an injected pod gets no patch");
+
+    let text = metrics.encode();
+    assert!(text.contains("envoy_operator_sidecar_injections_total 1"), "{text}");
+    assert!(text.contains("envoy_operator_sidecar_skips_total{reason=\"already-injected\"} 1"), "{text}");
+    assert!(
+        text.contains("envoy_operator_admission_requests_total{endpoint=\"inject\",decision=\"patched\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn skips_are_allowed_untouched_and_counted_by_reason() {
+    let metrics = Metrics::new();
+    for fixture in ["pod-host-network.json", "pod-opted-out.json", "pod-in-kube-system.json"] {
+        let (status, response) = inject(&pod_fixture(fixture), &metrics).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(response["allowed"], true, "{fixture}");
+        assert!(patch_of(&response).is_none(), "{fixture} is left alone");
+    }
+    let text = metrics.encode();
+    for reason in ["host-network", "opted-out", "excluded-namespace"] {
+        assert!(
+            text.contains(&format!("envoy_operator_sidecar_skips_total{{reason=\"{reason}\"}} 1")),
+            "{reason}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_annotation_is_denied_with_its_reason() {
+    let metrics = Metrics::new();
+    let (status, response) = inject(&pod_fixture("pod-invalid-xds-annotation.json"), &metrics).await;
+    assert_eq!(status, StatusCode::OK, "a denial is an answer, not an HTTP error");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.contains("sidecar.example.com/xds"), "{message}");
+}
+
+#[tokio::test]
+async fn other_kinds_and_operations_pass_untouched() {
+    let metrics = Metrics::new();
+    let mut update = pod_fixture("pod-create-direct-mutate.json");
+    update["request"]["operation"] = "UPDATE".into();
+    update["request"]["oldObject"] = update["request"]["object"].clone();
+    let (_, response) = inject(&update, &metrics).await;
+    assert_eq!((response["allowed"].clone(), patch_of(&response)), (Value::Bool(true), None));
+
+    let foo: Value = serde_json::from_slice(&crate::common::fixture("foo-create-mutate.json")).unwrap();
+    let (_, response) = inject(&foo, &metrics).await;
+    assert_eq!((response["allowed"].clone(), patch_of(&response)), (Value::Bool(true), None));
+}

@@ -1,0 +1,201 @@
+//! The router in-process (`oneshot`): paths, methods, content types, limits, panics.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
+use envoy_operator::webhook::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
+use tower::ServiceExt;
+
+use crate::common::{fixture, patch_of, response_of};
+
+fn app() -> Router {
+    let readiness = Readiness::default();
+    readiness.set(true);
+    router(&standard_endpoints(), readiness, Limits::default(), Metrics::new())
+}
+
+async fn send(app: Router, request: Request<Body>) -> (StatusCode, Option<String>, Vec<u8>) {
+    let response = app.oneshot(request).await.unwrap();
+    let status = response.status();
+    let content_type = response.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned());
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    (status, content_type, body.to_vec())
+}
+
+fn post(uri: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(uri).header(header::CONTENT_TYPE, "application/json").body(body.into()).unwrap()
+}
+
+fn text(body: &[u8]) -> &str {
+    std::str::from_utf8(body).unwrap()
+}
+
+#[tokio::test]
+async fn mutate_answers_with_the_defaults_patch_and_accepts_the_timeout_query() {
+    let request = post("/mutate?timeout=10s", fixture("foo-create-sparse-mutate.json"));
+    let (status, content_type, body) = send(app(), request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type.as_deref(), Some("application/json"));
+    let response = response_of(&body);
+    assert_eq!(response["uid"], "c3a9e7b1-5d2f-4e8a-9b6c-1f0e2d3c0a03");
+    assert!(patch_of(&response).is_some());
+}
+
+#[tokio::test]
+async fn validate_denies_in_the_review_with_http_200() {
+    let request = post("/validate?timeout=10s", fixture("envoy-create-xds-port-70000-validate.json"));
+    let (status, _, body) = send(app(), request).await;
+    assert_eq!(status, StatusCode::OK);
+    let response = response_of(&body);
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 422);
+}
+
+#[tokio::test]
+async fn a_charset_parameter_is_still_json() {
+    let request = Request::post("/validate")
+        .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
+        .body(Body::from(fixture("foo-create-validate.json")))
+        .unwrap();
+    let (status, _, body) = send(app(), request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response_of(&body)["allowed"], true);
+}
+
+#[tokio::test]
+async fn malformed_http_gets_a_4xx_with_a_message() {
+    let cases: Vec<(Request<Body>, StatusCode, &str)> = vec![
+        (post("/validate", "{not json"), StatusCode::BAD_REQUEST, "not a JSON AdmissionReview"),
+        (
+            post("/validate", r#"{"apiVersion":"v1","kind":"Pod"}"#),
+            StatusCode::BAD_REQUEST,
+            "expected apiVersion admission.k8s.io/v1",
+        ),
+        (
+            post("/mutate", r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#),
+            StatusCode::BAD_REQUEST,
+            "has no request",
+        ),
+        (
+            Request::post("/validate")
+                .header(header::CONTENT_TYPE, "text/yaml")
+                .body(Body::from(fixture("foo-create-validate.json")))
+                .unwrap(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected Content-Type: application/json",
+        ),
+        (
+            Request::post("/validate").body(Body::from("{}")).unwrap(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "application/json",
+        ),
+        (
+            Request::get("/validate").body(Body::empty()).unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET is not allowed on /validate",
+        ),
+        (
+            Request::put("/mutate").body(Body::empty()).unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PUT is not allowed on /mutate",
+        ),
+        (post("/admit", "{}"), StatusCode::NOT_FOUND, "no such endpoint: /admit"),
+        (Request::get("/").body(Body::empty()).unwrap(), StatusCode::NOT_FOUND, "no such endpoint: /"),
+        (
+            Request::post("/healthz").body(Body::empty()).unwrap(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST is not allowed",
+        ),
+    ];
+    for (request, expected, message) in cases {
+        let what = format!("{} {}", request.method(), request.uri());
+        let (status, content_type, body) = send(app(), request).await;
+        assert_eq!(status, expected, "{what}: {}", text(&body));
+        assert_eq!(content_type.as_deref(), Some("text/plain; charset=utf-8"), "{what}");
+        assert!(text(&body).contains(message), "{what}: {}", text(&body));
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_gets_413_with_a_message() {
+    let limits = Limits { max_body_bytes: 1024, ..Limits::default() };
+    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
+    // Announced by Content-Length, and streamed without one (chunked).
+    let sized = post("/validate", fixture("foo-create-validate.json"));
+    let chunks = futures::stream::iter(
+        fixture("foo-create-validate.json")
+            .chunks(100)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let streamed = post("/validate", Body::from_stream(chunks));
+    for request in [sized, streamed] {
+        let (status, _, body) = send(app.clone(), request).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(text(&body).contains("over the 1024-byte limit"), "{}", text(&body));
+    }
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let readiness = Readiness::default();
+    let app = router(&standard_endpoints(), readiness.clone(), Limits::default(), Metrics::new());
+    let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+    assert_eq!(send(app.clone(), get("/healthz")).await.0, StatusCode::OK);
+    let (status, _, body) = send(app.clone(), get("/readyz")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(text(&body).starts_with("not ready"));
+    readiness.set(true);
+    assert_eq!(send(app.clone(), get("/readyz")).await.0, StatusCode::OK);
+}
+
+fn panics(_: &AdmissionRequest) -> AdmissionResponse {
+    panic!("a bug in a handler")
+}
+
+fn allows(request: &AdmissionRequest) -> AdmissionResponse {
+    AdmissionResponse::allow(&request.uid)
+}
+
+#[tokio::test]
+async fn a_panicking_handler_gets_500_and_the_router_keeps_serving() {
+    let mut endpoints = standard_endpoints();
+    endpoints.push(Endpoint::new("/panic", panics));
+    let app = router(&endpoints, Readiness::default(), Limits::default(), Metrics::new());
+    let (status, _, body) = send(app.clone(), post("/panic", fixture("foo-create-validate.json"))).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(text(&body).starts_with("internal error"));
+    let (status, _, body) = send(app, post("/validate", fixture("foo-create-validate.json"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response_of(&body)["allowed"], true);
+}
+
+#[tokio::test]
+async fn one_more_endpoint_is_one_more_entry() {
+    let mut endpoints = standard_endpoints();
+    endpoints.push(Endpoint::new("/inject", allows));
+    let app = router(&endpoints, Readiness::default(), Limits::default(), Metrics::new());
+    let (status, _, body) = send(app, post("/inject", fixture("pod-create-direct-mutate.json"))).await;
+    assert_eq!(status, StatusCode::OK);
+    let response = response_of(&body);
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        response["uid"],
+        crate::common::fixture_json("pod-create-direct-mutate.json")["request"]["uid"]
+    );
+}
+
+#[tokio::test]
+async fn a_request_over_the_time_limit_gets_503_with_a_message() {
+    // A body that never ends: the handler waits for it until the request timeout.
+    let limits = Limits { request_timeout: Duration::from_millis(50), ..Limits::default() };
+    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
+    let endless = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+    let (status, _, body) = send(app, post("/validate", Body::from_stream(endless))).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(text(&body).contains("no answer within 50ms"), "{}", text(&body));
+}
