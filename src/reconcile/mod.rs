@@ -135,6 +135,14 @@ pub trait Metrics: Send + Sync {
 pub struct NoMetrics;
 impl Metrics for NoMetrics {}
 
+/// The operator's Prometheus registry counts reconciles, their errors and durations:
+/// `Context::with_metrics(Arc::new(metrics.clone()))`.
+impl Metrics for crate::ops::metrics::Metrics {
+    fn reconciled(&self, kind: &'static str, error: Option<&'static str>, elapsed: Duration) {
+        crate::ops::metrics::Metrics::reconciled(self, kind, elapsed, error);
+    }
+}
+
 /// Settings of the reconcilers (from the command line).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -290,6 +298,16 @@ mod tests {
             let woken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
             assert!(matches!(woken, Ok(Ok(Ok(())))), "a waiter was never woken: {woken:?}");
         }
+    }
+
+    #[test]
+    fn reconciles_reach_the_prometheus_registry() {
+        let registry = crate::ops::metrics::Metrics::new();
+        let metrics: Arc<dyn Metrics> = Arc::new(registry.clone());
+        metrics.reconciled("Foo", Some("conflict"), Duration::from_millis(3));
+        let text = registry.encode();
+        let line = text.lines().find(|l| l.contains("reconcile") && l.contains("conflict"));
+        assert!(line.is_some_and(|l| l.contains("Foo") && l.ends_with(" 1")), "{text}");
     }
 
     #[test]
