@@ -13,6 +13,7 @@ pub mod manifest;
 pub mod ops;
 pub mod reconcile;
 pub mod rules;
+pub mod run;
 #[cfg(test)]
 mod testing;
 pub mod tls;

@@ -13,8 +13,9 @@ use envoy_operator::inject::workload::{self, Options};
 use envoy_operator::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
 use envoy_operator::ops::logging::{self, LogFormat};
 use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::ops::signal;
 use envoy_operator::reconcile::{self, controller::ControllerConfig, foo::DEFAULT_NGINX_IMAGE, render};
-use envoy_operator::{crd, manifest, tls, webhook};
+use envoy_operator::{crd, install, manifest, run, tls, webhook, webhook_config};
 
 #[derive(Parser)]
 #[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
@@ -36,6 +37,16 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<PathBuf>,
     },
+    /// Run the operator: the admission webhooks and the sidecar injector on every replica, the
+    /// reconcilers on the one holding the leader Lease. Without a reachable cluster, serves the
+    /// webhooks only (from certs/, generated when absent) with reconciling off.
+    Run(Box<RunArgs>),
+    /// Apply the CRDs (waiting until they are Established) and the webhook configurations to
+    /// the current cluster with server-side apply.
+    Install(InstallArgs),
+    /// Delete the webhook configurations (and with --delete-crds the CRDs, which deletes every
+    /// Foo and Envoy and, through their ownerReferences, their children).
+    Uninstall(UninstallArgs),
     /// Run the Foo and Envoy reconcilers against the current kubeconfig context (or the
     /// in-cluster configuration) until SIGTERM or SIGINT.
     Controller {
@@ -180,6 +191,72 @@ struct WebhookArgs {
     inject: InjectFlags,
 }
 
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Address of the webhook's TLS port.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// Address of the plain-HTTP operations port (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_listen: std::net::SocketAddr,
+    /// Where the serving certificate comes from.
+    #[arg(long, value_enum, default_value = "self-managed")]
+    cert_mode: run::CertMode,
+    /// Directory of ca.crt, tls.crt and tls.key (written from the Secret in self-managed mode).
+    #[arg(long, default_value = "certs")]
+    cert_dir: PathBuf,
+    /// The webhook Service's name, for the certificate's names.
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// This replica's identity for leader election (default: the host name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Reconcile only this namespace (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// Reconciles running at once, per kind (0: unbounded).
+    #[arg(long, default_value_t = 4)]
+    concurrency: u16,
+    /// Image of a Foo's nginx pods.
+    #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
+    nginx_image: String,
+    /// Log format (filter with RUST_LOG, default `info`).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(flatten)]
+    inject: InjectFlags,
+}
+
+#[derive(clap::Args)]
+struct InstallArgs {
+    /// Point the webhooks at a local `envoy-operator run` (https://127.0.0.1:8443 with the CA
+    /// from --ca-file) instead of the in-cluster Service.
+    #[arg(long)]
+    local: bool,
+    /// Base URL of the local webhook.
+    #[arg(long, default_value = "https://127.0.0.1:8443")]
+    url: String,
+    /// CA the local webhook's certificate is signed by.
+    #[arg(long, default_value = "certs/ca.crt")]
+    ca_file: PathBuf,
+    /// The operator's namespace (excluded from the webhooks; the Service's namespace).
+    #[arg(long, default_value = "envoy-operator")]
+    namespace: String,
+    /// The webhook Service's name.
+    #[arg(long, default_value = "envoy-operator-webhook")]
+    service_name: String,
+    /// Seconds to wait for each CRD to be Established.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
+#[derive(clap::Args)]
+struct UninstallArgs {
+    /// Also delete the CRDs, and with them every Foo and Envoy in the cluster.
+    #[arg(long)]
+    delete_crds: bool,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -189,6 +266,9 @@ fn main() -> ExitCode {
         }
         Command::Render { files, nginx_image } => render(&files, &nginx_image).map_err(Into::into),
         Command::Check { files } => check(&files).map_err(Into::into),
+        Command::Run(args) => run_operator(*args),
+        Command::Install(args) => install(args),
+        Command::Uninstall(args) => uninstall(args),
         Command::Inject { files, envoys, namespace, uninject, flags } => {
             inject(&files, &envoys, &namespace, uninject, &flags).map_err(Into::into)
         }
@@ -245,13 +325,116 @@ fn check(files: &[PathBuf]) -> envoy_operator::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn run_operator(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    logging::init(args.log_format);
+    let inject = match args.inject.to_config() {
+        Ok(config) => config,
+        Err(message) => return usage_error(&message).map_err(Into::into),
+    };
+    let identity = args
+        .identity
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("envoy-operator-{}", std::process::id()));
+    let config = run::RunConfig {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        cert_mode: args.cert_mode,
+        cert_dir: args.cert_dir,
+        service_name: args.service_name,
+        identity,
+        cert_check_interval: Duration::from_secs(60),
+        controllers: ControllerConfig {
+            namespace: args.watch_namespace,
+            concurrency: args.concurrency,
+            settings: reconcile::Settings { nginx_image: args.nginx_image, ..Default::default() },
+        },
+        inject,
+        serve: webhook::server::ServeConfig::default(),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let client = match run::reachable_cluster().await {
+            Ok(client) => Some(client),
+            Err(reason) => {
+                tracing::warn!(%reason, "no Kubernetes cluster reachable");
+                None
+            }
+        };
+        run::run(config, client, signal::shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) => {
+            tracing::error!(%error, error_kind = error.metric_label(), "envoy-operator failed");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The CRDs and webhook configurations `install` and `uninstall` work on.
+fn install_manifests(args: &InstallArgs) -> Result<install::Manifests, Box<dyn std::error::Error>> {
+    let target = if args.local {
+        webhook_config::WebhookTarget::Url {
+            base: args.url.clone(),
+            ca_bundle: webhook_config::read_ca_bundle(&args.ca_file)?,
+        }
+    } else {
+        webhook_config::WebhookTarget::Service {
+            namespace: args.namespace.clone(),
+            name: args.service_name.clone(),
+            port: 443,
+        }
+    };
+    let options = webhook_config::WebhookOptions { target, operator_namespace: args.namespace.clone() };
+    Ok(install::Manifests {
+        crds: crd::all(),
+        mutating: webhook_config::mutating_configuration(webhook_config::mutating_webhooks(&options)),
+        validating: webhook_config::validating_configuration(webhook_config::validating_webhooks(&options)),
+    })
+}
+
+fn install(args: InstallArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let manifests = install_manifests(&args)?;
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let client = kube::Client::try_default().await?;
+        install::install(&client, &manifests, Duration::from_secs(args.timeout), |line| println!("{line}"))
+            .await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })?;
+    if !args.local {
+        println!(
+            "the operator patches caBundle into the webhook configurations once it runs (kubectl apply -k deploy/)"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn uninstall(args: UninstallArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    // Only the names matter for deleting.
+    let names = InstallArgs {
+        local: false,
+        url: String::new(),
+        ca_file: PathBuf::new(),
+        namespace: "envoy-operator".to_owned(),
+        service_name: String::new(),
+        timeout: 0,
+    };
+    let manifests = install_manifests(&names)?;
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let client = kube::Client::try_default().await?;
+        install::uninstall(&client, &manifests, args.delete_crds, |line| println!("{line}")).await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn controller(config: ControllerConfig, log_format: LogFormat) -> envoy_operator::Result<ExitCode> {
     logging::init(log_format);
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|source| envoy_operator::Error::Runtime(source.to_string()))?;
     let result = runtime.block_on(async {
         let client = kube::Client::try_default().await.map_err(reconcile::Error::Client)?;
-        reconcile::controller::run(client, config, reconcile::controller::shutdown_signal(), |ctx| ctx).await
+        reconcile::controller::run(client, config, signal::shutdown_signal(), |ctx| ctx).await
     });
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -414,36 +597,8 @@ fn webhook(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     };
     let certs = tls::ReloadingCert::load(tls::CertPaths::in_dir(&args.cert_dir))?;
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(webhook::server::serve(config, certs, shutdown_signal()))?;
+    runtime.block_on(webhook::server::serve(config, certs, signal::shutdown_signal()))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Completes on SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }
 
 fn webhook_config(args: WebhookConfigArgs) -> envoy_operator::Result<ExitCode> {

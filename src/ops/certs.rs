@@ -326,21 +326,30 @@ fn union_bundle(a: &str, b: &str) -> String {
     seen.concat()
 }
 
-/// Every replica: ensures the Secret exists, then mirrors it into `dir` (rewriting the files
-/// whenever the Secret changes, e.g. after a rotation) until the watch ends. The webhook
-/// server's file poller picks the files up.
+/// Every replica: ensures the Secret exists (creating it when absent) and writes it into
+/// `dir`, where the webhook server's file poller loads it. Returns what was written.
+pub async fn bootstrap_files(
+    client: &Client,
+    namespace: &str,
+    options: &CertOptions,
+    dir: &std::path::Path,
+) -> Result<CertMaterial, CertError> {
+    let material = ensure_secret(client, namespace, options).await?;
+    write_material(dir, &material)?;
+    Ok(material)
+}
+
+/// Every replica, after [`bootstrap_files`]: rewrites the files in `dir` whenever the Secret
+/// changes (e.g. after the leader rotated it), until the watch ends.
 pub async fn mirror_secret(
     client: Client,
     namespace: String,
-    options: CertOptions,
     dir: std::path::PathBuf,
+    mut written: CertMaterial,
 ) -> Result<(), CertError> {
     use futures::TryStreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
 
-    let initial = ensure_secret(&client, &namespace, &options).await?;
-    write_material(&dir, &initial)?;
-    let mut written = initial;
     let secrets: Api<Secret> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={WEBHOOK_SECRET}"));
     let mut changes = std::pin::pin!(watcher(secrets, config).default_backoff().applied_objects());

@@ -122,31 +122,3 @@ fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
         Err(error) => debug!(kind, %error, "controller event"),
     }
 }
-
-/// Completes on the first SIGTERM (what the kubelet sends) or SIGINT (Ctrl-C).
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            warn!(%error, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => info!("SIGINT received: finishing running reconciles"),
-        () = terminate => info!("SIGTERM received: finishing running reconciles"),
-    }
-}

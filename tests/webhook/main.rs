@@ -8,4 +8,5 @@ mod handler;
 mod inject;
 mod props;
 mod router;
+mod run;
 mod tls;

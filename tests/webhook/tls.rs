@@ -78,7 +78,7 @@ async fn start_with(adjust: impl FnOnce(ServeConfig) -> ServeConfig) -> Running 
     Running { addr, dir, readiness, stop: Some(stop), task }
 }
 
-fn client_config(ca_pems: &[&str], alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+pub(crate) fn client_config(ca_pems: &[&str], alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     for pem in ca_pems {
         for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
@@ -94,7 +94,7 @@ fn client_config(ca_pems: &[&str], alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> 
     Arc::new(config)
 }
 
-async fn connect(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> TlsStream<TcpStream> {
+pub(crate) async fn connect(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     TlsConnector::from(config).connect(name, tcp).await.expect("TLS handshake")
@@ -108,15 +108,15 @@ fn pem_der(pem: &str) -> Vec<u8> {
     CertificateDer::from_pem_slice(pem.as_bytes()).unwrap().to_vec()
 }
 
-type Http1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+pub(crate) type Http1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
-async fn http1(stream: TlsStream<TcpStream>) -> Http1 {
+pub(crate) async fn http1(stream: TlsStream<TcpStream>) -> Http1 {
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
     tokio::spawn(connection);
     sender
 }
 
-fn post(uri: &str, body: Vec<u8>) -> Request<Full<Bytes>> {
+pub(crate) fn post(uri: &str, body: Vec<u8>) -> Request<Full<Bytes>> {
     Request::post(uri)
         .header("content-type", "application/json")
         .header("host", "localhost")
@@ -124,7 +124,7 @@ fn post(uri: &str, body: Vec<u8>) -> Request<Full<Bytes>> {
         .unwrap()
 }
 
-async fn send1(sender: &mut Http1, request: Request<Full<Bytes>>) -> (u16, Vec<u8>) {
+pub(crate) async fn send1(sender: &mut Http1, request: Request<Full<Bytes>>) -> (u16, Vec<u8>) {
     sender.ready().await.unwrap();
     let response = sender.send_request(request).await.unwrap();
     let status = response.status().as_u16();
@@ -328,5 +328,101 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     let mut buffer = Vec::new();
     let read = tokio::time::timeout(HANG_GUARD, stream.read_to_end(&mut buffer)).await;
     assert!(read.is_ok(), "the server never closed the connection");
+    stop(server).await;
+}
+
+#[tokio::test]
+async fn certificate_rotations_under_load_fail_no_request() {
+    let server = start().await;
+    let first_ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    // The sets the certificate is rotated through; clients trust every CA (as the webhook
+    // configuration's caBundle does during a rotation's overlap).
+    let options = CertOptions {
+        service_name: "envoy-operator-webhook".into(),
+        namespace: "envoy-operator".into(),
+        days: 1,
+    };
+    let rotations: Vec<tls::GeneratedCerts> = (0..4).map(|_| tls::generate(&options).unwrap()).collect();
+    let mut cas: Vec<&str> = vec![first_ca.as_str()];
+    cas.extend(rotations.iter().map(|r| r.ca_pem.as_str()));
+    let trusting = client_config(&cas, &[b"http/1.1"]);
+
+    const WORKERS: usize = 4;
+    const REQUESTS: usize = 150;
+    let addr = server.addr;
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let trusting = trusting.clone();
+            tokio::spawn(async move {
+                let mut failures = Vec::new();
+                let mut sender: Option<Http1> = None;
+                for i in 0..REQUESTS {
+                    // A fresh handshake every tenth request, so handshakes race the swaps.
+                    if i % 10 == 0 {
+                        sender = None;
+                    }
+                    if sender.is_none() {
+                        let connected = async {
+                            let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+                            let name = ServerName::try_from("localhost").unwrap();
+                            let stream = TlsConnector::from(trusting.clone())
+                                .connect(name, tcp)
+                                .await
+                                .map_err(|e| format!("handshake: {e}"))?;
+                            Ok::<_, String>(http1(stream).await)
+                        };
+                        match connected.await {
+                            Ok(connection) => sender = Some(connection),
+                            Err(error) => {
+                                failures.push(error);
+                                continue;
+                            }
+                        }
+                    }
+                    let connection = sender.as_mut().unwrap();
+                    let outcome = async {
+                        connection.ready().await.map_err(|e| e.to_string())?;
+                        let response = connection
+                            .send_request(post("/validate", fixture("foo-create-validate.json")))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        Ok::<_, String>(response.status().as_u16())
+                    };
+                    match outcome.await {
+                        Ok(200) => {}
+                        Ok(status) => failures.push(format!("HTTP {status}")),
+                        Err(error) => {
+                            failures.push(error);
+                            sender = None;
+                        }
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+
+    for rotation in &rotations {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tls::write(server.dir.path(), rotation, true).unwrap();
+    }
+    let mut failures = Vec::new();
+    for worker in workers {
+        failures.extend(tokio::time::timeout(HANG_GUARD, worker).await.expect("workers finish").unwrap());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests failed: {failures:?}",
+        failures.len(),
+        WORKERS * REQUESTS
+    );
+
+    // The last rotation is what new handshakes get.
+    let last = pem_der(&rotations.last().unwrap().cert_pem);
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while peer_cert(&connect(addr, trusting.clone()).await) != last {
+        assert!(tokio::time::Instant::now() < deadline, "the last certificate was never served");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     stop(server).await;
 }

@@ -1,0 +1,116 @@
+//! `envoy-operator run` on a machine without a cluster: it serves every webhook from
+//! development certificates it generates, exposes metrics and readiness, says that
+//! reconciling is off, and shuts down cleanly on SIGTERM.
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{fixture, response_of};
+use crate::tls::{client_config, connect, http1, post, send1};
+
+/// A port free right now (the operator binds it a moment later).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(connection);
+    let request = http::Request::get(path)
+        .header("host", "localhost")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.ok()?;
+    let status = response.status().as_u16();
+    let body = http_body_util::BodyExt::collect(response.into_body()).await.ok()?.to_bytes();
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+#[tokio::test]
+async fn run_without_a_cluster_serves_the_webhooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (webhook, operations) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .args(["run", "--listen", &format!("127.0.0.1:{webhook}"), "--metrics-listen"])
+        .arg(format!("127.0.0.1:{operations}"))
+        .current_dir(dir.path())
+        .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
+        .env("HOME", dir.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut operator = Operator(child);
+    let operations = SocketAddr::from(([127, 0, 0, 1], operations));
+
+    // Ready once the generated certificate is served.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((200, body)) = http_get(operations, "/readyz").await {
+            assert!(body.contains("[+] webhook"), "{body}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "run never became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let ca =
+        std::fs::read_to_string(dir.path().join("certs/ca.crt")).expect("development CA generated in certs/");
+    let stream =
+        connect(SocketAddr::from(([127, 0, 0, 1], webhook)), client_config(&[&ca], &[b"http/1.1"])).await;
+    let mut sender = http1(stream).await;
+    let mut review: serde_json::Value = serde_json::from_slice(&fixture("foo-create-validate.json")).unwrap();
+    review["request"]["object"]["spec"]["replicas"] = (-1).into();
+    let (status, body) = send1(&mut sender, post("/validate", serde_json::to_vec(&review).unwrap())).await;
+    assert_eq!(status, 200);
+    let response = response_of(&body);
+    assert_eq!(response["allowed"], false);
+    assert!(response["status"]["message"].as_str().unwrap().contains("spec.replicas: Invalid value: -1"));
+    let pod = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/inject/pod-create-direct-mutate.json"),
+    )
+    .unwrap();
+    let (status, body) = send1(&mut sender, post("/inject", pod)).await;
+    assert_eq!(status, 200);
+    assert!(response_of(&body)["patch"].is_string(), "the injector is served too");
+
+    let (status, metrics) = http_get(operations, "/metrics").await.expect("metrics answer");
+    assert_eq!(status, 200);
+    for series in [
+        "envoy_operator_admission_requests_total{endpoint=\"validate\",decision=\"denied\"} 1",
+        "envoy_operator_admission_requests_total{endpoint=\"inject\",decision=\"patched\"} 1",
+        "envoy_operator_sidecar_injections_total 1",
+        "envoy_operator_leader 0",
+    ] {
+        assert!(metrics.contains(series), "missing {series} in\n{metrics}");
+    }
+
+    let pid = operator.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = operator.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "run did not stop after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(operator.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "run failed: {stderr}");
+    assert!(stderr.contains("reconciling is OFF"), "{stderr}");
+    assert!(stderr.contains("SIGTERM received"), "{stderr}");
+}
