@@ -11,6 +11,7 @@ pub mod inject;
 pub mod install;
 pub mod manifest;
 pub mod ops;
+pub mod proxy;
 pub mod reconcile;
 pub mod rules;
 pub mod run;

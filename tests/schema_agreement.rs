@@ -283,6 +283,14 @@ fn cases() -> Vec<Case> {
             (Reject, "spec.ports[0].name"),
             Accept,
         ),
+        // Stricter than the schema: the container's readiness port has this name.
+        case(
+            "envoy port named like the readiness port",
+            Envoy,
+            envoy_with(json!({"ports": [{"name": "envoy-ready", "port": 80}]})),
+            (Reject, "spec.ports[0].name"),
+            Accept,
+        ),
         case("envoy sixteen ports", Envoy, envoy_with(json!({"ports": ports(16)})), OK, Accept),
         case(
             "envoy seventeen ports",

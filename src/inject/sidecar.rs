@@ -4,19 +4,17 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, Probe, ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::InjectError;
 use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PROXY_MEMORY_LIMIT};
 use super::config::ProxyResources;
-use crate::api::envoy::READINESS_PORT;
 use crate::bootstrap::{XdsTarget, bootstrap};
+use crate::proxy;
 use crate::rules::format;
 
 /// Name of the sidecar container. Never renamed: users and tools address it by this name
@@ -24,10 +22,6 @@ use crate::rules::format;
 pub const CONTAINER_NAME: &str = "envoy";
 /// Preferred name of the sidecar's `/tmp` volume; `envoy-tmp-2`, `-3`… when taken.
 pub const TMP_VOLUME: &str = "envoy-tmp";
-/// Name of the readiness port.
-pub const READINESS_PORT_NAME: &str = "envoy-ready";
-/// The `envoy` user of the official image.
-pub const PROXY_UID: i64 = 101;
 /// Size cap of the `/tmp` volume.
 const TMP_SIZE_LIMIT: &str = "16Mi";
 
@@ -72,43 +66,11 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
             .map(str::to_owned)
             .to_vec(),
         ),
-        env: Some(vec![
-            field_env("POD_NAME", "metadata.name"),
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-        ]),
-        ports: Some(vec![ContainerPort {
-            name: Some(READINESS_PORT_NAME.to_owned()),
-            container_port: READINESS_PORT,
-            protocol: Some("TCP".to_owned()),
-            ..Default::default()
-        }]),
-        readiness_probe: Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some("/ready".to_owned()),
-                port: IntOrString::Int(READINESS_PORT),
-                ..Default::default()
-            }),
-            initial_delay_seconds: Some(1),
-            period_seconds: Some(5),
-            failure_threshold: Some(3),
-            ..Default::default()
-        }),
+        env: Some(proxy::downward_env()),
+        ports: Some(vec![proxy::readiness_port()]),
+        readiness_probe: Some(proxy::readiness_probe()),
         resources: Some(requirements(&spec.resources)),
-        security_context: Some(SecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(PROXY_UID),
-            run_as_group: Some(PROXY_UID),
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            privileged: Some(false),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
-            // With the rest, this meets the Pod Security "restricted" profile on its own.
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".to_owned(),
-                localhost_profile: None,
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(proxy::security_context()),
         volume_mounts: Some(vec![VolumeMount {
             name: spec.tmp_volume.clone(),
             mount_path: "/tmp".to_owned(),
@@ -142,17 +104,6 @@ fn name_first(value: Value) -> Value {
     }
     ordered.extend(fields);
     Value::Object(ordered)
-}
-
-fn field_env(name: &str, field_path: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector { field_path: field_path.to_owned(), api_version: None }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 fn requirements(resources: &ProxyResources) -> ResourceRequirements {

@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SeccompProfile, SecurityContext, Service, ServicePort as CoreServicePort, ServiceSpec, Volume,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, PodSecurityContext,
+    PodSpec, PodTemplateSpec, SeccompProfile, Service, ServicePort as CoreServicePort, ServiceSpec, Volume,
     VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -17,16 +16,14 @@ use kube::{Resource, ResourceExt};
 
 use super::labels;
 use crate::api::Envoy;
-use crate::api::envoy::READINESS_PORT;
 use crate::bootstrap::{XdsTarget, bootstrap};
+use crate::proxy::{self, PROXY_UID};
 use crate::rules::envoy::{CONFIG_MAP_SUFFIX, DEFAULT_ENVOY_IMAGE, DEFAULT_REPLICAS};
 
 /// Key of the bootstrap in the ConfigMap, and so its file name in the pods.
 pub const BOOTSTRAP_KEY: &str = "envoy.yaml";
 /// Where the ConfigMap is mounted: a whole directory, so updates reach running pods.
 pub const CONFIG_DIR: &str = "/etc/envoy";
-/// The uid and gid the official Envoy image runs as.
-pub const ENVOY_UID: i64 = 101;
 
 /// The three children of an Envoy and the hash of the bootstrap they carry.
 #[derive(Clone, Debug, PartialEq)]
@@ -107,14 +104,6 @@ pub fn desired_children(envoy: &Envoy) -> EnvoyChildren {
 }
 
 fn pod_spec(envoy: &Envoy, fleet: &str, config_map_name: &str) -> PodSpec {
-    let field_env = |name: &str, path: &str| EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector { field_path: path.to_owned(), ..Default::default() }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     let mut ports: Vec<ContainerPort> = envoy
         .spec
         .ports
@@ -126,12 +115,7 @@ fn pod_spec(envoy: &Envoy, fleet: &str, config_map_name: &str) -> PodSpec {
             ..Default::default()
         })
         .collect();
-    ports.push(ContainerPort {
-        name: Some("readiness".to_owned()),
-        container_port: READINESS_PORT,
-        protocol: Some("TCP".to_owned()),
-        ..Default::default()
-    });
+    ports.push(proxy::readiness_port());
     let container = Container {
         name: "envoy".to_owned(),
         image: Some(envoy.spec.image.clone().unwrap_or_else(|| DEFAULT_ENVOY_IMAGE.to_owned())),
@@ -147,29 +131,11 @@ fn pod_spec(envoy: &Envoy, fleet: &str, config_map_name: &str) -> PodSpec {
             .map(str::to_owned)
             .to_vec(),
         ),
-        env: Some(vec![
-            field_env("POD_NAME", "metadata.name"),
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-        ]),
+        env: Some(proxy::downward_env()),
         ports: Some(ports),
-        readiness_probe: Some(Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some("/ready".to_owned()),
-                port: IntOrString::Int(READINESS_PORT),
-                ..Default::default()
-            }),
-            period_seconds: Some(5),
-            failure_threshold: Some(3),
-            ..Default::default()
-        }),
+        readiness_probe: Some(proxy::readiness_probe()),
         resources: envoy.spec.resources.clone(),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), ..Default::default() }),
-            ..Default::default()
-        }),
+        security_context: Some(proxy::security_context()),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "bootstrap".to_owned(),
@@ -186,8 +152,8 @@ fn pod_spec(envoy: &Envoy, fleet: &str, config_map_name: &str) -> PodSpec {
         containers: vec![container],
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
-            run_as_user: Some(ENVOY_UID),
-            run_as_group: Some(ENVOY_UID),
+            run_as_user: Some(PROXY_UID),
+            run_as_group: Some(PROXY_UID),
             seccomp_profile: Some(SeccompProfile {
                 type_: "RuntimeDefault".to_owned(),
                 ..Default::default()
@@ -223,6 +189,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::api::envoy::READINESS_PORT;
     use crate::api::{EnvoySpec, XdsServer};
     use crate::rules::Rules;
 
@@ -308,7 +275,7 @@ mod tests {
             container["ports"],
             json!([
                 {"name": "http", "containerPort": 8080, "protocol": "TCP"},
-                {"name": "readiness", "containerPort": 9902, "protocol": "TCP"}
+                {"name": "envoy-ready", "containerPort": 9902, "protocol": "TCP"}
             ])
         );
         assert_eq!(container["resources"]["limits"]["memory"], "256Mi");

@@ -125,6 +125,13 @@ fn validate_ports(errors: &mut FieldErrors, ports: &[ServicePort]) {
     for (i, port) in ports.iter().enumerate() {
         let path = format!("spec.ports[{i}]");
         check_format(errors, &format!("{path}.name"), &port.name, format::iana_svc_name(&port.name));
+        if port.name == crate::proxy::READINESS_PORT_NAME {
+            errors.push(FieldError::invalid(
+                format!("{path}.name"),
+                port.name.as_str(),
+                "is reserved for the proxy's readiness port",
+            ));
+        }
         if names.insert(port.name.as_str(), i).is_some() {
             errors.push(FieldError::duplicate(format!("{path}.name"), port.name.as_str()));
         }
