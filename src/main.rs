@@ -313,16 +313,7 @@ fn check(files: &[PathBuf]) -> envoy_operator::Result<ExitCode> {
             }
         }
     }
-    print!("{}", manifest::to_yaml_stream(&printed)?);
-    if documents == 0 {
-        eprintln!("error: no documents in {}", display_paths(files));
-        return Ok(ExitCode::FAILURE);
-    }
-    if failures > 0 {
-        eprintln!("{failures} of {documents} documents rejected");
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    finish_documents(&printed, documents, failures, "rejected", files)
 }
 
 fn run_operator(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -514,21 +505,33 @@ fn inject(
             }
         }
     }
-    print!("{}", manifest::to_yaml_stream(&printed)?);
-    if documents == 0 {
-        eprintln!("error: no documents in {}", display_paths(files));
-        return Ok(ExitCode::FAILURE);
-    }
-    if failures > 0 {
-        eprintln!("{failures} of {documents} documents failed");
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    finish_documents(&printed, documents, failures, "failed", files)
 }
 
 fn usage_error(message: &str) -> envoy_operator::Result<ExitCode> {
     eprintln!("error: {message}");
     Ok(ExitCode::from(2))
+}
+
+/// The end of a command over manifests: the documents to print on stdout, then a summary and
+/// the exit code (failure when nothing was read or any document `failed_as`).
+fn finish_documents(
+    printed: &[serde_json::Value],
+    documents: usize,
+    failures: usize,
+    failed_as: &str,
+    files: &[PathBuf],
+) -> envoy_operator::Result<ExitCode> {
+    print!("{}", manifest::to_yaml_stream(printed)?);
+    if documents == 0 {
+        eprintln!("error: no documents in {}", display_paths(files));
+        return Ok(ExitCode::FAILURE);
+    }
+    if failures > 0 {
+        eprintln!("{failures} of {documents} documents {failed_as}");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn display_paths(files: &[PathBuf]) -> String {
