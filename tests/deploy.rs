@@ -102,3 +102,18 @@ fn documents_in(root: &Path, dir: &str) -> Vec<Value> {
         std::fs::read_to_string(root.join(dir).join("kustomization.yaml")).expect("kustomization.yaml");
     parse_documents(&text).into_iter().map(|d| d.content.expect("valid YAML")).collect()
 }
+
+#[test]
+fn the_deployment_passes_flags_that_run_accepts() {
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let container = &deployment.spec.expect("spec").template.spec.expect("pod spec").containers[0];
+    let args = container.args.clone().expect("args");
+    assert_eq!(args[0], "run");
+    // clap refuses an unknown flag before it gets to `--help`.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .args(&args)
+        .arg("--help")
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
