@@ -69,7 +69,12 @@ async fn main() -> Result<(), Failure> {
         Some(url) => (loopback_addr(url)?, std::fs::read(&args.ca_file)?),
         None => {
             let dir = tempfile::tempdir()?;
-            let options = CertOptions { service_name: "bench".into(), namespace: "bench".into(), days: 1 };
+            let options = CertOptions {
+                service_name: "bench".into(),
+                namespace: "bench".into(),
+                days: 1,
+                extra_names: Vec::new(),
+            };
             let generated = tls::generate(&options)?;
             tls::write(dir.path(), &generated, false)?;
             let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;

@@ -155,6 +155,10 @@ struct CertsArgs {
     /// Validity in days.
     #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
     days: u32,
+    /// A further name the serving certificate is valid for: a DNS name or an IP address, e.g.
+    /// the host address a cluster dials for a webhook run outside it (repeatable).
+    #[arg(long = "name", value_name = "NAME")]
+    names: Vec<String>,
     /// Replace existing files.
     #[arg(long)]
     force: bool,
@@ -560,8 +564,12 @@ fn crds(out: Option<PathBuf>) -> envoy_operator::Result<ExitCode> {
 }
 
 fn certs(args: CertsArgs) -> Result<ExitCode, tls::TlsError> {
-    let options =
-        tls::CertOptions { service_name: args.service_name, namespace: args.namespace, days: args.days };
+    let options = tls::CertOptions {
+        service_name: args.service_name,
+        namespace: args.namespace,
+        days: args.days,
+        extra_names: args.names,
+    };
     let generated = tls::generate(&options)?;
     for path in tls::write(&args.out, &generated, args.force)? {
         eprintln!("wrote {}", path.display());

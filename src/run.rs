@@ -78,6 +78,7 @@ impl RunConfig {
             service_name: self.service_name.clone(),
             namespace: self.namespace().to_owned(),
             days: 365,
+            extra_names: Vec::new(),
         }
     }
 }

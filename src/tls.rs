@@ -78,6 +78,9 @@ pub struct CertOptions {
     pub namespace: String,
     /// Validity of both certificates, in days.
     pub days: u32,
+    /// Further subject names (DNS names or IP addresses), e.g. the host address an API server
+    /// dials for a webhook run outside the cluster.
+    pub extra_names: Vec<String>,
 }
 
 impl CertOptions {
@@ -85,12 +88,18 @@ impl CertOptions {
     /// use for the Service (it dials `<service>.<namespace>.svc`).
     pub fn subject_alt_names(&self) -> Vec<String> {
         let (service, namespace) = (&self.service_name, &self.namespace);
-        vec![
+        let mut names = vec![
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
             format!("{service}.{namespace}.svc"),
             format!("{service}.{namespace}.svc.cluster.local"),
-        ]
+        ];
+        for extra in &self.extra_names {
+            if !names.contains(extra) {
+                names.push(extra.clone());
+            }
+        }
+        names
     }
 }
 
@@ -341,7 +350,12 @@ mod tests {
     use super::*;
 
     fn options() -> CertOptions {
-        CertOptions { service_name: "hook".into(), namespace: "ops".into(), days: 30 }
+        CertOptions {
+            service_name: "hook".into(),
+            namespace: "ops".into(),
+            days: 30,
+            extra_names: Vec::new(),
+        }
     }
 
     #[test]
@@ -350,6 +364,24 @@ mod tests {
             options().subject_alt_names(),
             ["localhost", "127.0.0.1", "hook.ops.svc", "hook.ops.svc.cluster.local"]
         );
+    }
+
+    #[test]
+    fn extra_names_are_added_once_and_signed() {
+        let options = CertOptions {
+            extra_names: vec!["172.18.0.1".into(), "host.minikube.internal".into(), "localhost".into()],
+            ..options()
+        };
+        let names = options.subject_alt_names();
+        assert_eq!(names[4..], ["172.18.0.1", "host.minikube.internal"]);
+        assert_eq!(names.iter().filter(|n| *n == "localhost").count(), 1);
+        let certs = generate(&options).unwrap();
+        let der = CertificateDer::from_pem_slice(certs.cert_pem.as_bytes()).unwrap();
+        let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let san = parsed.subject_alternative_name().unwrap().unwrap().value;
+        let rendered: Vec<String> = san.general_names.iter().map(|n| n.to_string()).collect();
+        assert!(rendered.contains(&"IPAddress(ac:12:00:01)".to_owned()), "an IP SAN: {rendered:?}");
+        assert!(rendered.contains(&"DNSName(host.minikube.internal)".to_owned()), "{rendered:?}");
     }
 
     #[test]

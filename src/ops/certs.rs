@@ -431,6 +431,7 @@ mod tests {
             service_name: "envoy-operator-webhook".into(),
             namespace: "envoy-operator".into(),
             days,
+            extra_names: Vec::new(),
         }
     }
 

@@ -41,6 +41,22 @@ fn certs_writes_a_private_key_and_refuses_to_overwrite_without_force() {
 }
 
 #[test]
+fn certs_names_extra_hosts_for_a_webhook_outside_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = envoy_operator()
+        .arg("certs")
+        .arg("--out")
+        .arg(dir.path())
+        .args(["--name", "172.18.0.1", "--name", "host.minikube.internal"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("127.0.0.1, envoy-operator-webhook.envoy-operator.svc"), "{stderr}");
+    assert!(stderr.contains(".svc.cluster.local, 172.18.0.1, host.minikube.internal"), "{stderr}");
+}
+
+#[test]
 fn webhook_config_local_mode_embeds_the_ca_and_urls() {
     let dir = tempfile::tempdir().unwrap();
     assert!(envoy_operator().arg("certs").arg("--out").arg(dir.path()).output().unwrap().status.success());

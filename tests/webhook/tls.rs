@@ -41,6 +41,7 @@ fn generate_into(dir: &Path, force: bool) -> tls::GeneratedCerts {
         service_name: "envoy-operator-webhook".into(),
         namespace: "envoy-operator".into(),
         days: 1,
+        extra_names: Vec::new(),
     };
     let certs = tls::generate(&options).unwrap();
     tls::write(dir, &certs, force).unwrap();
@@ -341,6 +342,7 @@ async fn certificate_rotations_under_load_fail_no_request() {
         service_name: "envoy-operator-webhook".into(),
         namespace: "envoy-operator".into(),
         days: 1,
+        extra_names: Vec::new(),
     };
     let rotations: Vec<tls::GeneratedCerts> = (0..4).map(|_| tls::generate(&options).unwrap()).collect();
     let mut cas: Vec<&str> = vec![first_ca.as_str()];
