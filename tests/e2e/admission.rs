@@ -1,0 +1,142 @@
+//! The admission path as users meet it through `kubectl apply`: the seed manifests come back
+//! defaulted; invalid objects are refused naming the field, by the webhook and, with the
+//! webhook configurations removed, still by the CRD schema and its CEL rules.
+//!
+//! Order in the API server: mutating webhooks, then the CRD schema (OpenAPI + CEL), then the
+//! validating webhooks. An object the schema refuses therefore never reaches `/validate`; what
+//! the webhook alone answers is an object that does not even read as a Foo/Envoy (a string
+//! for `spec.replicas`), which `/mutate` refuses with `400` naming the field.
+
+use envoy_operator::api::{Envoy, Foo};
+use kube::api::Api;
+use serde_json::{Value, json};
+
+use crate::harness::{SHORT, api_error, in_cluster, in_cluster_mode, wait_for};
+
+fn manifest(text: &str) -> Value {
+    serde_saphyr::from_str(text).expect("an example manifest")
+}
+
+#[tokio::test]
+#[ignore = "needs a Kubernetes cluster"]
+async fn the_seed_examples_apply_unchanged_and_come_back_defaulted() {
+    in_cluster("examples", async |cluster| {
+        let foo: Foo = cluster.create(manifest(include_str!("../../examples/foo.yaml"))).await;
+        assert_eq!(foo.spec.deployment_name.as_deref(), Some("example-foo"));
+        assert_eq!(foo.spec.replicas, Some(1));
+        let sparse: Foo = cluster
+            .create(json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+                "metadata": {"name": "sparse"}, "spec": {}}))
+            .await;
+        assert_eq!(sparse.spec.deployment_name.as_deref(), Some("sparse"), "defaulted to its own name");
+        assert_eq!(sparse.spec.replicas, Some(1), "defaulted to one replica");
+
+        let envoy: Envoy = cluster.create(manifest(include_str!("../../examples/envoy.yaml"))).await;
+        assert_eq!(envoy.spec.name.as_deref(), Some("webserver-beta"), "kept as written");
+        assert_eq!(envoy.spec.replicas, Some(3), "kept as written");
+        assert!(envoy.spec.image.is_some(), "the image is defaulted: {:?}", envoy.spec);
+        assert!(!envoy.spec.ports.is_empty(), "listener ports are defaulted: {:?}", envoy.spec);
+    })
+    .await;
+}
+
+/// What a refused create answered: `(code, message)`.
+async fn refused<K>(api: &Api<K>, object: &Value) -> Result<(u16, String), String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    // Raw JSON: `replicas: "three"` must reach the API server as written.
+    let body = serde_json::to_vec(object).map_err(|e| e.to_string())?;
+    let request = http::Request::post(api.resource_url())
+        .header("Content-Type", "application/json")
+        .body(body)
+        .map_err(|e| e.to_string())?;
+    match api.clone().into_client().request::<K>(request).await {
+        Ok(created) => Err(format!("created {}: not refused", kube::ResourceExt::name_any(&created))),
+        Err(error) => Ok(api_error(error)),
+    }
+}
+
+fn unreadable_foo() -> Value {
+    json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+        "metadata": {"name": "unreadable"}, "spec": {"replicas": "three"}})
+}
+
+fn unreadable_envoy() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+        "metadata": {"name": "unreadable"}, "spec": {"replicas": "many"}})
+}
+
+fn out_of_range_foo() -> Value {
+    json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+        "metadata": {"name": "negative"}, "spec": {"deploymentName": "negative", "replicas": -1}})
+}
+
+/// A listener on the admin port: refused by a CEL rule (`x-kubernetes-validations`).
+fn reserved_port_envoy() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "reserved"},
+        "spec": {"xds": {"host": "xds.default", "port": 18000},
+            "ports": [{"name": "admin", "port": 9901}]}})
+}
+
+#[tokio::test]
+#[ignore = "needs a Kubernetes cluster"]
+async fn invalid_objects_are_refused_by_the_webhook_and_without_it_by_the_schema() {
+    in_cluster("invalid", async |cluster| {
+        let (foos, envoys) = (cluster.api::<Foo>(), cluster.api::<Envoy>());
+        for (webhook, object, field) in [
+            ("foos.samplecontroller.k8s.io", unreadable_foo(), "spec.replicas"),
+            ("envoys.example.com", unreadable_envoy(), "spec.replicas"),
+        ] {
+            let answer = match webhook {
+                "foos.samplecontroller.k8s.io" => refused(&foos, &object).await,
+                _ => refused(&envoys, &object).await,
+            };
+            let (code, message) = answer.unwrap_or_else(|e| panic!("{webhook}: {e}"));
+            assert_eq!(code, 400, "{message}");
+            assert!(
+                message.starts_with(&format!("admission webhook \"{webhook}\" denied the request")),
+                "{message}"
+            );
+            assert!(message.contains(field), "names {field}: {message}");
+        }
+        // Refused by the schema (before any validating webhook): 422 naming the field.
+        let (code, message) = refused(&foos, &out_of_range_foo()).await.expect("refused");
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains("spec.replicas"), "{message}");
+        let (code, message) = refused(&envoys, &reserved_port_envoy()).await.expect("refused");
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains("spec.ports[0]") && message.contains("reserved"), "{message}");
+
+        if in_cluster_mode() {
+            eprintln!("note: E2E_IN_CLUSTER=1: the deployed webhook configurations are not removed");
+            return;
+        }
+        cluster.remove_webhook_configurations().await;
+        // Configurations stop applying a little after they are deleted: until then the webhook
+        // still refuses (nothing is created either way).
+        for (object, kind) in [(unreadable_foo(), "Foo"), (unreadable_envoy(), "Envoy")] {
+            let (code, message) = wait_for(
+                &format!("the unreadable {kind} to be refused by the CRD schema, not the webhook"),
+                SHORT,
+                || async {
+                    let answer = match kind {
+                        "Foo" => refused(&foos, &object).await?,
+                        _ => refused(&envoys, &object).await?,
+                    };
+                    if answer.1.contains("admission webhook") { Err(answer.1) } else { Ok(answer) }
+                },
+            )
+            .await;
+            assert_eq!(code, 422, "{message}");
+            assert!(message.contains("spec.replicas") && message.contains("integer"), "{message}");
+        }
+        let (code, message) = refused(&foos, &out_of_range_foo()).await.expect("refused");
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains("spec.replicas"), "{message}");
+        let (code, message) = refused(&envoys, &reserved_port_envoy()).await.expect("refused");
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains("reserved"), "the CEL rule's message: {message}");
+    })
+    .await;
+}

@@ -1,0 +1,513 @@
+//! The e2e harness: a fresh, labelled namespace per test; the CRDs installed idempotently; the
+//! operator run in-process (the same `run::run` as `envoy-operator run`, webhook on
+//! `E2E_WEBHOOK_HOST:<free port>` registered in URL mode by webhook configurations scoped to
+//! this run's namespaces) or, with `E2E_IN_CLUSTER=1`, the operator already deployed from
+//! `deploy/`; and cleanup (configurations, namespaces) even when the test panics.
+//!
+//! Shared with `examples/bench_reconcile.rs` (through `#[path]`), hence the `pub` items.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use envoy_operator::api::Foo;
+use envoy_operator::crd;
+use envoy_operator::inject::InjectConfig;
+use envoy_operator::reconcile::Settings;
+use envoy_operator::reconcile::controller::ControllerConfig;
+use envoy_operator::run::{self, CertMode, RunConfig, RunError};
+use envoy_operator::tls::{self, CertOptions};
+use envoy_operator::webhook::server::ServeConfig;
+use envoy_operator::webhook_config::{self, WebhookOptions, WebhookTarget};
+use futures::FutureExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// On every namespace and configuration the harness creates (for finding leftovers).
+pub const E2E_LABEL: &str = "envoy-operator.example.com/e2e";
+/// On this run's namespaces only; the webhook configurations select on it.
+pub const RUN_LABEL: &str = "envoy-operator.example.com/e2e-run";
+pub const TEST_MANAGER: &str = "envoy-operator-e2e";
+/// Creating objects and the controller reacting.
+pub const SHORT: Duration = Duration::from_secs(60);
+/// Pulling images and starting pods.
+pub const LONG: Duration = Duration::from_secs(240);
+/// The leader Lease's duration (`ops::leader::LeaseConfig::new`): how long a crashed
+/// leader's Lease blocks the next one.
+pub const LEASE: Duration = Duration::from_secs(15);
+
+/// `E2E_IN_CLUSTER=1`: the operator is deployed (`kubectl apply -k deploy/`), not started here.
+pub fn in_cluster_mode() -> bool {
+    std::env::var("E2E_IN_CLUSTER").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// The address the API server dials for the in-process webhook (and the one it binds).
+pub fn webhook_host() -> IpAddr {
+    let host = std::env::var("E2E_WEBHOOK_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
+    host.parse().unwrap_or_else(|_| panic!("E2E_WEBHOOK_HOST={host:?} is not an IP address"))
+}
+
+/// A free TCP port on `host` (bound, then released for the server to take).
+fn free_port(host: IpAddr) -> SocketAddr {
+    let listener = std::net::TcpListener::bind((host, 0)).unwrap_or_else(|error| {
+        panic!("binding {host}:0 (E2E_WEBHOOK_HOST must be a local address): {error}")
+    });
+    listener.local_addr().expect("a bound address")
+}
+
+/// The operator started in-process with `run::run`.
+pub struct Operator {
+    pub identity: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), RunError>>,
+}
+
+/// What an in-process operator is started with; kept so it can be restarted the same way.
+#[derive(Clone)]
+pub struct OperatorSetup {
+    pub watch_namespace: Option<String>,
+    pub operator_namespace: String,
+    pub cert_dir: std::path::PathBuf,
+    pub listen: SocketAddr,
+    pub resync: Duration,
+}
+
+impl OperatorSetup {
+    pub fn config(&self, identity: &str) -> RunConfig {
+        RunConfig {
+            listen: self.listen,
+            metrics_listen: free_port(IpAddr::from([127, 0, 0, 1])),
+            cert_mode: CertMode::Files,
+            cert_dir: self.cert_dir.clone(),
+            service_name: "envoy-operator-e2e".to_owned(),
+            identity: identity.to_owned(),
+            cert_check_interval: Duration::from_secs(60),
+            controllers: ControllerConfig {
+                namespace: self.watch_namespace.clone(),
+                concurrency: 4,
+                settings: Settings { resync: self.resync, ..Settings::default() },
+            },
+            inject: InjectConfig {
+                operator_namespace: self.operator_namespace.clone(),
+                ..InjectConfig::default()
+            },
+            serve: ServeConfig::default(),
+        }
+    }
+}
+
+impl Operator {
+    pub async fn start(client: &Client, setup: &OperatorSetup, identity: &str) -> Operator {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let config = setup.config(identity);
+        let task = tokio::spawn(run::run(config, Some(client.clone()), stopped.map(|_| ())));
+        // The webhook listens once its port accepts connections.
+        let listen = setup.listen;
+        wait_for(&format!("the in-process webhook to listen on {listen}"), SHORT, || async move {
+            tokio::net::TcpStream::connect(listen).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+        .await;
+        Operator { identity: identity.to_owned(), stop: Some(stop), task }
+    }
+
+    /// A crash: the task is dropped mid-way; nothing is released (the Lease stays held until
+    /// it expires).
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// A graceful stop (webhook drained, Lease released).
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match tokio::time::timeout(SHORT, &mut self.task).await {
+            Ok(Ok(Err(error))) => eprintln!("the operator stopped with an error: {error}"),
+            Ok(_) => {}
+            Err(_) => {
+                eprintln!("the operator did not stop within {SHORT:?}; aborting it");
+                self.task.abort();
+            }
+        }
+    }
+}
+
+/// One test's world.
+pub struct Cluster {
+    pub client: Client,
+    pub run_id: String,
+    /// The test namespace (labelled with [`E2E_LABEL`] and [`RUN_LABEL`]).
+    pub namespace: String,
+    pub schedulable: bool,
+    /// `None` with `E2E_IN_CLUSTER=1`.
+    pub setup: Option<OperatorSetup>,
+    pub operator: tokio::sync::Mutex<Option<Operator>>,
+    /// Every namespace created for this run (deleted on cleanup).
+    namespaces: std::sync::Mutex<Vec<String>>,
+    _cert_dir: Option<tempfile::TempDir>,
+}
+
+impl Cluster {
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub async fn create<K>(&self, object: Value) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+    {
+        create_in(&self.api::<K>(), object).await
+    }
+
+    /// Creates another namespace for this run, with `labels` besides the run's own.
+    pub async fn extra_namespace(&self, purpose: &str, labels: Value) -> String {
+        let name = format!("eo-e2e-{purpose}-{}", self.run_id);
+        let mut all = json!({E2E_LABEL: "true", RUN_LABEL: self.run_id});
+        if let (Some(all), Some(extra)) = (all.as_object_mut(), labels.as_object()) {
+            all.extend(extra.clone());
+        }
+        create_namespace(&self.client, &name, all).await;
+        self.namespaces.lock().unwrap_or_else(|p| p.into_inner()).push(name.clone());
+        name
+    }
+
+    /// The names of this run's webhook configurations (in-process mode).
+    pub fn configuration_name(&self) -> String {
+        configuration_name(&self.run_id)
+    }
+
+    /// Deletes this run's webhook configurations (in-process mode).
+    pub async fn remove_webhook_configurations(&self) {
+        delete_configurations(&self.client, &self.configuration_name()).await;
+    }
+
+    /// Starts the operator again under a new identity (in-process mode).
+    pub async fn start_operator(&self, identity: &str) {
+        let setup = self.setup.as_ref().expect("in-process mode");
+        let operator = Operator::start(&self.client, setup, identity).await;
+        *self.operator.lock().await = Some(operator);
+    }
+
+    async fn clean_up(self) {
+        if let Some(operator) = self.operator.lock().await.take() {
+            operator.stop().await;
+        }
+        if self.setup.is_some() {
+            delete_configurations(&self.client, &self.configuration_name()).await;
+        }
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let names = self.namespaces.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for name in names {
+            match namespaces.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(error) if is_not_found(&error) => {}
+                Err(error) => eprintln!("could not delete namespace {name}: {error}"),
+            }
+        }
+    }
+}
+
+pub async fn create_in<K>(api: &Api<K>, object: Value) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let object: K = serde_json::from_value(object).expect("a valid object");
+    let name = object.name_any();
+    api.create(&PostParams::default(), &object).await.unwrap_or_else(|error| {
+        panic!(
+            "creating {} {name}: {error}",
+            std::any::type_name::<K>().rsplit("::").next().unwrap_or("object")
+        )
+    })
+}
+
+pub fn configuration_name(run_id: &str) -> String {
+    format!("envoy-operator-e2e-{run_id}")
+}
+
+async fn create_namespace(client: &Client, name: &str, labels: Value) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let body = json!({"metadata": {"name": name, "labels": labels}});
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(body).expect("namespace"))
+        .await
+        .unwrap_or_else(|error| panic!("creating the namespace {name}: {error}"));
+}
+
+/// Sets everything up, runs `test`, and always cleans up.
+pub async fn in_cluster(story: &str, test: impl AsyncFnOnce(&Cluster)) {
+    let cluster = set_up(story).await;
+    let outcome = AssertUnwindSafe(test(&cluster)).catch_unwind().await;
+    cluster.clean_up().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Everything but the test: client, CRDs, namespaces, operator, webhook configurations.
+/// `resync` is the controllers' periodic re-check (in-process mode).
+pub async fn set_up_with(story: &str, resync: Duration) -> Cluster {
+    let client = Client::try_default().await.expect("a kubeconfig context or in-cluster configuration");
+    install_crds(&client).await;
+    let run_id = random_suffix();
+    let namespace = format!("eo-e2e-{story}-{run_id}");
+    create_namespace(&client, &namespace, json!({E2E_LABEL: "true", RUN_LABEL: run_id})).await;
+    let mut namespaces = vec![namespace.clone()];
+    let schedulable = has_schedulable_node(&client).await;
+    if !schedulable {
+        eprintln!("note: no schedulable node: checks that need running pods are skipped");
+    }
+    let mut cluster = Cluster {
+        client: client.clone(),
+        run_id: run_id.clone(),
+        namespace,
+        schedulable,
+        setup: None,
+        operator: tokio::sync::Mutex::new(None),
+        namespaces: std::sync::Mutex::new(Vec::new()),
+        _cert_dir: None,
+    };
+    if in_cluster_mode() {
+        eprintln!("E2E_IN_CLUSTER=1: using the operator deployed from deploy/");
+    } else {
+        let operator_namespace = format!("eo-e2e-op-{run_id}");
+        // Not labelled with RUN_LABEL: the run's webhooks never see the operator's namespace.
+        create_namespace(&client, &operator_namespace, json!({E2E_LABEL: "true"})).await;
+        namespaces.push(operator_namespace.clone());
+        let host = webhook_host();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = CertOptions {
+            service_name: "envoy-operator-e2e".to_owned(),
+            namespace: operator_namespace.clone(),
+            days: 1,
+            extra_names: vec![host.to_string()],
+        };
+        let generated = tls::generate(&options).expect("generating certificates");
+        tls::write(dir.path(), &generated, false).expect("writing certificates");
+        let setup = OperatorSetup {
+            watch_namespace: Some(cluster.namespace.clone()),
+            operator_namespace,
+            cert_dir: dir.path().to_owned(),
+            listen: free_port(host),
+            resync,
+        };
+        let base = match host {
+            IpAddr::V4(_) => format!("https://{}", setup.listen),
+            IpAddr::V6(v6) => format!("https://[{v6}]:{}", setup.listen.port()),
+        };
+        let target = WebhookTarget::Url { base, ca_bundle: generated.ca_pem.into_bytes() };
+        install_configurations(&client, &run_id, &setup.operator_namespace, target).await;
+        let operator = Operator::start(&client, &setup, &format!("e2e-{run_id}-1")).await;
+        *cluster.operator.get_mut() = Some(operator);
+        cluster.setup = Some(setup);
+        cluster._cert_dir = Some(dir);
+    }
+    *cluster.namespaces.get_mut().unwrap_or_else(|p| p.into_inner()) = namespaces;
+    wait_for_webhooks(&cluster).await;
+    cluster
+}
+
+async fn set_up(story: &str) -> Cluster {
+    set_up_with(story, Settings::default().resync).await
+}
+
+/// Waits until the API server calls the defaulting webhook for the test namespace: a
+/// dry-run Foo with an empty spec comes back defaulted (configurations take effect a little
+/// after they are written).
+pub async fn wait_for_webhooks(cluster: &Cluster) {
+    let foos: Api<Foo> = cluster.api();
+    let probe: Foo = serde_json::from_value(json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1",
+        "kind": "Foo", "metadata": {"name": "webhook-probe"}, "spec": {}}))
+    .expect("a Foo");
+    let params = PostParams { dry_run: true, ..PostParams::default() };
+    wait_for(
+        "the API server to call the defaulting webhook (a dry-run Foo comes back defaulted)",
+        SHORT,
+        || {
+            let (foos, probe, params) = (foos.clone(), probe.clone(), params.clone());
+            async move {
+                match foos.create(&params, &probe).await {
+                    Ok(foo) if foo.spec.replicas.is_some() => Ok(()),
+                    Ok(foo) => Err(format!("not defaulted: spec {:?}", foo.spec)),
+                    Err(error) => Err(error.to_string()),
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// The run's two configurations: the generator's webhooks, renamed per run and narrowed to
+/// namespaces labelled with this run's id, so a crashed run cannot affect anything else.
+async fn install_configurations(
+    client: &Client,
+    run_id: &str,
+    operator_namespace: &str,
+    target: WebhookTarget,
+) {
+    let options = WebhookOptions { target, operator_namespace: operator_namespace.to_owned() };
+    let name = configuration_name(run_id);
+    let scope = |selector: &mut Option<LabelSelector>| {
+        let selector = selector.get_or_insert_with(LabelSelector::default);
+        selector
+            .match_labels
+            .get_or_insert_with(Default::default)
+            .insert(RUN_LABEL.to_owned(), run_id.to_owned());
+    };
+    let mut mutating = webhook_config::mutating_webhooks(&options);
+    mutating.iter_mut().for_each(|w| scope(&mut w.namespace_selector));
+    let mut validating = webhook_config::validating_webhooks(&options);
+    validating.iter_mut().for_each(|w| scope(&mut w.namespace_selector));
+    let mut mutating = webhook_config::mutating_configuration(mutating);
+    let mut validating = webhook_config::validating_configuration(validating);
+    for metadata in [&mut mutating.metadata, &mut validating.metadata] {
+        metadata.name = Some(name.clone());
+        metadata.labels.get_or_insert_with(Default::default).insert(E2E_LABEL.to_owned(), "true".to_owned());
+    }
+    let params = PatchParams::apply(TEST_MANAGER).force();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(&name, &params, &Patch::Apply(&mutating))
+        .await
+        .unwrap_or_else(|error| panic!("applying MutatingWebhookConfiguration {name}: {error}"));
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .patch(&name, &params, &Patch::Apply(&validating))
+        .await
+        .unwrap_or_else(|error| panic!("applying ValidatingWebhookConfiguration {name}: {error}"));
+}
+
+async fn delete_configurations(client: &Client, name: &str) {
+    let ignore_missing = |result: Result<_, kube::Error>, kind: &str| match result {
+        Ok(_) => {}
+        Err(error) if is_not_found(&error) => {}
+        Err(error) => eprintln!("could not delete {kind} {name}: {error}"),
+    };
+    let params = DeleteParams::default();
+    ignore_missing(
+        Api::<MutatingWebhookConfiguration>::all(client.clone()).delete(name, &params).await.map(|_| ()),
+        "MutatingWebhookConfiguration",
+    );
+    ignore_missing(
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete(name, &params).await.map(|_| ()),
+        "ValidatingWebhookConfiguration",
+    );
+}
+
+pub fn random_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+    );
+    format!("{:06x}", hasher.finish() & 0xff_ffff)
+}
+
+/// Applies the CRDs (server-side apply: idempotent) and waits until each is Established.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for definition in crd::all() {
+        let name = definition.name_any();
+        crds.patch(&name, &PatchParams::apply(TEST_MANAGER).force(), &Patch::Apply(&definition))
+            .await
+            .unwrap_or_else(|error| panic!("installing CRD {name}: {error}"));
+        tokio::time::timeout(SHORT, await_condition(crds.clone(), &name, conditions::is_crd_established()))
+            .await
+            .unwrap_or_else(|_| panic!("waited {SHORT:?} for CRD {name} to be Established"))
+            .expect("watching the CRD");
+    }
+}
+
+/// A Ready node that accepts ordinary pods.
+pub async fn has_schedulable_node(client: &Client) -> bool {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let Ok(nodes) = nodes.list(&ListParams::default()).await else { return false };
+    nodes.items.iter().any(|node| {
+        let spec = node.spec.clone().unwrap_or_default();
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let tainted =
+            spec.taints.iter().flatten().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
+        ready && !spec.unschedulable.unwrap_or(false) && !tainted
+    })
+}
+
+/// Polls `check` until it yields a value; on timeout, fails saying what was awaited and
+/// what was last seen.
+pub async fn wait_for<T, Fut>(what: &str, timeout: Duration, mut check: impl FnMut() -> Fut) -> T
+where
+    Fut: Future<Output = Result<T, String>>,
+{
+    let started = Instant::now();
+    let mut seen = String::from("nothing yet");
+    while started.elapsed() < timeout {
+        match check().await {
+            Ok(value) => return value,
+            Err(now) => seen = now,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("waited {timeout:?} for {what}; last saw: {seen}")
+}
+
+pub async fn get<K>(api: &Api<K>, name: &str) -> Result<K, String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.get_opt(name).await {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) => Err(format!("{name} does not exist")),
+        Err(error) => Err(format!("error reading {name}: {error}")),
+    }
+}
+
+/// Gone, or being deleted.
+pub async fn gone<K>(api: &Api<K>, name: &str) -> Result<(), String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.get_opt(name).await {
+        Ok(None) => Ok(()),
+        Ok(Some(object)) if object.meta().deletion_timestamp.is_some() => Ok(()),
+        Ok(Some(_)) => Err(format!("{name} still exists")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// `(status, reason)` of the condition `type_` in a status as JSON.
+pub fn condition(status: Option<&Value>, type_: &str) -> Option<(String, String)> {
+    let found = status?.get("conditions")?.as_array()?.iter().find(|c| c["type"] == type_)?;
+    Some((found["status"].as_str()?.to_owned(), found["reason"].as_str()?.to_owned()))
+}
+
+pub fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// The API server's answer to a refused request: `(code, message)`.
+pub fn api_error(error: kube::Error) -> (u16, String) {
+    match error {
+        kube::Error::Api(status) => (status.code, status.message),
+        other => panic!("expected an API error status, got {other}"),
+    }
+}

@@ -1,0 +1,15 @@
+//! End-to-end tests against a real cluster (the current kubeconfig context). Ignored by
+//! default; run with `cargo test --test e2e -- --ignored` (see the README, "End-to-end tests").
+//!
+//! Each test runs in a fresh namespace with the operator in-process (or, with
+//! `E2E_IN_CLUSTER=1`, the deployed one) and cleans up after itself even when it fails; see
+//! `harness.rs`. Checks that need running pods are skipped, with a note, on clusters without a
+//! schedulable node.
+
+mod harness;
+
+mod admission;
+mod envoy;
+mod foo;
+mod inject;
+mod restart;
