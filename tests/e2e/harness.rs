@@ -207,7 +207,7 @@ impl Cluster {
         *self.operator.lock().await = Some(operator);
     }
 
-    async fn clean_up(self) {
+    pub async fn clean_up(self) {
         if let Some(operator) = self.operator.lock().await.take() {
             operator.stop().await;
         }
