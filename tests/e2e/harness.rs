@@ -66,11 +66,14 @@ fn free_port(host: IpAddr) -> SocketAddr {
     listener.local_addr().expect("a bound address")
 }
 
-/// The operator started in-process with `run::run`.
+/// The operator started in-process with `run::run`, on a runtime of its own (with its own
+/// client), so that killing it is a crash: every task it spawned stops at once, nothing is
+/// released, the Lease stays held until it expires.
 pub struct Operator {
     pub identity: String,
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), RunError>>,
+    task: Option<JoinHandle<Result<(), String>>>,
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 /// What an in-process operator is started with; kept so it can be restarted the same way.
@@ -108,38 +111,72 @@ impl OperatorSetup {
 }
 
 impl Operator {
-    pub async fn start(client: &Client, setup: &OperatorSetup, identity: &str) -> Operator {
+    pub async fn start(setup: &OperatorSetup, identity: &str) -> Operator {
         let (stop, stopped) = oneshot::channel::<()>();
         let config = setup.config(identity);
-        let task = tokio::spawn(run::run(config, Some(client.clone()), stopped.map(|_| ())));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(format!("operator-{identity}"))
+            .enable_all()
+            .build()
+            .expect("a runtime for the operator");
+        let task = runtime.spawn(async move {
+            let client = Client::try_default().await.map_err(|e| format!("the operator's client: {e}"))?;
+            run::run(config, Some(client), stopped.map(|_| ())).await.map_err(|e: RunError| e.to_string())
+        });
+        let mut operator = Operator {
+            identity: identity.to_owned(),
+            stop: Some(stop),
+            task: Some(task),
+            runtime: Some(runtime),
+        };
         // The webhook listens once its port accepts connections.
         let listen = setup.listen;
-        wait_for(&format!("the in-process webhook to listen on {listen}"), SHORT, || async move {
-            tokio::net::TcpStream::connect(listen).await.map(|_| ()).map_err(|e| e.to_string())
-        })
-        .await;
-        Operator { identity: identity.to_owned(), stop: Some(stop), task }
+        let what = format!("the in-process operator's webhook to listen on {listen}");
+        let started = Instant::now();
+        loop {
+            if tokio::net::TcpStream::connect(listen).await.is_ok() {
+                return operator;
+            }
+            if let Some(task) = operator.task.as_mut().filter(|t| t.is_finished()) {
+                let outcome = task.await;
+                panic!("the in-process operator stopped before serving: {outcome:?}");
+            }
+            if started.elapsed() > SHORT {
+                panic!("waited {SHORT:?} for {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
-    /// A crash: the task is dropped mid-way; nothing is released (the Lease stays held until
-    /// it expires).
-    pub async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
+    /// A crash: the operator's runtime is dropped mid-way; nothing is released (the Lease
+    /// stays held until it expires, [`LEASE`]).
+    pub fn kill(mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 
-    /// A graceful stop (webhook drained, Lease released).
+    /// A graceful stop (webhook drained, controllers stopped, Lease released).
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        match tokio::time::timeout(SHORT, &mut self.task).await {
-            Ok(Ok(Err(error))) => eprintln!("the operator stopped with an error: {error}"),
-            Ok(_) => {}
-            Err(_) => {
-                eprintln!("the operator did not stop within {SHORT:?}; aborting it");
-                self.task.abort();
+        if let Some(task) = self.task.take() {
+            match tokio::time::timeout(SHORT, task).await {
+                Ok(Ok(Err(error))) => eprintln!("the operator stopped with an error: {error}"),
+                Ok(_) => {}
+                Err(_) => eprintln!("the operator did not stop within {SHORT:?}; dropping it"),
             }
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is not allowed inside the test's runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }
@@ -203,7 +240,14 @@ impl Cluster {
     /// Starts the operator again under a new identity (in-process mode).
     pub async fn start_operator(&self, identity: &str) {
         let setup = self.setup.as_ref().expect("in-process mode");
-        let operator = Operator::start(&self.client, setup, identity).await;
+        // A killed runtime closes its listener in the background (std binds with
+        // SO_REUSEADDR on Unix, so only a listener still open makes this fail).
+        let listen = setup.listen;
+        wait_for(&format!("the previous operator's listener on {listen} to close"), SHORT, || async move {
+            std::net::TcpListener::bind(listen).map(drop).map_err(|e| e.to_string())
+        })
+        .await;
+        let operator = Operator::start(setup, identity).await;
         *self.operator.lock().await = Some(operator);
     }
 
@@ -316,7 +360,7 @@ pub async fn set_up_with(story: &str, resync: Duration) -> Cluster {
         };
         let target = WebhookTarget::Url { base, ca_bundle: generated.ca_pem.into_bytes() };
         install_configurations(&client, &run_id, &setup.operator_namespace, target).await;
-        let operator = Operator::start(&client, &setup, &format!("e2e-{run_id}-1")).await;
+        let operator = Operator::start(&setup, &format!("e2e-{run_id}-1")).await;
         *cluster.operator.get_mut() = Some(operator);
         cluster.setup = Some(setup);
         cluster._cert_dir = Some(dir);

@@ -1,4 +1,4 @@
-//! The operator is killed mid-way (its task aborted: no graceful shutdown, the Lease left
+//! The operator is killed mid-way (its runtime dropped: no graceful shutdown, the Lease left
 //! held) and started again under a new identity: everything converges, nothing is duplicated,
 //! and what was already right is not rewritten.
 
@@ -56,7 +56,7 @@ async fn a_killed_operator_restarts_and_converges_without_duplicates() {
         .await;
         let operator = cluster.operator.lock().await.take().expect("the operator");
         let dead = operator.identity.clone();
-        operator.kill().await;
+        operator.kill();
         let at_kill = deployments(cluster).await;
         eprintln!("killed {dead} with {} of {FOOS} Deployments created", at_kill.len());
 
