@@ -49,6 +49,9 @@ struct Args {
     /// Seconds to wait for every status before giving up.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(10..=3600))]
     timeout: u64,
+    /// `spec.replicas` of every object: pods are not what is measured, so none by default.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..=10))]
+    replicas: i32,
     /// Create requests in flight at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
     parallel: u32,
@@ -130,7 +133,7 @@ async fn bench(cluster: &harness::Cluster, args: &Args) -> Result<(), &'static s
         requests.push((
             format!("Foo/{name}"),
             json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": name},
-                "spec": {"deploymentName": name, "replicas": 1}}),
+                "spec": {"deploymentName": name, "replicas": args.replicas}}),
         ));
     }
     for i in 0..envoy_count {
@@ -138,7 +141,7 @@ async fn bench(cluster: &harness::Cluster, args: &Args) -> Result<(), &'static s
         requests.push((
             format!("Envoy/{name}"),
             json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": name},
-                "spec": {"replicas": 1, "xds": {"host": "xds.default", "port": 18000}}}),
+                "spec": {"replicas": args.replicas, "xds": {"host": "xds.default", "port": 18000}}}),
         ));
     }
     let created: Vec<Result<(String, Instant), String>> = futures::stream::iter(requests)

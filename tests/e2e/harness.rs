@@ -315,7 +315,6 @@ pub async fn set_up_with(story: &str, resync: Duration) -> Cluster {
     let run_id = random_suffix();
     let namespace = format!("eo-e2e-{story}-{run_id}");
     create_namespace(&client, &namespace, json!({E2E_LABEL: "true", RUN_LABEL: run_id})).await;
-    let mut namespaces = vec![namespace.clone()];
     let schedulable = has_schedulable_node(&client).await;
     if !schedulable {
         eprintln!("note: no schedulable node: checks that need running pods are skipped");
@@ -323,20 +322,33 @@ pub async fn set_up_with(story: &str, resync: Duration) -> Cluster {
     let mut cluster = Cluster {
         client: client.clone(),
         run_id: run_id.clone(),
-        namespace,
+        namespace: namespace.clone(),
         schedulable,
         setup: None,
         operator: tokio::sync::Mutex::new(None),
-        namespaces: std::sync::Mutex::new(Vec::new()),
+        namespaces: std::sync::Mutex::new(vec![namespace]),
         _cert_dir: None,
     };
+    // From here on, whatever fails is cleaned up before the panic goes on.
+    let started = AssertUnwindSafe(start(&mut cluster, resync)).catch_unwind().await;
+    if let Err(panic) = started {
+        cluster.clean_up().await;
+        std::panic::resume_unwind(panic);
+    }
+    cluster
+}
+
+/// The operator (in-process mode) and its webhook configurations; then waits until the API
+/// server calls the webhooks.
+async fn start(cluster: &mut Cluster, resync: Duration) {
     if in_cluster_mode() {
         eprintln!("E2E_IN_CLUSTER=1: using the operator deployed from deploy/");
     } else {
+        let (client, run_id) = (cluster.client.clone(), cluster.run_id.clone());
         let operator_namespace = format!("eo-e2e-op-{run_id}");
+        cluster.namespaces.get_mut().unwrap_or_else(|p| p.into_inner()).push(operator_namespace.clone());
         // Not labelled with RUN_LABEL: the run's webhooks never see the operator's namespace.
         create_namespace(&client, &operator_namespace, json!({E2E_LABEL: "true"})).await;
-        namespaces.push(operator_namespace.clone());
         let host = webhook_host();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let options = CertOptions {
@@ -358,16 +370,14 @@ pub async fn set_up_with(story: &str, resync: Duration) -> Cluster {
             IpAddr::V4(_) => format!("https://{}", setup.listen),
             IpAddr::V6(v6) => format!("https://[{v6}]:{}", setup.listen.port()),
         };
+        cluster.setup = Some(setup.clone());
+        cluster._cert_dir = Some(dir);
         let target = WebhookTarget::Url { base, ca_bundle: generated.ca_pem.into_bytes() };
         install_configurations(&client, &run_id, &setup.operator_namespace, target).await;
         let operator = Operator::start(&setup, &format!("e2e-{run_id}-1")).await;
         *cluster.operator.get_mut() = Some(operator);
-        cluster.setup = Some(setup);
-        cluster._cert_dir = Some(dir);
     }
-    *cluster.namespaces.get_mut().unwrap_or_else(|p| p.into_inner()) = namespaces;
-    wait_for_webhooks(&cluster).await;
-    cluster
+    wait_for_webhooks(cluster).await;
 }
 
 async fn set_up(story: &str) -> Cluster {
@@ -383,20 +393,25 @@ pub async fn wait_for_webhooks(cluster: &Cluster) {
         "kind": "Foo", "metadata": {"name": "webhook-probe"}, "spec": {}}))
     .expect("a Foo");
     let params = PostParams { dry_run: true, ..PostParams::default() };
-    wait_for(
-        "the API server to call the defaulting webhook (a dry-run Foo comes back defaulted)",
-        SHORT,
-        || {
-            let (foos, probe, params) = (foos.clone(), probe.clone(), params.clone());
-            async move {
-                match foos.create(&params, &probe).await {
-                    Ok(foo) if foo.spec.replicas.is_some() => Ok(()),
-                    Ok(foo) => Err(format!("not defaulted: spec {:?}", foo.spec)),
-                    Err(error) => Err(error.to_string()),
-                }
+    let what = match &cluster.setup {
+        Some(setup) => format!(
+            "the API server to call the defaulting webhook at https://{} (a dry-run Foo comes back \
+             defaulted; the API server must reach this address: see E2E_WEBHOOK_HOST in the README)",
+            setup.listen
+        ),
+        None => "the API server to call the deployed defaulting webhook (a dry-run Foo comes back defaulted)"
+            .to_owned(),
+    };
+    wait_for(&what, SHORT, || {
+        let (foos, probe, params) = (foos.clone(), probe.clone(), params.clone());
+        async move {
+            match foos.create(&params, &probe).await {
+                Ok(foo) if foo.spec.replicas.is_some() => Ok(()),
+                Ok(foo) => Err(format!("not defaulted: spec {:?}", foo.spec)),
+                Err(error) => Err(error.to_string()),
             }
-        },
-    )
+        }
+    })
     .await;
 }
 

@@ -17,12 +17,14 @@ use crate::harness::{LEASE, SHORT, in_cluster, in_cluster_mode, wait_for};
 
 const FOOS: usize = 6;
 
-/// Deployment name -> (owner Foo uids, metadata.generation, spec.replicas).
+/// The Foos' Deployments (those with a Foo owner; not the Envoy's): name -> (owner Foo uids,
+/// metadata.generation, spec.replicas).
 async fn deployments(cluster: &crate::harness::Cluster) -> BTreeMap<String, (Vec<String>, i64, i32)> {
     let list = cluster.api::<Deployment>().list(&ListParams::default()).await.expect("list Deployments");
     list.items
         .iter()
         .filter(|d| d.metadata.deletion_timestamp.is_none())
+        .filter(|d| d.owner_references().iter().any(|o| o.kind == "Foo"))
         .map(|d| {
             let owners =
                 d.owner_references().iter().filter(|o| o.kind == "Foo").map(|o| o.uid.clone()).collect();
