@@ -120,7 +120,7 @@ async fn deleting_an_envoy_removes_its_children() {
         })
         .await;
         let envoys = cluster.api::<Envoy>();
-        envoys.delete("doomed", &DeleteParams::foreground()).await.expect("delete the Envoy");
+        envoys.delete("doomed", &DeleteParams::background()).await.expect("delete the Envoy");
         wait_for("the Envoy to be gone", SHORT, || gone(&envoys, "doomed")).await;
         wait_for(
             "the garbage collector to delete the ConfigMap, Deployment and Service (needs kube-controller-manager)",

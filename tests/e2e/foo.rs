@@ -222,9 +222,10 @@ async fn deleting_a_foo_removes_its_deployment() {
         let foo: Foo = cluster.create(foo_manifest("doomed", "doomed", 1)).await;
         owned_deployment(cluster, "doomed", &foo).await;
         let foos = cluster.api::<Foo>();
-        foos.delete("doomed", &DeleteParams::foreground()).await.expect("delete the Foo");
+        foos.delete("doomed", &DeleteParams::background()).await.expect("delete the Foo");
         wait_for("the Foo to be gone", SHORT, || gone(&foos, "doomed")).await;
-        // The garbage collector (kube-controller-manager) removes the owned Deployment; a
+        // As `kubectl delete` (background propagation): the garbage collector
+        // (kube-controller-manager) then removes the owned Deployment; a
         // control plane without one (e.g. a bare API server) never does.
         let deployments: Api<Deployment> = cluster.api();
         wait_for(
@@ -233,6 +234,9 @@ async fn deleting_a_foo_removes_its_deployment() {
             || gone(&deployments, "doomed"),
         )
         .await;
+        // The operator does not bring it back for a parent that is gone.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        gone(&deployments, "doomed").await.expect("the Deployment stays deleted");
     })
     .await;
 }
