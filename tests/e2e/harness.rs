@@ -222,8 +222,9 @@ impl Cluster {
         if let (Some(all), Some(extra)) = (all.as_object_mut(), labels.as_object()) {
             all.extend(extra.clone());
         }
-        create_namespace(&self.client, &name, all).await;
+        // Recorded first: cleaned up even if creating it fails half-way.
         self.namespaces.lock().unwrap_or_else(|p| p.into_inner()).push(name.clone());
+        create_namespace(&self.client, &name, all).await;
         name
     }
 
