@@ -1,12 +1,12 @@
 //! Envoy -> bootstrap ConfigMap, Deployment, Service: the config hash follows `spec.xds`;
 //! two Envoys in one namespace keep to their own pods; deletion.
 
+use std::collections::BTreeMap;
+
 use envoy_operator::api::Envoy;
 use envoy_operator::reconcile::labels::CONFIG_HASH_ANNOTATION;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use std::collections::BTreeMap;
-
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
