@@ -65,6 +65,10 @@ async fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
+    if let Err(message) = envoy_operator::run::reachable_cluster().await {
+        eprintln!("bench_reconcile needs a cluster (the current kubeconfig context): {message}");
+        return std::process::ExitCode::from(2);
+    }
     let cluster = harness::set_up_with("bench", Duration::from_secs(args.idle)).await;
     eprintln!("namespace {}; operator in-process", cluster.namespace);
     let outcome = tokio::select! {
