@@ -11,6 +11,7 @@ use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
 use super::metrics::Metrics;
@@ -104,7 +105,8 @@ pub async fn run_while_leading<W, Fut>(
         info!("became leader: starting the controllers");
         metrics.set_leader(true);
         let stop = CancellationToken::new();
-        let mut work = tokio::spawn(lead(stop.clone()));
+        // Aborted if this future is dropped, so the work never outlives its leader.
+        let mut work = AbortOnDropHandle::new(tokio::spawn(lead(stop.clone())));
         let shutting_down = tokio::select! {
             _ = &mut work => {
                 warn!("the controllers stopped on their own while leading");
@@ -163,6 +165,40 @@ mod tests {
         for _ in 0..20 {
             tokio::task::yield_now().await;
         }
+    }
+
+    /// Clears its flag when dropped: shows whether the work is still alive.
+    struct Alive(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Alive {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn dropping_the_leader_loop_ends_the_work_it_started() {
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (_set_leading, leading) = watch::channel(true);
+        let metrics = Metrics::new();
+        let flag = alive.clone();
+        let runner = tokio::spawn(async move {
+            let work = move |_stop: CancellationToken| {
+                let flag = flag.clone();
+                async move {
+                    flag.store(true, Ordering::SeqCst);
+                    let _alive = Alive(flag);
+                    std::future::pending::<()>().await; // ignores cancellation, like a stuck task
+                }
+            };
+            run_while_leading(leading, &metrics, std::future::pending(), work).await
+        });
+        settle().await;
+        assert!(alive.load(Ordering::SeqCst), "leading starts the work");
+        runner.abort();
+        let _ = runner.await;
+        settle().await;
+        assert!(!alive.load(Ordering::SeqCst), "the work must not outlive the dropped leader loop");
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ use std::time::Duration;
 use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use hyper_util::rt::TokioTimer;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
 use crate::ops::metrics::Metrics;
@@ -126,16 +127,17 @@ impl WebhookServer {
         http.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
         http.http2().timer(TokioTimer::new()).max_concurrent_streams(config.limits.max_concurrent as u32);
 
-        let reload = tokio::spawn(certs.clone().watch(config.reload_interval));
+        // Both helpers end with the server, also when this future is dropped.
+        let reload = AbortOnDropHandle::new(tokio::spawn(certs.clone().watch(config.reload_interval)));
         let grace = config.shutdown_grace;
         let stopper = {
             let readiness = readiness.clone();
-            tokio::spawn(async move {
+            AbortOnDropHandle::new(tokio::spawn(async move {
                 shutdown.await;
                 readiness.set(false);
                 tracing::info!(grace = ?grace, "webhook shutting down: finishing requests in flight");
                 handle.graceful_shutdown(Some(grace));
-            })
+            }))
         };
 
         readiness.set(true);
