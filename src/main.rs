@@ -50,15 +50,8 @@ enum Command {
     /// Run the Foo and Envoy reconcilers against the current kubeconfig context (or the
     /// in-cluster configuration) until SIGTERM or SIGINT.
     Controller {
-        /// Watch only this namespace (default: all namespaces).
-        #[arg(long, short = 'n', env = "WATCH_NAMESPACE")]
-        namespace: Option<String>,
-        /// Reconciles running at once, per kind (0: unbounded).
-        #[arg(long, default_value_t = 4)]
-        concurrency: u16,
-        /// Image of a Foo's nginx pods.
-        #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
-        nginx_image: String,
+        #[command(flatten)]
+        reconcile: ControllerFlags,
         /// Log format (filter with RUST_LOG, default `info`).
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
@@ -195,6 +188,30 @@ struct WebhookArgs {
     inject: InjectFlags,
 }
 
+/// The reconcilers' flags, shared by `controller` and `run`.
+#[derive(clap::Args)]
+struct ControllerFlags {
+    /// Reconcile only this namespace (default: all namespaces).
+    #[arg(long = "watch-namespace", visible_alias = "namespace", short = 'n', env = "WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// Reconciles running at once, per kind (0: unbounded).
+    #[arg(long, default_value_t = 4)]
+    concurrency: u16,
+    /// Image of a Foo's nginx pods.
+    #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
+    nginx_image: String,
+}
+
+impl ControllerFlags {
+    fn to_config(&self) -> ControllerConfig {
+        ControllerConfig {
+            namespace: self.watch_namespace.clone(),
+            concurrency: self.concurrency,
+            settings: reconcile::Settings { nginx_image: self.nginx_image.clone(), ..Default::default() },
+        }
+    }
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     /// Address of the webhook's TLS port.
@@ -215,15 +232,8 @@ struct RunArgs {
     /// This replica's identity for leader election (default: the host name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Reconcile only this namespace (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    watch_namespace: Option<String>,
-    /// Reconciles running at once, per kind (0: unbounded).
-    #[arg(long, default_value_t = 4)]
-    concurrency: u16,
-    /// Image of a Foo's nginx pods.
-    #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
-    nginx_image: String,
+    #[command(flatten)]
+    reconcile: ControllerFlags,
     /// Log format (filter with RUST_LOG, default `info`).
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -264,9 +274,8 @@ struct UninstallArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Controller { namespace, concurrency, nginx_image, log_format } => {
-            let settings = reconcile::Settings { nginx_image, ..Default::default() };
-            controller(ControllerConfig { namespace, concurrency, settings }, log_format).map_err(Into::into)
+        Command::Controller { reconcile, log_format } => {
+            controller(reconcile.to_config(), log_format).map_err(Into::into)
         }
         Command::Render { files, nginx_image } => render(&files, &nginx_image).map_err(Into::into),
         Command::Check { files } => check(&files).map_err(Into::into),
@@ -338,11 +347,7 @@ fn run_operator(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         service_name: args.service_name,
         identity,
         cert_check_interval: Duration::from_secs(60),
-        controllers: ControllerConfig {
-            namespace: args.watch_namespace,
-            concurrency: args.concurrency,
-            settings: reconcile::Settings { nginx_image: args.nginx_image, ..Default::default() },
-        },
+        controllers: args.reconcile.to_config(),
         inject,
         serve: webhook::server::ServeConfig::default(),
     };
