@@ -197,6 +197,27 @@ where
 
 /// Publishes an event about `parent`. Events are best effort: a failure is logged, never
 /// fails the reconcile.
+/// A parent whose spec the rules reject gets no children: its status says why, with a
+/// Warning event when that status is new. Only a new spec can fix it, so no requeue.
+async fn report_invalid_spec<P, S>(
+    ctx: &Context,
+    who: &Parent<'_>,
+    parent: &P,
+    current: Option<&S>,
+    status: &S,
+    blocker: &Blocker,
+) -> Result<Action>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+    S: Serialize + PartialEq,
+{
+    if write_status::<P, S>(ctx, who, current, status).await? {
+        let note = blocker.message().to_owned();
+        publish(ctx, parent, EventType::Warning, status::REASON_INVALID_SPEC, note, "Validate").await;
+    }
+    Ok(Action::await_change())
+}
+
 async fn publish<P: Resource<DynamicType = ()>>(
     ctx: &Context,
     parent: &P,
@@ -266,19 +287,7 @@ async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
     if let Err(errors) = defaulted.validate(None) {
         let blocker = Blocker::InvalidSpec { message: errors.message("Foo", &parent.name) };
         let status = status::foo_status(&foo, selector, None, Some(&blocker), &now);
-        if write_status::<Foo, _>(&ctx, &parent, current_status, &status).await? {
-            publish(
-                &ctx,
-                foo.as_ref(),
-                EventType::Warning,
-                status::REASON_INVALID_SPEC,
-                blocker.message().to_owned(),
-                "Validate",
-            )
-            .await;
-        }
-        // Only a new spec can fix this.
-        return Ok(Action::await_change());
+        return report_invalid_spec(&ctx, &parent, foo.as_ref(), current_status, &status, &blocker).await;
     }
 
     let desired = foo::desired_deployment(&defaulted, &ctx.settings.nginx_image);
@@ -335,18 +344,7 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     if let Err(errors) = defaulted.validate(None) {
         let blocker = Blocker::InvalidSpec { message: errors.message("Envoy", &parent.name) };
         let status = status::envoy_status(&envoy, selector, None, None, Some(&blocker), &now);
-        if write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await? {
-            publish(
-                &ctx,
-                envoy.as_ref(),
-                EventType::Warning,
-                status::REASON_INVALID_SPEC,
-                blocker.message().to_owned(),
-                "Validate",
-            )
-            .await;
-        }
-        return Ok(Action::await_change());
+        return report_invalid_spec(&ctx, &parent, envoy.as_ref(), current_status, &status, &blocker).await;
     }
 
     let children = envoy::desired_children(&defaulted);
