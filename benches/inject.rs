@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use envoy_operator::inject::{InjectConfig, Injection, NoEnvoys, inject};
+use envoy_operator_core::inject::{InjectConfig, Injection, NoEnvoys, inject};
 use serde_json::{Value, json};
 
 const REPLICASET_REVIEW: &str =

@@ -4,10 +4,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use envoy_operator::api::{Envoy, EnvoySpec, Foo, FooSpec, XdsServer};
-use envoy_operator::reconcile::apply::needs_apply;
-use envoy_operator::reconcile::{envoy, foo, status};
-use envoy_operator::rules::Rules;
+use envoy_operator_core::api::{Envoy, EnvoySpec, Foo, FooSpec, XdsServer};
+use envoy_operator_core::children::apply::needs_apply;
+use envoy_operator_core::children::{envoy, foo, status};
+use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
+use envoy_operator_core::rules::{Rules, defaulted};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 
 fn rolled_out(mut deployment: Deployment) -> Deployment {
@@ -51,54 +52,49 @@ fn benches(c: &mut Criterion) {
     let now = status::now();
 
     let parent = foo();
-    let cached = rolled_out(foo::desired_deployment(&parent, foo::DEFAULT_NGINX_IMAGE));
+    let cached = rolled_out(foo::desired_deployment(&defaulted(parent.clone()), DEFAULT_NGINX_IMAGE));
     c.bench_function("foo: desired deployment + status", |b| {
         b.iter(|| {
-            let mut defaulted = black_box(&parent).clone();
-            defaulted.apply_defaults();
+            let defaulted = defaulted(black_box(&parent).clone());
             let _ = defaulted.validate(None);
-            let desired = foo::desired_deployment(&defaulted, foo::DEFAULT_NGINX_IMAGE);
-            black_box(status::foo_status(&parent, foo::selector(&parent), Some(&cached), None, &now));
+            let desired = foo::desired_deployment(&defaulted, DEFAULT_NGINX_IMAGE);
+            black_box(status::foo_status(&defaulted, foo::selector(&parent), Some(&cached), None, &now));
             black_box(desired)
         })
     });
     c.bench_function("foo: steady-state check (desired vs cached, status)", |b| {
         b.iter(|| {
-            let mut defaulted = black_box(&parent).clone();
-            defaulted.apply_defaults();
+            let defaulted = defaulted(black_box(&parent).clone());
             let _ = defaulted.validate(None);
-            let desired = foo::desired_deployment(&defaulted, foo::DEFAULT_NGINX_IMAGE);
+            let desired = foo::desired_deployment(&defaulted, DEFAULT_NGINX_IMAGE);
             let changed = needs_apply(&desired, &cached);
-            let status = status::foo_status(&parent, foo::selector(&parent), Some(&cached), None, &now);
+            let status = status::foo_status(&defaulted, foo::selector(&parent), Some(&cached), None, &now);
             black_box((changed, parent.status.as_ref() == Some(&status)))
         })
     });
 
-    let xds = envoy_operator::bootstrap::XdsTarget {
+    let xds = envoy_operator_core::bootstrap::XdsTarget {
         cluster_name: "xds_cluster".into(),
         host: "xds-service.default".into(),
         port: 19000,
     };
     c.bench_function("envoy: bootstrap YAML + hash (part of the above)", |b| {
         b.iter(|| {
-            let bootstrap = envoy_operator::bootstrap::bootstrap(Some(black_box(&xds)));
+            let bootstrap = envoy_operator_core::bootstrap::bootstrap(Some(black_box(&xds)));
             black_box((bootstrap.to_yaml(), bootstrap.hash()))
         })
     });
 
     let parent = envoy();
-    let mut defaulted = parent.clone();
-    defaulted.apply_defaults();
-    let children = envoy::desired_children(&defaulted);
+    let children = envoy::desired_children(&defaulted(parent.clone()));
     let cached = rolled_out(children.deployment.clone());
     c.bench_function("envoy: desired children + status", |b| {
         b.iter(|| {
-            let mut defaulted = black_box(&parent).clone();
-            defaulted.apply_defaults();
+            let defaulted = defaulted(black_box(&parent).clone());
             let _ = defaulted.validate(None);
             let children = envoy::desired_children(&defaulted);
             let status = status::envoy_status(
-                &parent,
+                &defaulted,
                 envoy::selector(&parent),
                 Some(&cached),
                 Some(children.config_hash.clone()),
@@ -110,8 +106,7 @@ fn benches(c: &mut Criterion) {
     });
     c.bench_function("envoy: steady-state check (3 children, status)", |b| {
         b.iter(|| {
-            let mut defaulted = black_box(&parent).clone();
-            defaulted.apply_defaults();
+            let defaulted = defaulted(black_box(&parent).clone());
             let _ = defaulted.validate(None);
             let desired = envoy::desired_children(&defaulted);
             let changed = needs_apply(&desired.config_map, &children.config_map)

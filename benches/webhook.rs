@@ -5,9 +5,9 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use envoy_operator::admission::AdmittedKind;
 use envoy_operator::webhook::handler::{self, AdmitFn};
 use envoy_operator::webhook::review::parse_request;
+use envoy_operator_core::admission::AdmittedKind;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission").join(name);

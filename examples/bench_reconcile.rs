@@ -25,7 +25,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use envoy_operator::api::{Envoy, Foo};
+use envoy_operator_core::api::{Envoy, Foo};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};

@@ -17,9 +17,10 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::Response;
-use envoy_operator::api::{Foo, FooSpec};
-use envoy_operator::reconcile::foo::{DEFAULT_NGINX_IMAGE, desired_deployment, selector};
-use envoy_operator::reconcile::status;
+use envoy_operator_core::api::{Foo, FooSpec};
+use envoy_operator_core::children::foo::{desired_deployment, selector};
+use envoy_operator_core::children::status;
+use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -80,11 +81,12 @@ fn state(count: usize, fresh: bool) -> State {
         foo.metadata.uid = Some(format!("foo-uid-{i}"));
         foo.metadata.generation = Some(1);
         foo.metadata.resource_version = Some(format!("{}", 5000 + i));
-        let deployment = desired_deployment(&foo, DEFAULT_NGINX_IMAGE);
+        let defaulted = envoy_operator_core::rules::defaulted(foo.clone());
+        let deployment = desired_deployment(&defaulted, DEFAULT_NGINX_IMAGE);
         let served = served(deployment, i);
         if !fresh {
             let typed: Deployment = serde_json::from_value(served.clone()).unwrap_or_default();
-            foo.status = Some(status::foo_status(&foo, selector(&foo), Some(&typed), None, &since));
+            foo.status = Some(status::foo_status(&defaulted, selector(&foo), Some(&typed), None, &since));
             deployments.push(served);
         }
         foos.push(serde_json::to_value(&foo).unwrap_or_default());

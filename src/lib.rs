@@ -1,24 +1,12 @@
-//! envoy-operator: CRDs, admission rules, sidecar injection and reconcilers for the `Foo`
-//! (`samplecontroller.k8s.io/v1alpha1`) and `Envoy` (`example.com/v1`) kinds.
+//! envoy-operator's shells around the pure core ([`envoy_operator_core`]): the webhook
+//! server, the controllers, the operations parts (certificates, leader election, metrics,
+//! health) and the command line.
 
-pub mod admission;
-pub mod api;
-pub mod bootstrap;
-pub mod check;
-pub mod crd;
-mod error;
-pub mod inject;
-pub mod install;
-pub mod manifest;
+pub mod cli;
+pub mod controller;
 pub mod ops;
-pub mod proxy;
-pub mod reconcile;
-pub mod rules;
 pub mod run;
 #[cfg(test)]
 mod testing;
 pub mod tls;
 pub mod webhook;
-pub mod webhook_config;
-
-pub use error::{Error, Result};

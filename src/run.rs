@@ -11,27 +11,24 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use envoy_operator_core::api::Envoy;
+use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use futures::{FutureExt, StreamExt};
+use kube::Client;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource};
+use kube::runtime::watcher;
 use tracing::{info, warn};
 
-use crate::api::Envoy;
-use crate::inject::{InjectConfig, NoEnvoys};
+use crate::controller::{self as controllers, ControllerConfig};
 use crate::ops::certs::{self, CertError};
-use crate::ops::health::{self, Health};
+use crate::ops::health::{self, Health, Readiness};
 use crate::ops::leader::{self, LeaderError, LeaseConfig};
 use crate::ops::metrics::Metrics;
-use crate::reconcile::apply::strip_metadata;
-use crate::reconcile::controller::{self as controllers, ControllerConfig};
 use crate::tls::{self, CertOptions, CertPaths, ReloadingCert, TlsError};
 use crate::webhook;
-use crate::webhook::inject::SharedEnvoys;
+use crate::webhook::inject::{EnvoyCache, SharedEnvoys};
 use crate::webhook::server::{ServeConfig, ServeError, WebhookServer};
 
 /// Where the serving certificate comes from.
@@ -157,13 +154,11 @@ pub async fn run(
         metrics.clone(),
         Duration::from_secs(30),
     ));
-    let mut endpoints = webhook::router::standard_endpoints();
-    endpoints.push(webhook::inject::endpoint(config.inject.clone(), envoys, metrics.clone()));
+    let endpoints = webhook::endpoints(config.inject.clone(), envoys, &metrics);
     let serve =
         ServeConfig { listen: config.listen, endpoints, metrics: metrics.clone(), ..config.serve.clone() };
     let server = WebhookServer::bind(serve, certificate)?;
-    let readiness = server.readiness();
-    health.add("webhook", move || readiness.is_ready());
+    health.add_readiness("webhook", &server.readiness());
     info!(listen = %config.listen, "serving the admission webhooks");
 
     let operations = health::bind(config.metrics_listen)
@@ -201,7 +196,7 @@ async fn prepare_certificates(
     let namespace = config.namespace().to_owned();
     let written =
         certs::bootstrap_files(client, &namespace, &config.cert_options(), &config.cert_dir).await?;
-    info!(dir = %config.cert_dir.display(), "serving the certificate from the Secret {}", crate::ops::rbac::WEBHOOK_SECRET);
+    info!(dir = %config.cert_dir.display(), "serving the certificate from the Secret {}", envoy_operator_core::names::WEBHOOK_SECRET);
     let (client, dir) = (client.clone(), config.cert_dir.clone());
     background.spawn(async move {
         if let Err(error) = certs::mirror_secret(client, namespace, dir, written).await {
@@ -229,25 +224,20 @@ fn ensure_development_certificates(config: &RunConfig) -> Result<(), RunError> {
 
 /// The injector's view of the Envoys of every namespace: a cache filled by a watch, never an
 /// API call in the webhook's path. Ready once first listed.
-fn envoy_cache(client: &Client, health: &Health, background: &mut tokio::task::JoinSet<()>) -> Store<Envoy> {
-    let (reader, writer) = reflector::store();
-    let stream = watcher(Api::<Envoy>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .modify(|envoy: &mut Envoy| strip_metadata(envoy.meta_mut()))
-        .reflect(writer)
-        .for_each(|_| futures::future::ready(()));
-    background.spawn(stream);
-    let synced = Arc::new(AtomicBool::new(false));
-    let flag = synced.clone();
-    let store = reader.clone();
+fn envoy_cache(client: &Client, health: &Health, background: &mut tokio::task::JoinSet<()>) -> EnvoyCache {
+    let (store, events) =
+        controllers::watch::reflect(Api::<Envoy>::all(client.clone()), watcher::Config::default());
+    background.spawn(events.for_each(|_| futures::future::ready(())));
+    let filled = Readiness::default();
+    health.add_readiness("envoy-cache", &filled);
+    let cache = store.clone();
     background.spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            flag.store(true, Ordering::Release);
+        if cache.wait_until_ready().await.is_ok() {
+            filled.set(true);
             info!("the Envoy cache for the injector is filled");
         }
     });
-    health.add("envoy-cache", move || synced.load(Ordering::Acquire));
-    reader
+    EnvoyCache::new(store)
 }
 
 /// Holds the leader Lease; while leading, runs the controllers and (self-managed) the
@@ -259,12 +249,10 @@ async fn lead(
     health: &Health,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let leading = Arc::new(AtomicBool::new(false));
-    let synced = Arc::new(AtomicBool::new(false));
-    let (leading_flag, synced_flag) = (leading.clone(), synced.clone());
-    health.add("controllers", move || {
-        !leading_flag.load(Ordering::Acquire) || synced_flag.load(Ordering::Acquire)
-    });
+    // Ready while not leading; while leading, once the controllers' caches are filled.
+    let ready = Readiness::default();
+    ready.set(true);
+    health.add_readiness("controllers", &ready);
 
     let lease = LeaseConfig::new(config.namespace(), &config.identity);
     let work = {
@@ -275,10 +263,9 @@ async fn lead(
         move |stop: tokio_util::sync::CancellationToken| {
             let (client, metrics, controller_config) =
                 (client.clone(), metrics.clone(), controller_config.clone());
-            let (namespace, options) = (namespace.clone(), options.clone());
-            let (leading, synced) = (leading.clone(), synced.clone());
+            let (namespace, options, ready) = (namespace.clone(), options.clone(), ready.clone());
             async move {
-                leading.store(true, Ordering::Release);
+                ready.set(false);
                 // Runs until the controllers stop (never returns on its own).
                 let maintenance = async {
                     match cert_mode {
@@ -288,7 +275,7 @@ async fn lead(
                         CertMode::Files => std::future::pending().await,
                     }
                 };
-                let context_synced = synced.clone();
+                let synced = ready.clone();
                 let controllers = controllers::run(
                     client.clone(),
                     controller_config,
@@ -297,7 +284,7 @@ async fn lead(
                         let stores = ctx.stores.clone();
                         tokio::spawn(async move {
                             if stores.foo_ready().await.is_ok() && stores.envoy_ready().await.is_ok() {
-                                context_synced.store(true, Ordering::Release);
+                                synced.set(true);
                             }
                         });
                         ctx.with_metrics(Arc::new(metrics))
@@ -309,8 +296,7 @@ async fn lead(
                     },
                     () = maintenance => {},
                 }
-                synced.store(false, Ordering::Release);
-                leading.store(false, Ordering::Release);
+                ready.set(true);
             }
         }
     };

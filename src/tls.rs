@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use envoy_operator_core::names;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
@@ -24,10 +25,11 @@ use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, version};
 use sha2::{Digest, Sha256};
 
-/// File names inside a certificate directory, as in a `kubernetes.io/tls` Secret plus the CA.
-pub const CA_FILE: &str = "ca.crt";
-pub const CERT_FILE: &str = "tls.crt";
-pub const KEY_FILE: &str = "tls.key";
+/// File names inside a certificate directory: the keys of the `kubernetes.io/tls` Secret (plus
+/// the CA) that self-managed mode mirrors into it.
+pub const CA_FILE: &str = names::CA_KEY;
+pub const CERT_FILE: &str = names::CERT_KEY;
+pub const KEY_FILE: &str = names::KEY_KEY;
 
 /// Errors of certificate generation, writing and loading.
 #[derive(Debug, thiserror::Error)]
@@ -239,6 +241,11 @@ impl CertPaths {
 
 /// The serving certificate, reloaded from its files when their content changes. New TLS
 /// handshakes get the current certificate; established connections are not touched.
+///
+/// Our own resolver rather than axum-server's `RustlsConfig::reload_*`: a pair is swapped in
+/// only after rustls has checked that the key belongs to the certificate, a failed reload
+/// keeps serving the previous pair, and the same resolver serves every listener (webhook and,
+/// later, xDS) without rebuilding their TLS configurations.
 #[derive(Debug)]
 pub struct ReloadingCert {
     paths: CertPaths,

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use envoy_operator::manifest::parse_documents;
+use envoy_operator_core::manifest::parse_documents;
 use serde_json::Value;
 
 fn envoy_operator(args: &[&str], stdin: Option<&str>) -> Output {

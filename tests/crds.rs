@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use envoy_operator::crd;
+use envoy_operator_core::crd;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 

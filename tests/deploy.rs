@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use envoy_operator::manifest::parse_documents;
 use envoy_operator::ops::rbac;
+use envoy_operator_core::manifest::parse_documents;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use serde_json::Value;

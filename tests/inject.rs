@@ -6,15 +6,16 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use envoy_operator::bootstrap::XdsTarget;
-use envoy_operator::inject::annotations::{STATUS, parse_xds};
-use envoy_operator::inject::uninject::{Uninjected, uninject};
-use envoy_operator::inject::workload::{self, Options, Outcome};
-use envoy_operator::inject::{
+use envoy_operator_core::bootstrap::XdsTarget;
+use envoy_operator_core::inject::annotations::{STATUS, parse_xds};
+use envoy_operator_core::inject::uninject::{Uninjected, uninject};
+use envoy_operator_core::inject::workload::{self, Options};
+use envoy_operator_core::inject::{
     EnvoyCatalog, EnvoyLookup, InjectConfig, InjectError, Injection, InjectionStatus, NoEnvoys, SkipReason,
     Summary, XdsSource, inject,
 };
-use envoy_operator::manifest::parse_documents;
+use envoy_operator_core::manifest::Outcome;
+use envoy_operator_core::manifest::parse_documents;
 use json_patch::Patch;
 use serde_json::{Value, json};
 
@@ -95,7 +96,7 @@ fn replicaset_pod_with_only_generate_name() {
     assert_eq!(names(&patched["spec"]["volumes"]), ["kube-api-access-xmxxw", "envoy-tmp"]);
 
     let envoy = &patched["spec"]["containers"][1];
-    assert_eq!(envoy["image"], envoy_operator::rules::envoy::DEFAULT_ENVOY_IMAGE);
+    assert_eq!(envoy["image"], envoy_operator_core::names::DEFAULT_ENVOY_IMAGE);
     assert_eq!(envoy["args"][0], "--config-yaml");
     assert_eq!(
         envoy["args"].as_array().unwrap()[2..6],

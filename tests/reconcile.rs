@@ -5,12 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_operator::api::{Envoy, EnvoySpec, Foo, FooSpec, XdsServer};
-use envoy_operator::reconcile::envoy::desired_children;
-use envoy_operator::reconcile::foo::{DEFAULT_NGINX_IMAGE, desired_deployment};
-use envoy_operator::reconcile::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
-use envoy_operator::reconcile::{Context, Error, Settings, Stores, labels, status};
-use envoy_operator::rules::Rules;
+use envoy_operator::controller::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
+use envoy_operator::controller::{Context, Error, Settings, Stores};
+use envoy_operator_core::api::{Envoy, EnvoySpec, Foo, FooSpec, XdsServer};
+use envoy_operator_core::children::envoy::desired_children;
+use envoy_operator_core::children::foo::desired_deployment;
+use envoy_operator_core::children::{labels, status};
+use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
+use envoy_operator_core::rules;
 use http::{Request, Response};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
@@ -316,9 +318,9 @@ async fn new_foo_costs_one_child_apply_and_one_status_write() {
 #[tokio::test]
 async fn steady_state_makes_no_requests() {
     let mut foo = foo("web", 3);
-    let deployment = served(desired_deployment(&foo, DEFAULT_NGINX_IMAGE), 3);
+    let deployment = served(desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE), 3);
     foo.status = Some(status::foo_status(
-        &foo,
+        &rules::defaulted(foo.clone()),
         "app=nginx,controller=example-foo".into(),
         Some(&deployment),
         None,
@@ -338,7 +340,7 @@ async fn steady_state_makes_no_requests() {
 #[tokio::test]
 async fn a_foreign_deployment_is_never_touched() {
     let foo = foo("web", 3);
-    let mut foreign = served(desired_deployment(&foo, "nginx:other"), 1);
+    let mut foreign = served(desired_deployment(&rules::defaulted(foo.clone()), "nginx:other"), 1);
     foreign.metadata.owner_references = owned_by("someone-else", "Foo", "other-foo");
     let parent = serde_json::to_value(&foo).unwrap();
     let harness = Harness::new(
@@ -376,7 +378,7 @@ async fn a_foreign_deployment_is_never_touched() {
 async fn an_unwatched_deployment_of_that_name_is_never_adopted() {
     // Created by hand: no managed-by label, so not in the cache; found by the GET.
     let foo = foo("web", 3);
-    let mut foreign = served(desired_deployment(&foo, DEFAULT_NGINX_IMAGE), 1);
+    let mut foreign = served(desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE), 1);
     foreign.metadata.owner_references = None;
     foreign.metadata.labels = None;
     let parent = serde_json::to_value(&foo).unwrap();
@@ -399,7 +401,8 @@ async fn an_unwatched_deployment_of_that_name_is_never_adopted() {
 #[tokio::test]
 async fn renaming_creates_the_new_deployment_and_deletes_the_old() {
     let old = foo("web", 3);
-    let mut old_deployment = served(desired_deployment(&old, DEFAULT_NGINX_IMAGE), 3);
+    let mut old_deployment =
+        served(desired_deployment(&rules::defaulted(old.clone()), DEFAULT_NGINX_IMAGE), 3);
     old_deployment.metadata.uid = Some("old-deployment-uid".into());
     let mut foo = foo("web2", 3);
     foo.metadata.generation = Some(2);
@@ -429,13 +432,13 @@ async fn renaming_creates_the_new_deployment_and_deletes_the_old() {
 #[tokio::test]
 async fn drift_is_put_back_and_nothing_else_is_written() {
     let mut foo = foo("web", 3);
-    let desired = desired_deployment(&foo, DEFAULT_NGINX_IMAGE);
+    let desired = desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE);
     let mut scaled = served(desired.clone(), 3);
     scaled.spec.as_mut().unwrap().replicas = Some(5);
     // The status already says what the corrected Deployment will give.
     let corrected = served(desired, 3);
     foo.status = Some(status::foo_status(
-        &foo,
+        &rules::defaulted(foo.clone()),
         "app=nginx,controller=example-foo".into(),
         Some(&corrected),
         None,
@@ -489,13 +492,13 @@ async fn api_errors_back_off_exponentially_and_success_resets() {
 #[tokio::test]
 async fn conflicts_are_retried() {
     let mut foo = foo("web", 3);
-    let desired = desired_deployment(&foo, DEFAULT_NGINX_IMAGE);
+    let desired = desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE);
     let mut edited = served(desired.clone(), 3);
     edited.spec.as_mut().unwrap().template.spec.as_mut().unwrap().containers[0].image =
         Some("nginx:evil".into());
     let corrected = served(desired, 3);
     foo.status = Some(status::foo_status(
-        &foo,
+        &rules::defaulted(foo.clone()),
         "app=nginx,controller=example-foo".into(),
         Some(&corrected),
         None,
@@ -595,8 +598,7 @@ fn envoy(xds_port: i32) -> Envoy {
 }
 
 fn envoy_stores(envoy: &Envoy) -> Stores {
-    let mut defaulted = envoy.clone();
-    defaulted.apply_defaults();
+    let defaulted = rules::defaulted(envoy.clone());
     let children = desired_children(&defaulted);
     Stores::new(
         store(vec![]),
@@ -644,11 +646,10 @@ async fn envoy_steady_state_makes_no_requests() {
     let mut envoy = envoy(19000);
     let stores = envoy_stores(&envoy);
     let deployment = stores.envoy_deployments.state().pop().unwrap();
-    let mut defaulted = envoy.clone();
-    defaulted.apply_defaults();
+    let defaulted = rules::defaulted(envoy.clone());
     let hash = desired_children(&defaulted).config_hash;
     envoy.status = Some(status::envoy_status(
-        &envoy,
+        &rules::defaulted(envoy.clone()),
         "app.kubernetes.io/instance=edge,app.kubernetes.io/name=envoy".into(),
         Some(&deployment),
         Some(hash),
@@ -664,8 +665,7 @@ async fn envoy_steady_state_makes_no_requests() {
 async fn a_bootstrap_change_updates_the_config_map_and_rolls_the_pods() {
     let before = envoy(19000);
     let stores = envoy_stores(&before);
-    let mut defaulted = before.clone();
-    defaulted.apply_defaults();
+    let defaulted = rules::defaulted(before.clone());
     let old_hash = desired_children(&defaulted).config_hash;
     let mut envoy = envoy(19001);
     envoy.metadata.generation = Some(2);

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use envoy_operator::manifest::parse_documents;
+use envoy_operator_core::manifest::parse_documents;
 
 fn render(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))

@@ -25,12 +25,11 @@ use serde_json::json;
 use time::OffsetDateTime;
 use tracing::info;
 
-use super::rbac::{WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
-use crate::tls::{CertOptions, GeneratedCerts};
+use envoy_operator_core::names::{
+    CA_KEY, CERT_KEY, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET,
+};
 
-const CA_KEY: &str = "ca.crt";
-const CERT_KEY: &str = "tls.crt";
-const KEY_KEY: &str = "tls.key";
+use crate::tls::{CertOptions, GeneratedCerts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
@@ -97,9 +96,7 @@ impl CertMaterial {
             metadata: ObjectMeta {
                 name: Some(WEBHOOK_SECRET.to_owned()),
                 namespace: Some(namespace.to_owned()),
-                labels: Some(
-                    [("app.kubernetes.io/managed-by".to_owned(), "envoy-operator".to_owned())].into(),
-                ),
+                labels: Some([(MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned())].into()),
                 ..Default::default()
             },
             type_: Some("kubernetes.io/tls".to_owned()),

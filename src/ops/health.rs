@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
@@ -15,6 +16,22 @@ use super::metrics::Metrics;
 
 type Check = Arc<dyn Fn() -> bool + Send + Sync>;
 
+/// One part's readiness, shared between the task that knows it and the checks that read it
+/// (the webhook serving its certificate, a cache filled). Cloning shares the state; it starts
+/// not ready.
+#[derive(Clone, Debug, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// Named readiness checks; ready when all pass.
 #[derive(Clone, Default)]
 pub struct Health {
@@ -25,6 +42,12 @@ impl Health {
     /// Adds a check, e.g. `("webhook", …)` true once the certificate is loaded and serving.
     pub fn add(&self, name: &'static str, check: impl Fn() -> bool + Send + Sync + 'static) {
         self.checks.write().unwrap_or_else(std::sync::PoisonError::into_inner).push((name, Arc::new(check)));
+    }
+
+    /// Adds a part's readiness as a check.
+    pub fn add_readiness(&self, name: &'static str, readiness: &Readiness) {
+        let readiness = readiness.clone();
+        self.add(name, move || readiness.is_ready());
     }
 
     /// Every check with its result, in the order added.
@@ -87,8 +110,6 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     use axum::body::Body;
     use axum::http::Request;
     use tower::ServiceExt;
@@ -105,9 +126,8 @@ mod tests {
     #[tokio::test]
     async fn readiness_follows_every_check() {
         let health = Health::default();
-        let certificates = Arc::new(AtomicBool::new(false));
-        let flag = certificates.clone();
-        health.add("webhook", move || flag.load(Ordering::SeqCst));
+        let certificates = Readiness::default();
+        health.add_readiness("webhook", &certificates);
         health.add("envoy-cache", || true);
         let app = router(Metrics::new(), health);
 
@@ -115,7 +135,7 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body, "[-] webhook\n[+] envoy-cache\nnot ready\n");
 
-        certificates.store(true, Ordering::SeqCst);
+        certificates.set(true);
         let (status, body) = get(app.clone(), "/readyz").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.ends_with("ready\n"));

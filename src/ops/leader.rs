@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use envoy_operator_core::names::{LEADER_LEASE, LEASE_FIELD_MANAGER};
 use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
@@ -33,7 +34,7 @@ impl LeaseConfig {
     pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
         Self {
             namespace: namespace.into(),
-            name: "envoy-operator-leader".to_owned(),
+            name: LEADER_LEASE.to_owned(),
             identity: identity.into(),
             duration_seconds: 15,
             grace_seconds: 5,
@@ -63,7 +64,7 @@ where
         .with_namespace(&config.namespace)
         .with_parameters(
             LeaseParams::new(&config.identity, config.duration_seconds, config.grace_seconds)
-                .with_field_manager("envoy-operator-leader"),
+                .with_field_manager(LEASE_FIELD_MANAGER),
         )
         .build()
         .await?;

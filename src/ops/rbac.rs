@@ -1,14 +1,8 @@
 //! The permissions the operator's code uses, the single list `deploy/rbac.yaml` is checked
 //! against. Change both together: a verb the code uses but RBAC lacks fails in production only.
 
+use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
 use k8s_openapi::api::rbac::v1::PolicyRule;
-
-/// Name of the Secret holding the webhook's CA and serving certificate.
-pub const WEBHOOK_SECRET: &str = "envoy-operator-webhook-tls";
-/// Name of the leader-election Lease.
-pub const LEADER_LEASE: &str = "envoy-operator-leader";
-/// Name of the Mutating- and ValidatingWebhookConfiguration whose `caBundle` the leader keeps.
-pub const WEBHOOK_CONFIGURATION: &str = "envoy-operator";
 
 fn rule(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
     let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();

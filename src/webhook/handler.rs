@@ -1,12 +1,12 @@
 //! The admission decisions: pure functions from an AdmissionRequest to an AdmissionResponse,
-//! calling the one rule engine ([`crate::admission`]). No I/O, no side effects, so a
+//! calling the one rule engine ([`envoy_operator_core::admission`]). No I/O, no side effects, so a
 //! dry-run request is answered exactly like any other.
 
+use envoy_operator_core::admission::AdmittedKind;
+use envoy_operator_core::rules::{FieldError, FieldErrors};
 use serde_json::Value;
 
 use super::review::{AdmissionRequest, AdmissionResponse, Operation, ReviewError, parse_request};
-use crate::admission::AdmittedKind;
-use crate::rules::{FieldError, FieldErrors};
 
 /// An admission handler: what one endpoint decides for one request. Plain functions, so the
 /// router can serve any number of them (`/mutate`, `/validate`, later `/inject`).

@@ -1,17 +1,40 @@
-//! The sidecar injector's admission endpoint (`POST /inject`): the pure [`crate::inject`]
+//! The sidecar injector's admission endpoint (`POST /inject`): the pure [`envoy_operator_core::inject`]
 //! function behind the AdmissionReview contract. Only Pod CREATE is injected; anything else
 //! is allowed untouched, since the injector must never get in the way of the cluster.
 
 use std::sync::Arc;
 
+use envoy_operator_core::api::Envoy;
+use envoy_operator_core::bootstrap::XdsTarget;
+use envoy_operator_core::inject::lookup::xds_of;
+use envoy_operator_core::inject::{EnvoyLookup, InjectConfig, Injection, inject};
+use envoy_operator_core::names::INJECT_PATH;
+use kube::runtime::reflector::{ObjectRef, Store};
+
 use super::review::{AdmissionRequest, AdmissionResponse, Operation};
 use super::router::Endpoint;
-use crate::inject::webhook_config::INJECT_PATH;
-use crate::inject::{EnvoyLookup, InjectConfig, Injection, inject};
 use crate::ops::metrics::Metrics;
 
 /// What the endpoint looks Envoys up in: the operator's in-memory cache, never the API.
 pub type SharedEnvoys = Arc<dyn EnvoyLookup + Send + Sync>;
+
+/// The operator's reflector store of Envoys: an in-memory read, never an API call. Until the
+/// store has synced, Envoys are missing and pods naming one are denied (their ReplicaSets
+/// retry), so the server reports ready only once the store is filled.
+#[derive(Clone)]
+pub struct EnvoyCache(Store<Envoy>);
+
+impl EnvoyCache {
+    pub fn new(store: Store<Envoy>) -> Self {
+        Self(store)
+    }
+}
+
+impl EnvoyLookup for EnvoyCache {
+    fn xds_for(&self, namespace: &str, name: &str) -> Option<Option<XdsTarget>> {
+        self.0.get(&ObjectRef::new(name).within(namespace)).map(|envoy| xds_of(&envoy))
+    }
+}
 
 /// The `/inject` endpoint, holding its configuration, the Envoy cache and the metrics.
 pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: Metrics) -> Endpoint {
@@ -37,10 +60,26 @@ pub fn admit_pod(
     match inject(pod, request.namespace.as_deref(), config, envoys) {
         Ok(Injection::Patched { patch, summary }) => {
             metrics.injected();
+            tracing::debug!(
+                uid,
+                namespace = request.namespace.as_deref().unwrap_or(""),
+                pod = %request.display_name(),
+                hash = %summary.status.hash,
+                native = summary.native,
+                "sidecar injected"
+            );
             AdmissionResponse::allow_with_patch(uid, &patch).with_warnings(summary.notes)
         }
         Ok(Injection::Skipped(skip)) => {
             metrics.injection_skipped(skip.reason.as_str());
+            tracing::info!(
+                uid,
+                namespace = request.namespace.as_deref().unwrap_or(""),
+                pod = %request.display_name(),
+                reason = skip.reason.as_str(),
+                detail = %skip.detail,
+                "sidecar not injected"
+            );
             AdmissionResponse::allow(uid)
         }
         Err(error) => {
@@ -54,5 +93,32 @@ pub fn admit_pod(
             );
             AdmissionResponse::bad_request(uid, error.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::{reflector, watcher};
+
+    use super::*;
+
+    #[test]
+    fn reflector_store_lookup() {
+        let mut envoy: Envoy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "Envoy",
+            "metadata": {"name": "edge", "namespace": "shop"},
+            "spec": {"xds": {"host": "xds.mesh", "port": 18000}}
+        }))
+        .unwrap();
+        let (store, mut writer) = reflector::store::<Envoy>();
+        writer.apply_watcher_event(&watcher::Event::Apply(envoy.clone()));
+        envoy.metadata.name = Some("bare".to_owned());
+        envoy.spec.xds = None;
+        writer.apply_watcher_event(&watcher::Event::Apply(envoy));
+        let store = EnvoyCache::new(store);
+        let edge = store.xds_for("shop", "edge").unwrap().unwrap();
+        assert_eq!((edge.cluster_name.as_str(), edge.host.as_str()), ("xds_cluster", "xds.mesh"));
+        assert_eq!(store.xds_for("shop", "bare"), Some(None));
+        assert_eq!(store.xds_for("other", "edge"), None);
     }
 }

@@ -1,15 +1,17 @@
 //! The `admission.k8s.io/v1` AdmissionReview wire format: only what the webhook needs.
 //!
-//! Our own small types rather than kube-core's: the request keeps `object`/`oldObject` as raw
-//! JSON (so patches are computed against exactly what the API server holds), and the
-//! response writes `patch` as a base64 string, as the API documents Go's `[]byte`.
+//! Our own small types rather than kube-core's `admission` module, deliberately: the request
+//! keeps `object`/`oldObject` as raw JSON (so patches are computed against exactly what the
+//! API server holds, unknown fields included), and the response writes `patch` as a base64
+//! string, as the API documents Go's `[]byte` (kube-core writes an array of numbers, ~3.5×
+//! the size).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use envoy_operator_core::manifest::display_name;
+use envoy_operator_core::rules::{FieldErrorKind, FieldErrors};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
-
-use crate::rules::{FieldErrorKind, FieldErrors};
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 pub const KIND: &str = "AdmissionReview";
@@ -59,7 +61,7 @@ impl AdmissionRequest {
     pub fn display_name(&self) -> String {
         match (&self.name, &self.object) {
             (Some(name), _) if !name.is_empty() => name.clone(),
-            (_, Some(object)) => crate::check::display_name(object),
+            (_, Some(object)) => display_name(object),
             _ => "<unnamed>".to_owned(),
         }
     }
@@ -345,7 +347,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::rules::FieldError;
+    use envoy_operator_core::rules::FieldError;
 
     #[test]
     fn patch_is_base64_with_its_type_and_absent_when_empty() {

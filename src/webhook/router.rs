@@ -6,7 +6,6 @@
 //! in the metrics per endpoint and decision, with its latency.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -20,12 +19,11 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use envoy_operator_core::names::{MUTATE_PATH, VALIDATE_PATH};
+
 use super::handler;
 use super::review::{AdmissionRequest, AdmissionResponse};
 use crate::ops::metrics::Metrics;
-
-pub const MUTATE_PATH: &str = "/mutate";
-pub const VALIDATE_PATH: &str = "/validate";
 
 /// What an endpoint decides for one request: a pure function, or a closure holding what it
 /// needs (the injector's configuration and Envoy cache).
@@ -83,18 +81,7 @@ impl Default for Limits {
 
 /// Whether the server should get traffic: true once its certificate is loaded and it is
 /// listening, false again when it starts shutting down.
-#[derive(Clone, Debug, Default)]
-pub struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
+pub use crate::ops::health::Readiness;
 
 /// The webhook's router: the given admission endpoints plus health and readiness.
 pub fn router(endpoints: &[Endpoint], readiness: Readiness, limits: Limits, metrics: Metrics) -> Router {

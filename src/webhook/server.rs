@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use envoy_operator_core::names;
 use hyper_util::rt::TokioTimer;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -43,7 +44,7 @@ pub struct ServeConfig {
 impl Default for ServeConfig {
     fn default() -> Self {
         Self {
-            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            listen: SocketAddr::from(([0, 0, 0, 0], names::WEBHOOK_PORT)),
             endpoints: standard_endpoints(),
             limits: Limits::default(),
             reload_interval: Duration::from_secs(5),

@@ -7,7 +7,7 @@
 //! the webhook alone answers is an object that does not even read as a Foo/Envoy (a string
 //! for `spec.replicas`), which `/mutate` refuses with `400` naming the field.
 
-use envoy_operator::api::{Envoy, Foo};
+use envoy_operator_core::api::{Envoy, Foo};
 use kube::api::Api;
 use serde_json::{Value, json};
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use envoy_operator::api::Envoy;
-use envoy_operator::reconcile::labels::CONFIG_HASH_ANNOTATION;
+use envoy_operator_core::api::Envoy;
+use envoy_operator_core::children::labels::CONFIG_HASH_ANNOTATION;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{DeleteParams, Patch, PatchParams};

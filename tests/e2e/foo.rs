@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use envoy_operator::api::Foo;
+use envoy_operator_core::api::Foo;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;

@@ -11,15 +11,15 @@ use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use envoy_operator::api::Foo;
-use envoy_operator::crd;
-use envoy_operator::inject::InjectConfig;
-use envoy_operator::reconcile::Settings;
-use envoy_operator::reconcile::controller::ControllerConfig;
+use envoy_operator::controller::ControllerConfig;
+use envoy_operator::controller::Settings;
 use envoy_operator::run::{self, CertMode, RunConfig, RunError};
 use envoy_operator::tls::{self, CertOptions};
 use envoy_operator::webhook::server::ServeConfig;
-use envoy_operator::webhook_config::{self, WebhookOptions, WebhookTarget};
+use envoy_operator_core::api::Foo;
+use envoy_operator_core::crd;
+use envoy_operator_core::inject::InjectConfig;
+use envoy_operator_core::webhook_config::{self, WebhookOptions, WebhookTarget};
 use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,

@@ -3,8 +3,10 @@
 //! labelled `sidecar.example.com/inject=false` do not. Injection happens at admission, so
 //! none of this needs a node.
 
-use envoy_operator::inject::annotations::{INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_LABEL_ENABLED, STATUS};
-use envoy_operator::inject::sidecar::CONTAINER_NAME;
+use envoy_operator_core::inject::annotations::{
+    INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_LABEL_ENABLED, STATUS,
+};
+use envoy_operator_core::inject::sidecar::CONTAINER_NAME;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::Api;

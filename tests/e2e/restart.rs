@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use envoy_operator::api::{Envoy, Foo};
+use envoy_operator_core::api::{Envoy, Foo};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::ResourceExt;

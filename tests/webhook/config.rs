@@ -1,21 +1,20 @@
 //! The committed `webhook-config/` matches the code, and points at paths the server serves.
 
+use clap::Parser;
+use envoy_operator::cli::{Cli, Command};
 use envoy_operator::webhook::router::standard_endpoints;
-use envoy_operator::webhook_config::{MUTATING_FILE, VALIDATING_FILE, WebhookOptions, WebhookTarget, render};
+use envoy_operator_core::webhook_config::{MUTATING_FILE, VALIDATING_FILE, WebhookOptions, render};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 
-/// The `webhook-config` command's defaults (cluster mode).
+/// What `envoy-operator webhook-config` generates with its default flags, parsed by the real
+/// command line.
 fn cluster_defaults() -> WebhookOptions {
-    WebhookOptions {
-        target: WebhookTarget::Service {
-            namespace: "envoy-operator".into(),
-            name: "envoy-operator-webhook".into(),
-            port: 443,
-        },
-        operator_namespace: "envoy-operator".into(),
-    }
+    let Command::WebhookConfig(args) = Cli::parse_from(["envoy-operator", "webhook-config"]).command else {
+        panic!("webhook-config parses as itself");
+    };
+    args.options().expect("cluster mode reads no files")
 }
 
 fn committed(name: &str) -> String {
@@ -36,7 +35,7 @@ fn committed_webhook_configurations_match_the_code() {
 #[test]
 fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effects() {
     let mut served: Vec<&str> = standard_endpoints().iter().map(|e| e.path).collect();
-    served.push(envoy_operator::inject::webhook_config::INJECT_PATH);
+    served.push(envoy_operator_core::names::INJECT_PATH);
     let mutating: MutatingWebhookConfiguration = serde_saphyr::from_str(&committed(MUTATING_FILE)).unwrap();
     let validating: ValidatingWebhookConfiguration =
         serde_saphyr::from_str(&committed(VALIDATING_FILE)).unwrap();

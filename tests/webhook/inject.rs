@@ -2,10 +2,10 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use envoy_operator::inject::{InjectConfig, NoEnvoys};
 use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::inject::endpoint;
 use envoy_operator::webhook::router::{Limits, Readiness, router, standard_endpoints};
+use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use serde_json::Value;
 use tower::ServiceExt;
 

@@ -1,0 +1,407 @@
+//! Admission of raw objects: the rule engine applied to the JSON the API server (or a file)
+//! holds. Defaults become a JSON Patch computed against the raw object, so fields this build
+//! does not know are never dropped; validation yields warnings or field errors. The webhook
+//! server and the `check` command both call [`admit`].
+
+use std::borrow::Cow;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::api::{Envoy, Foo};
+use crate::rules::{Defaulted, FieldError, FieldErrors, Rules, Warnings, defaulted};
+
+/// The kinds this operator admits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdmittedKind {
+    Foo,
+    Envoy,
+}
+
+impl AdmittedKind {
+    pub const ALL: [AdmittedKind; 2] = [AdmittedKind::Foo, AdmittedKind::Envoy];
+
+    /// The kind for an API group and kind name (any version: the API server converts).
+    pub fn from_group_kind(group: &str, kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.group() == group && k.kind() == kind)
+    }
+
+    /// The kind for a manifest's `apiVersion` and `kind`, which must match the served version.
+    pub fn from_type_meta(api_version: &str, kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.api_version() == api_version && k.kind() == kind)
+    }
+
+    pub fn group(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::group(&()),
+            Self::Envoy => Envoy::group(&()),
+        }
+    }
+
+    pub fn kind(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::kind(&()),
+            Self::Envoy => Envoy::kind(&()),
+        }
+    }
+
+    pub fn api_version(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::api_version(&()),
+            Self::Envoy => Envoy::api_version(&()),
+        }
+    }
+
+    /// Plural resource name, as in webhook rules and API paths.
+    pub fn plural(self) -> Cow<'static, str> {
+        match self {
+            Self::Foo => Foo::plural(&()),
+            Self::Envoy => Envoy::plural(&()),
+        }
+    }
+
+    /// Fields of `object` this kind's schema does not declare (e.g. a misspelt `replica`),
+    /// as paths. The API server drops them, or refuses the object under `kubectl apply`'s
+    /// default strict field validation.
+    pub fn unknown_fields(self, object: &Value) -> Vec<String> {
+        match self {
+            Self::Foo => unknown_fields::<Foo>(object),
+            Self::Envoy => unknown_fields::<Envoy>(object),
+        }
+    }
+
+    /// Defaults and validates `object` (and `old_object` on update) as this kind.
+    pub fn admit(self, object: &Value, old_object: Option<&Value>) -> Admission {
+        match self {
+            Self::Foo => admit::<Foo>(object, old_object),
+            Self::Envoy => admit::<Envoy>(object, old_object),
+        }
+    }
+
+    /// The defaults part of [`admit`](Self::admit) alone; see [`default_patch`].
+    pub fn default_patch(self, object: &Value) -> Result<Patch, Box<FieldError>> {
+        match self {
+            Self::Foo => default_patch::<Foo>(object),
+            Self::Envoy => default_patch::<Envoy>(object),
+        }
+    }
+
+    /// The verdict part of [`admit`](Self::admit) alone; see [`validate`].
+    pub fn validate(
+        self,
+        object: &Value,
+        old_object: Option<&Value>,
+    ) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>> {
+        match self {
+            Self::Foo => validate::<Foo>(object, old_object),
+            Self::Envoy => validate::<Envoy>(object, old_object),
+        }
+    }
+}
+
+/// What admission made of one object.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// Operations that add the defaults to the raw object; empty when it is already defaulted.
+    pub patch: Patch,
+    /// The raw object with the patch applied.
+    pub defaulted: Value,
+    /// Warnings when the defaulted object is valid, every field error when it is not.
+    pub verdict: Result<Warnings, FieldErrors>,
+}
+
+impl Admission {
+    pub fn is_allowed(&self) -> bool {
+        self.verdict.is_ok()
+    }
+}
+
+/// Defaults then validates a raw object of kind `K`; `old_object` is the stored object on update.
+pub fn admit<K>(object: &Value, old_object: Option<&Value>) -> Admission
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = match parse_defaulted::<K>(object) {
+        Ok(typed) => typed,
+        Err(error) => {
+            return Admission {
+                patch: Patch(Vec::new()),
+                defaulted: object.clone(),
+                verdict: Err(vec![*error].into()),
+            };
+        }
+    };
+    let (patch, defaulted) = defaults_of(object, &*typed);
+    let verdict = verdict_of(&typed, old_object);
+    Admission { patch, defaulted, verdict }
+}
+
+/// Only the defaults of [`admit`], as a patch: for callers that validate elsewhere (the
+/// mutating webhook). `Err` when the object does not deserialize as `K`.
+pub fn default_patch<K>(object: &Value) -> Result<Patch, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(defaults_patch(object, &*typed))
+}
+
+/// Only the verdict of [`admit`], without computing the patch: for callers that do not
+/// need it (the validating webhook). The outer `Err` is an object that does not deserialize
+/// as `K`; the inner result is the verdict on the defaulted object.
+pub fn validate<K>(
+    object: &Value,
+    old_object: Option<&Value>,
+) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>>
+where
+    K: Rules + Serialize + DeserializeOwned,
+{
+    let typed = parse_defaulted::<K>(object)?;
+    Ok(verdict_of(&typed, old_object))
+}
+
+fn parse_defaulted<K: Rules + DeserializeOwned>(object: &Value) -> Result<Defaulted<K>, Box<FieldError>> {
+    Ok(defaulted(parse::<K>(object)?))
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, and the patched object.
+fn defaults_of<K: Serialize>(object: &Value, typed: &K) -> (Patch, Value) {
+    let patch = defaults_patch(object, typed);
+    let mut patched = object.clone();
+    match json_patch::patch(&mut patched, &patch) {
+        Ok(()) => (patch, patched),
+        // The patch only adds where `object` has containers, so this cannot fail; if it ever
+        // did, the object is admitted without defaults rather than with half of them.
+        Err(_) => (Patch(Vec::new()), object.clone()),
+    }
+}
+
+/// The patch adding `typed`'s defaults to the raw `object`, built without copying it.
+fn defaults_patch<K: Serialize>(object: &Value, typed: &K) -> Patch {
+    let mut operations = Vec::new();
+    // Serializing plain data cannot fail; if it ever did, the object gets no defaults.
+    if let Ok(with_defaults) = serde_json::to_value(typed) {
+        absent_ops(object, &with_defaults, &mut PointerBuf::root(), &mut operations);
+    }
+    Patch(operations)
+}
+
+fn verdict_of<K: Rules + DeserializeOwned>(
+    typed: &Defaulted<K>,
+    old_object: Option<&Value>,
+) -> Result<Warnings, FieldErrors> {
+    // A stored object that no longer parses (e.g. written before a schema change) is
+    // validated as if created: the update rules need a parsed old object.
+    let old = old_object.and_then(|old| parse_defaulted::<K>(old).ok());
+    typed.validate(old.as_deref())
+}
+
+/// Parses a raw object, turning a type mismatch into a field error at its path.
+pub fn parse<K: DeserializeOwned>(object: &Value) -> Result<K, Box<FieldError>> {
+    serde_path_to_error::deserialize(object).map_err(|error| {
+        let path = error.path().to_string();
+        let pointer = pointer_of(error.path());
+        let detail = error.into_inner().to_string();
+        if let Some(field) = missing_field(&detail) {
+            let parent = if path == "." { String::new() } else { format!("{path}.") };
+            return Box::new(FieldError::required(format!("{parent}{field}"), ""));
+        }
+        let error = match object.pointer(&pointer) {
+            Some(value) if path != "." => FieldError::invalid(path, value.clone(), detail),
+            _ => {
+                FieldError::invalid(if path == "." { "<root>".to_owned() } else { path }, Value::Null, detail)
+            }
+        };
+        Box::new(error)
+    })
+}
+
+fn unknown_fields<K: DeserializeOwned>(object: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let parsed: Result<K, _> = serde_ignored::deserialize(object, |path| {
+        let path = field_path(&path);
+        // ObjectMeta and the status are the API server's; only our own schema is checked.
+        if !(path.starts_with("metadata")
+            || path.starts_with("status")
+            || path == "apiVersion"
+            || path == "kind")
+        {
+            unknown.push(path);
+        }
+    });
+    if parsed.is_err() {
+        return Vec::new(); // A type error is reported by `admit` instead.
+    }
+    unknown
+}
+
+/// A path as the API server writes it: `spec.ports[0].protocol`.
+fn field_path(path: &serde_ignored::Path) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            parent if parent.is_empty() => key.clone(),
+            parent => format!("{parent}.{key}"),
+        },
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
+}
+
+/// The field serde's "missing field `x`" message names.
+fn missing_field(detail: &str) -> Option<&str> {
+    detail.strip_prefix("missing field `")?.split('`').next()
+}
+
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut pointer = String::new();
+    for segment in path.iter() {
+        pointer.push('/');
+        match segment {
+            Segment::Seq { index } => pointer.push_str(&index.to_string()),
+            Segment::Map { key } => pointer.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Enum { variant } => pointer.push_str(variant),
+            Segment::Unknown => pointer.push('?'),
+        }
+    }
+    pointer
+}
+
+/// The operations that copy into `base` what `top` has and `base` lacks (absent or null),
+/// recursing into objects and same-length arrays; an empty array takes `top`'s whole. Values
+/// `base` already holds are never changed, so defaulting can only add.
+fn absent_ops(base: &Value, top: &Value, at: &mut PointerBuf, operations: &mut Vec<PatchOperation>) {
+    match (base, top) {
+        (Value::Object(base), Value::Object(top)) => {
+            for (key, top_value) in top {
+                at.push_back(key.as_str());
+                match base.get(key) {
+                    Some(base_value) if !base_value.is_null() => {
+                        absent_ops(base_value, top_value, at, operations)
+                    }
+                    // Null stays null: nothing to change.
+                    Some(_) if top_value.is_null() => {}
+                    // `add` sets a member whether it is absent or null (RFC 6902).
+                    _ => operations.push(PatchOperation::Add(AddOperation {
+                        path: at.clone(),
+                        value: top_value.clone(),
+                    })),
+                }
+                at.pop_back();
+            }
+        }
+        (Value::Array(base), Value::Array(top)) if base.is_empty() && !top.is_empty() => {
+            operations.push(PatchOperation::Replace(ReplaceOperation {
+                path: at.clone(),
+                value: Value::Array(top.clone()),
+            }));
+        }
+        (Value::Array(base), Value::Array(top)) if base.len() == top.len() => {
+            for (index, (base_item, top_item)) in base.iter().zip(top).enumerate() {
+                at.push_back(index);
+                absent_ops(base_item, top_item, at, operations);
+                at.pop_back();
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn absent_ops_only_add() {
+        let mut base =
+            json!({"a": 1, "b": null, "c": {"x": "keep"}, "d": [], "e": [{"k": 1}], "g": null, "a/b~": {}});
+        let top = json!({"a": 2, "b": 3, "c": {"x": "replace", "y": true}, "d": [9], "e": [{"k": 2, "n": 0}], "f": "new", "g": null, "a/b~": {"z": 1}});
+        let mut operations = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut operations);
+        let patch = Patch(operations);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "add", "path": "/b", "value": 3},
+                {"op": "add", "path": "/c/y", "value": true},
+                {"op": "replace", "path": "/d", "value": [9]},
+                {"op": "add", "path": "/e/0/n", "value": 0},
+                {"op": "add", "path": "/f", "value": "new"},
+                {"op": "add", "path": "/a~1b~0/z", "value": 1},
+            ])
+        );
+        json_patch::patch(&mut base, &patch).unwrap();
+        assert_eq!(
+            base,
+            json!({"a": 1, "b": 3, "c": {"x": "keep", "y": true}, "d": [9], "e": [{"k": 1, "n": 0}], "g": null, "a/b~": {"z": 1}, "f": "new"})
+        );
+        let mut again = Vec::new();
+        absent_ops(&base, &top, &mut PointerBuf::root(), &mut again);
+        assert!(again.is_empty(), "a defaulted object needs no patch");
+    }
+
+    #[test]
+    fn type_mismatch_names_the_field() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+            "metadata": {"name": "x"}, "spec": {"replicas": "three"}});
+        let admission = admit::<Foo>(&object, None);
+        let errors = admission.verdict.unwrap_err();
+        assert_eq!(errors.0.len(), 1);
+        assert_eq!(errors.0[0].path, "spec.replicas");
+        assert_eq!(errors.0[0].value, Some(json!("three")));
+        assert!(admission.patch.0.is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+            "metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"replica": 3, "deploymentName": "x"},
+            "status": {"whatever": 1}});
+        assert_eq!(AdmittedKind::Foo.unknown_fields(&object), ["spec.replica"]);
+        let envoy = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "e"},
+            "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}], "xds": {"host": "x", "port": 1, "tls": true}}});
+        assert_eq!(AdmittedKind::Envoy.unknown_fields(&envoy), ["spec.ports[0].protocol", "spec.xds.tls"]);
+    }
+
+    #[test]
+    fn missing_required_field_is_required_at_its_path() {
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+            "metadata": {"name": "x"}, "spec": {"xds": {"port": 19000}}});
+        let errors = admit::<Envoy>(&object, None).verdict.unwrap_err();
+        assert_eq!(errors.to_string(), "spec.xds.host: Required value");
+    }
+
+    #[test]
+    fn the_parts_agree_with_admit() {
+        let objects = [
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": -1}}),
+            json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"replicas": "three"}}),
+        ];
+        let old = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"deploymentName": "y"}});
+        for object in &objects {
+            let admission = AdmittedKind::Foo.admit(object, Some(&old));
+            match (AdmittedKind::Foo.default_patch(object), AdmittedKind::Foo.validate(object, Some(&old))) {
+                (Ok(patch), Ok(verdict)) => {
+                    assert_eq!(patch, admission.patch);
+                    assert_eq!(verdict, admission.verdict);
+                }
+                (Err(error), Err(same)) => {
+                    assert_eq!(error, same);
+                    assert_eq!(admission.verdict, Err(vec![*error].into()));
+                }
+                other => panic!("the parts disagree: {other:?}"),
+            }
+        }
+    }
+}

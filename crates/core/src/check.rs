@@ -1,0 +1,39 @@
+//! Offline admission (`envoy-operator check`): an object goes through the same defaulting and
+//! validation as the admission webhooks.
+
+use serde_json::Value;
+
+use crate::admission::AdmittedKind;
+use crate::manifest::{Outcome, display_name, type_meta};
+
+/// Defaults and validates one object; other kinds are passed through with a note.
+pub fn check_object(object: Value) -> Outcome {
+    let (api_version, kind) = match type_meta(&object) {
+        Ok(type_meta) => type_meta,
+        Err(unreadable) => return unreadable,
+    };
+    let Some(admitted) = AdmittedKind::from_type_meta(api_version, kind) else {
+        let note = match AdmittedKind::ALL.into_iter().find(|k| k.kind() == kind) {
+            Some(ours) => format!(
+                "{kind} is served as {}, not {api_version}: passed through unchanged",
+                ours.api_version()
+            ),
+            None => {
+                format!("{api_version} {kind} is not a kind envoy-operator admits: passed through unchanged")
+            }
+        };
+        return Outcome::Unchanged { object, note };
+    };
+
+    let unknown = admitted.unknown_fields(&object);
+    let admission = admitted.admit(&object, None);
+    match admission.verdict {
+        Ok(mut warnings) => {
+            warnings.extend(unknown.into_iter().map(|path| {
+                format!("{path}: unknown field: the API server drops it (kubectl apply --validate=strict refuses the object)")
+            }));
+            Outcome::Changed { object: admission.defaulted, warnings, notes: Vec::new() }
+        }
+        Err(errors) => Outcome::Rejected { message: errors.message(kind, &display_name(&object)) },
+    }
+}

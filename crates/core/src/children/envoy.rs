@@ -1,0 +1,344 @@
+//! Desired state of an Envoy's children (pure): the bootstrap ConfigMap, the fleet's
+//! Deployment and the Service in front of it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, PodSecurityContext,
+    PodSpec, PodTemplateSpec, SeccompProfile, Service, ServicePort as CoreServicePort, ServiceSpec, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{Resource, ResourceExt};
+
+use super::labels;
+use crate::api::Envoy;
+use crate::bootstrap::bootstrap;
+use crate::proxy::{self, PROXY_UID};
+use crate::rules::Defaulted;
+
+/// Key of the bootstrap in the ConfigMap, and so its file name in the pods.
+pub const BOOTSTRAP_KEY: &str = "envoy.yaml";
+/// Where the ConfigMap is mounted: a whole directory, so updates reach running pods.
+pub const CONFIG_DIR: &str = "/etc/envoy";
+
+/// The three children of an Envoy and the hash of the bootstrap they carry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvoyChildren {
+    pub config_map: ConfigMap,
+    pub deployment: Deployment,
+    pub service: Service,
+    pub config_hash: String,
+}
+
+/// The children a (valid) Envoy asks for.
+pub fn desired_children(envoy: &Defaulted<Envoy>) -> EnvoyChildren {
+    let instance = envoy.name_any();
+    let spec = envoy.effective();
+    let fleet = spec.name.clone();
+    let config_map_name = spec.config_map_name.clone();
+    let bootstrap = bootstrap(spec.xds.as_ref());
+    let config_hash = bootstrap.hash();
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: envoy.namespace(),
+        labels: Some(labels::envoy_labels(&instance)),
+        owner_references: envoy.controller_owner_ref(&()).map(|owner: OwnerReference| vec![owner]),
+        ..Default::default()
+    };
+    let config_map = ConfigMap {
+        metadata: meta(&config_map_name),
+        data: Some(BTreeMap::from([(BOOTSTRAP_KEY.to_owned(), bootstrap.to_yaml())])),
+        ..Default::default()
+    };
+    let deployment = Deployment {
+        metadata: meta(&fleet),
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels::envoy_selector(&instance)),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels::envoy_labels(&instance)),
+                    annotations: Some(BTreeMap::from([(
+                        labels::CONFIG_HASH_ANNOTATION.to_owned(),
+                        config_hash.clone(),
+                    )])),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec(envoy, &fleet, &config_map_name)),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let service = Service {
+        metadata: meta(&fleet),
+        spec: Some(ServiceSpec {
+            type_: Some(spec.service_type.as_str().to_owned()),
+            selector: Some(labels::envoy_selector(&instance)),
+            ports: Some(
+                spec.ports
+                    .iter()
+                    .map(|port| CoreServicePort {
+                        name: Some(port.name.clone()),
+                        port: port.port,
+                        target_port: Some(IntOrString::Int(port.listener_port())),
+                        protocol: Some("TCP".to_owned()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    EnvoyChildren { config_map, deployment, service, config_hash }
+}
+
+fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> PodSpec {
+    let spec = envoy.effective();
+    let mut ports: Vec<ContainerPort> = spec
+        .ports
+        .iter()
+        .map(|port| ContainerPort {
+            name: Some(port.name.clone()),
+            container_port: port.listener_port(),
+            protocol: Some("TCP".to_owned()),
+            ..Default::default()
+        })
+        .collect();
+    ports.push(proxy::readiness_port());
+    let container = Container {
+        name: "envoy".to_owned(),
+        image: Some(spec.image.clone()),
+        args: Some(
+            [
+                "-c",
+                &format!("{CONFIG_DIR}/{BOOTSTRAP_KEY}"),
+                "--service-node",
+                "$(POD_NAME)",
+                "--service-cluster",
+                fleet,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        ),
+        env: Some(proxy::downward_env()),
+        ports: Some(ports),
+        readiness_probe: Some(proxy::readiness_probe()),
+        resources: Some(spec.resources.clone()),
+        security_context: Some(proxy::security_context()),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "bootstrap".to_owned(),
+                mount_path: CONFIG_DIR.to_owned(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+            // Envoy's only scratch space: the root filesystem is read-only.
+            VolumeMount { name: "tmp".to_owned(), mount_path: "/tmp".to_owned(), ..Default::default() },
+        ]),
+        ..Default::default()
+    };
+    PodSpec {
+        containers: vec![container],
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(PROXY_UID),
+            run_as_group: Some(PROXY_UID),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        volumes: Some(vec![
+            Volume {
+                name: "bootstrap".to_owned(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: config_map_name.to_owned(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "tmp".to_owned(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    }
+}
+
+/// The bootstrap hash a fleet Deployment's pod template carries (what its pods run).
+pub fn config_hash_of(deployment: &Deployment) -> Option<String> {
+    let template = deployment.spec.as_ref()?.template.metadata.as_ref()?;
+    template.annotations.as_ref()?.get(labels::CONFIG_HASH_ANNOTATION).cloned()
+}
+
+/// The `status.selector` of an Envoy: its pods' selector, for the scale subresource.
+pub fn selector(envoy: &Envoy) -> String {
+    labels::selector_string(&labels::envoy_selector(&envoy.name_any()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::envoy::READINESS_PORT;
+    use crate::api::{EnvoySpec, XdsServer};
+    use crate::names::DEFAULT_ENVOY_IMAGE;
+    use crate::rules::defaulted;
+
+    fn envoy(name: &str) -> Defaulted<Envoy> {
+        defaulted(raw_envoy(name))
+    }
+
+    fn raw_envoy(name: &str) -> Envoy {
+        let mut envoy = Envoy::new(
+            name,
+            EnvoySpec {
+                name: Some("webserver-beta".into()),
+                config_map_name: Some("envoy-cfg-1".into()),
+                replicas: Some(3),
+                xds: Some(XdsServer {
+                    name: Some("xds_cluster".into()),
+                    host: "xds-service.default".into(),
+                    port: 19000,
+                }),
+                ..Default::default()
+            },
+        );
+        envoy.metadata.namespace = Some("ns".into());
+        envoy.metadata.uid = Some("uid-e".into());
+        envoy
+    }
+
+    fn json(value: &impl serde::Serialize) -> Value {
+        serde_json::to_value(value).unwrap()
+    }
+
+    #[test]
+    fn config_map_holds_the_bootstrap() {
+        let children = desired_children(&envoy("edge-envoy"));
+        let cm = json(&children.config_map);
+        assert_eq!(cm["metadata"]["name"], "envoy-cfg-1");
+        assert_eq!(cm["metadata"]["ownerReferences"][0]["kind"], "Envoy");
+        let text = cm["data"][BOOTSTRAP_KEY].as_str().unwrap();
+        let parsed: Value = serde_saphyr::from_str(text).unwrap();
+        assert_eq!(parsed["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
+        assert_eq!(parsed["dynamic_resources"]["ads_config"]["api_type"], "GRPC");
+        let xds = parsed["static_resources"]["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "xds_cluster")
+            .unwrap();
+        assert_eq!(xds["type"], "STRICT_DNS");
+        assert_eq!(children.config_hash.len(), 16);
+    }
+
+    #[test]
+    fn deployment_mounts_the_whole_config_directory_and_carries_the_hash() {
+        let children = desired_children(&envoy("edge-envoy"));
+        assert_eq!(config_hash_of(&children.deployment), Some(children.config_hash.clone()));
+        let d = json(&children.deployment);
+        assert_eq!(d["metadata"]["name"], "webserver-beta");
+        assert_eq!(d["spec"]["replicas"], 3);
+        let template = &d["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["annotations"][labels::CONFIG_HASH_ANNOTATION],
+            children.config_hash.as_str()
+        );
+        let pod = &template["spec"];
+        let container = &pod["containers"][0];
+        assert_eq!(container["name"], "envoy");
+        assert_eq!(container["image"], DEFAULT_ENVOY_IMAGE);
+        assert_eq!(
+            container["args"],
+            json!([
+                "-c",
+                "/etc/envoy/envoy.yaml",
+                "--service-node",
+                "$(POD_NAME)",
+                "--service-cluster",
+                "webserver-beta"
+            ])
+        );
+        assert_eq!(container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name");
+        assert_eq!(container["env"][1]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.namespace");
+        let mount = &container["volumeMounts"][0];
+        assert_eq!(mount["mountPath"], "/etc/envoy");
+        assert!(mount.get("subPath").is_none(), "a subPath mount never sees ConfigMap updates");
+        assert_eq!(pod["volumes"][0]["configMap"]["name"], "envoy-cfg-1");
+        assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/ready", "port": READINESS_PORT}));
+        assert_eq!(
+            container["ports"],
+            json!([
+                {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                {"name": "envoy-ready", "containerPort": 9902, "protocol": "TCP"}
+            ])
+        );
+        assert_eq!(container["resources"]["limits"]["memory"], "256Mi");
+        let security = &container["securityContext"];
+        assert_eq!(security["allowPrivilegeEscalation"], false);
+        assert_eq!(security["readOnlyRootFilesystem"], true);
+        assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    }
+
+    #[test]
+    fn service_selects_only_this_envoys_pods() {
+        let (a, b) = (desired_children(&envoy("a")), desired_children(&envoy("b")));
+        let selector = |c: &EnvoyChildren| c.service.spec.as_ref().unwrap().selector.clone().unwrap();
+        assert_ne!(selector(&a), selector(&b));
+        let pod_labels =
+            a.deployment.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
+        assert!(selector(&a).iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
+        assert!(!selector(&a).iter().all(|(k, v)| {
+            b.deployment
+                .spec
+                .as_ref()
+                .unwrap()
+                .template
+                .metadata
+                .as_ref()
+                .unwrap()
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(k)
+                == Some(v)
+        }));
+        let service = json(&a.service);
+        assert_eq!(service["spec"]["type"], "ClusterIP");
+        assert_eq!(
+            service["spec"]["ports"],
+            json!([{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP"}])
+        );
+    }
+
+    #[test]
+    fn only_a_bootstrap_change_changes_the_pod_template() {
+        let base = envoy("edge");
+        let mut scaled = raw_envoy("edge");
+        scaled.spec.replicas = Some(5);
+        let scaled = defaulted(scaled);
+        let template = |e: &Defaulted<Envoy>| desired_children(e).deployment.spec.unwrap().template;
+        assert_eq!(template(&base), template(&scaled));
+        let mut moved = raw_envoy("edge");
+        moved.spec.xds.as_mut().unwrap().port = 19001;
+        let moved = defaulted(moved);
+        assert_ne!(desired_children(&base).config_hash, desired_children(&moved).config_hash);
+        assert_ne!(template(&base), template(&moved));
+    }
+}

@@ -1,0 +1,199 @@
+//! The Envoy sidecar injector: one pure function, [`inject`], from a raw pod to a JSON Patch
+//! (or a reason to leave the pod alone), called by the mutating webhook and by the offline
+//! `inject` command alike.
+//!
+//! The xDS server of the sidecar's bootstrap comes from, in order: the pod annotation
+//! `sidecar.example.com/xds`, the `Envoy` named by `sidecar.example.com/envoy` in the pod's
+//! namespace, the operator's default; with none, the bootstrap has only the admin interface.
+
+pub mod annotations;
+pub mod config;
+pub mod decision;
+pub mod lookup;
+mod patch;
+pub mod pod;
+pub mod sidecar;
+pub mod status;
+pub mod uninject;
+pub mod webhook_config;
+pub mod workload;
+
+use json_patch::Patch;
+use serde_json::Value;
+
+use self::annotations::{ENVOY, Overrides, XDS};
+pub use self::config::{InjectConfig, ProxyResources};
+pub use self::decision::{Skip, SkipReason};
+pub use self::lookup::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+use self::pod::PodView;
+use self::sidecar::{CONTAINER_NAME, SidecarSpec, TMP_VOLUME};
+pub use self::status::InjectionStatus;
+use crate::bootstrap::XdsTarget;
+
+/// What injection made of a pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Injection {
+    /// The pod gets a sidecar: apply `patch` to the pod as received.
+    Patched { patch: Patch, summary: Box<Summary> },
+    /// The pod is left as it is (an empty patch), for this reason.
+    Skipped(Skip),
+}
+
+/// What was injected, for logs, notes and tests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// The record written to the status annotation.
+    pub status: InjectionStatus,
+    /// The xDS server of the bootstrap, if any, and where it came from.
+    pub xds: Option<XdsTarget>,
+    pub xds_source: XdsSource,
+    /// Whether the sidecar is a native sidecar (init container with `restartPolicy: Always`).
+    pub native: bool,
+    /// Things worth telling the user (the webhook returns them as admission warnings, which
+    /// `kubectl` prints): an unknown `sidecar.example.com/` annotation, a volume name that was
+    /// taken, an Envoy without an xDS server.
+    pub notes: Vec<String>,
+}
+
+/// Where the bootstrap's xDS server came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum XdsSource {
+    /// The `sidecar.example.com/xds` annotation.
+    Annotation,
+    /// The `Envoy` of this name in the pod's namespace.
+    Envoy(String),
+    /// The operator's default.
+    Default,
+    /// Nowhere: an admin-only bootstrap.
+    None,
+}
+
+/// Why a pod cannot be injected: the webhook denies it with this message, the offline
+/// command reports it and exits non-zero.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    #[error("cannot inject a sidecar: {0}")]
+    Malformed(String),
+
+    #[error("annotation {key}: invalid value {value:?}: {reason}")]
+    InvalidAnnotation { key: &'static str, value: String, reason: String },
+
+    #[error("sidecar {resource} request {request} exceeds the limit {limit}: {hint}")]
+    RequestOverLimit { resource: String, request: String, limit: String, hint: String },
+
+    #[error(
+        "annotation {ENVOY}: no Envoy {name:?} in namespace {namespace} (create it first, or remove the annotation)"
+    )]
+    UnknownEnvoy { namespace: String, name: String },
+
+    #[error("annotation {ENVOY}: the pod's namespace is unknown, so Envoy {name:?} cannot be looked up")]
+    NamespaceUnknown { name: String },
+
+    #[error(
+        "the pod already has a container named {name:?} that the injector did not add: rename it, or opt the pod out with the label sidecar.example.com/inject=false"
+    )]
+    ContainerNameTaken { name: String },
+}
+
+impl InjectError {
+    /// A short, fixed label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed",
+            Self::InvalidAnnotation { .. } => "invalid_annotation",
+            Self::RequestOverLimit { .. } => "request_over_limit",
+            Self::UnknownEnvoy { .. } => "unknown_envoy",
+            Self::NamespaceUnknown { .. } => "namespace_unknown",
+            Self::ContainerNameTaken { .. } => "container_name_taken",
+        }
+    }
+}
+
+/// Decides whether `pod` (its raw JSON) gets a sidecar and builds the patch that adds it.
+///
+/// `namespace` is where the pod is created: the AdmissionRequest's `namespace`, which is
+/// authoritative (pods from ReplicaSets have no `metadata.namespace`); `None` falls back to
+/// the pod's own. Pure and deterministic: the same pod, configuration and Envoys give the
+/// same patch, and a patched pod gives [`SkipReason::AlreadyInjected`].
+pub fn inject(
+    pod: &Value,
+    namespace: Option<&str>,
+    config: &InjectConfig,
+    envoys: &dyn EnvoyLookup,
+) -> Result<Injection, InjectError> {
+    let view = PodView::new(pod)?;
+    let namespace = namespace.filter(|ns| !ns.is_empty()).or_else(|| view.namespace());
+    if let Some(skip) = decision::skip(&view, namespace, config) {
+        return Ok(Injection::Skipped(skip));
+    }
+
+    let overrides = Overrides::parse(view.annotations)?;
+    if view.has_container(CONTAINER_NAME) {
+        return Err(InjectError::ContainerNameTaken { name: CONTAINER_NAME.to_owned() });
+    }
+    let mut notes = annotations::warnings(view.annotations);
+    let (xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
+    let resources = sidecar::resolve_resources(&config.resources, &overrides)?;
+    let native = overrides.native_sidecar.unwrap_or(config.native_sidecar);
+    let tmp_volume = free_volume_name(&view, &mut notes);
+
+    let spec = SidecarSpec { image: config.image.clone(), resources, xds: xds.clone(), native, tmp_volume };
+    let sidecar = sidecar::build(&spec);
+    let name = vec![CONTAINER_NAME.to_owned()];
+    let status = InjectionStatus {
+        version: status::STATUS_VERSION,
+        hash: sidecar.hash.clone(),
+        containers: if native { Vec::new() } else { name.clone() },
+        init_containers: if native { name } else { Vec::new() },
+        volumes: vec![spec.tmp_volume.clone()],
+    };
+    let patch = patch::sidecar_patch(&view, &sidecar, native, &status.to_annotation());
+    Ok(Injection::Patched { patch, summary: Box::new(Summary { status, xds, xds_source, native, notes }) })
+}
+
+fn resolve_xds(
+    overrides: &Overrides,
+    namespace: Option<&str>,
+    config: &InjectConfig,
+    envoys: &dyn EnvoyLookup,
+    notes: &mut Vec<String>,
+) -> Result<(Option<XdsTarget>, XdsSource), InjectError> {
+    if let Some(xds) = &overrides.xds {
+        if let Some(name) = &overrides.envoy {
+            notes.push(format!("annotation {XDS} takes precedence over {ENVOY}={name}"));
+        }
+        return Ok((Some(xds.clone()), XdsSource::Annotation));
+    }
+    if let Some(name) = &overrides.envoy {
+        let namespace = namespace.ok_or_else(|| InjectError::NamespaceUnknown { name: name.clone() })?;
+        let xds = envoys.xds_for(namespace, name).ok_or_else(|| InjectError::UnknownEnvoy {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+        })?;
+        if xds.is_none() {
+            notes.push(format!(
+                "Envoy {name} has no spec.xds: the sidecar starts with only its admin interface"
+            ));
+        }
+        return Ok((xds, XdsSource::Envoy(name.clone())));
+    }
+    match &config.default_xds {
+        Some(xds) => Ok((Some(xds.clone()), XdsSource::Default)),
+        None => Ok((None, XdsSource::None)),
+    }
+}
+
+/// `envoy-tmp`, or the first of `envoy-tmp-2`, `envoy-tmp-3`… the pod does not use. Volumes
+/// are internal plumbing, so a clash is resolved rather than denied; the status annotation
+/// records the name, so `--uninject` removes the right one.
+fn free_volume_name(pod: &PodView<'_>, notes: &mut Vec<String>) -> String {
+    if !pod.has_volume(TMP_VOLUME) {
+        return TMP_VOLUME.to_owned();
+    }
+    let name = (2..)
+        .map(|n| format!("{TMP_VOLUME}-{n}"))
+        .find(|name| !pod.has_volume(name))
+        .unwrap_or_else(|| TMP_VOLUME.to_owned());
+    notes.push(format!("the pod already has a volume {TMP_VOLUME}: the sidecar's is named {name}"));
+    name
+}

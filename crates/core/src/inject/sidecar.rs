@@ -1,0 +1,230 @@
+//! The sidecar itself: the `envoy` container and its scratch volume, built from typed
+//! k8s-openapi pieces (so every field name is right) and handed to the patch as JSON.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, ResourceRequirements, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::InjectError;
+use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PROXY_MEMORY_LIMIT};
+use super::config::ProxyResources;
+use crate::bootstrap::{XdsTarget, bootstrap};
+use crate::proxy;
+use crate::rules::quantity;
+
+/// Name of the sidecar container. Never renamed: users and tools address it by this name
+/// (`kubectl logs -c envoy`); a foreign container of this name is a denial.
+pub const CONTAINER_NAME: &str = "envoy";
+/// Preferred name of the sidecar's `/tmp` volume; `envoy-tmp-2`, `-3`… when taken.
+pub const TMP_VOLUME: &str = "envoy-tmp";
+/// Size cap of the `/tmp` volume.
+const TMP_SIZE_LIMIT: &str = "16Mi";
+
+/// Everything the sidecar depends on, resolved from configuration and pod annotations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SidecarSpec {
+    pub image: String,
+    pub resources: ProxyResources,
+    pub xds: Option<XdsTarget>,
+    pub native: bool,
+    pub tmp_volume: String,
+}
+
+/// The container and volume to add, and the hash that identifies this exact template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sidecar {
+    pub container: Value,
+    pub volume: Value,
+    pub hash: String,
+}
+
+/// Builds the sidecar for `spec`. Deterministic: the same spec gives byte-identical JSON.
+pub fn build(spec: &SidecarSpec) -> Sidecar {
+    let bootstrap = bootstrap(spec.xds.as_ref());
+    let container = Container {
+        name: CONTAINER_NAME.to_owned(),
+        image: Some(spec.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        // `envoy` directly rather than the image's entrypoint script, which may try to switch
+        // users; hot restart is off because it needs shared memory and a sidecar never uses it.
+        command: Some(vec!["envoy".to_owned()]),
+        args: Some(
+            [
+                "--config-yaml",
+                &bootstrap.to_json(),
+                "--service-node",
+                "$(POD_NAME)",
+                "--service-cluster",
+                "$(POD_NAMESPACE)",
+                "--disable-hot-restart",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        ),
+        env: Some(proxy::downward_env()),
+        ports: Some(vec![proxy::readiness_port()]),
+        readiness_probe: Some(proxy::readiness_probe()),
+        resources: Some(requirements(&spec.resources)),
+        security_context: Some(proxy::security_context()),
+        volume_mounts: Some(vec![VolumeMount {
+            name: spec.tmp_volume.clone(),
+            mount_path: "/tmp".to_owned(),
+            ..Default::default()
+        }]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        restart_policy: spec.native.then(|| "Always".to_owned()),
+        ..Default::default()
+    };
+    let volume = Volume {
+        name: spec.tmp_volume.clone(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(Quantity(TMP_SIZE_LIMIT.to_owned())),
+            medium: None,
+        }),
+        ..Default::default()
+    };
+    // Plain data of strings and numbers: serialization cannot fail.
+    let container = name_first(serde_json::to_value(container).unwrap_or(Value::Null));
+    let volume = name_first(serde_json::to_value(volume).unwrap_or(Value::Null));
+    let hash = template_hash(&container, &volume);
+    Sidecar { container, volume, hash }
+}
+
+/// k8s-openapi serializes fields alphabetically; `name` first reads the way people write it.
+fn name_first(value: Value) -> Value {
+    let Value::Object(mut fields) = value else { return value };
+    let mut ordered = serde_json::Map::with_capacity(fields.len());
+    if let Some(name) = fields.shift_remove("name") {
+        ordered.insert("name".to_owned(), name);
+    }
+    ordered.extend(fields);
+    Value::Object(ordered)
+}
+
+fn requirements(resources: &ProxyResources) -> ResourceRequirements {
+    let (requests, limits) = resources.as_maps();
+    ResourceRequirements {
+        requests: (!requests.is_empty()).then_some(requests),
+        limits: (!limits.is_empty()).then_some(limits),
+        ..Default::default()
+    }
+}
+
+impl ProxyResources {
+    /// Requests and limits as the maps a container's `resources` holds.
+    fn as_maps(&self) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+        let map = |cpu: &Option<Quantity>, memory: &Option<Quantity>| {
+            [("cpu", cpu), ("memory", memory)]
+                .into_iter()
+                .filter_map(|(key, value)| value.clone().map(|v| (key.to_owned(), v)))
+                .collect::<BTreeMap<_, _>>()
+        };
+        (map(&self.cpu_request, &self.memory_request), map(&self.cpu_limit, &self.memory_limit))
+    }
+}
+
+/// A short hash of the exact container and volume JSON.
+fn template_hash(container: &Value, volume: &Value) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(container.to_string().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(volume.to_string().as_bytes());
+    hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The configured resources with the pod's overrides applied, checked so that no request
+/// exceeds its limit (the API server would reject the pod with a less helpful message).
+pub fn resolve_resources(
+    defaults: &ProxyResources,
+    overrides: &Overrides,
+) -> Result<ProxyResources, InjectError> {
+    let pick = |over: &Option<Quantity>, default: &Option<Quantity>| over.clone().or_else(|| default.clone());
+    let resolved = ProxyResources {
+        cpu_request: pick(&overrides.cpu_request, &defaults.cpu_request),
+        memory_request: pick(&overrides.memory_request, &defaults.memory_request),
+        cpu_limit: pick(&overrides.cpu_limit, &defaults.cpu_limit),
+        memory_limit: pick(&overrides.memory_limit, &defaults.memory_limit),
+    };
+    let (requests, limits) = resolved.as_maps();
+    if let Some((resource, request, limit)) = quantity::requests_over_limits(&requests, &limits).first() {
+        let keys = if *resource == "cpu" {
+            (PROXY_CPU, PROXY_CPU_LIMIT)
+        } else {
+            (PROXY_MEMORY, PROXY_MEMORY_LIMIT)
+        };
+        return Err(InjectError::RequestOverLimit {
+            resource: (*resource).to_owned(),
+            request: request.0.clone(),
+            limit: limit.0.clone(),
+            hint: format!("set {} and {} consistently", keys.0, keys.1),
+        });
+    }
+    Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SidecarSpec {
+        SidecarSpec {
+            image: "envoyproxy/envoy:v1.34.1".to_owned(),
+            resources: ProxyResources::default(),
+            xds: None,
+            native: false,
+            tmp_volume: TMP_VOLUME.to_owned(),
+        }
+    }
+
+    #[test]
+    fn container_is_locked_down_and_probed_on_the_readiness_listener() {
+        let sidecar = build(&spec());
+        let c = &sidecar.container;
+        assert_eq!(c["name"], "envoy");
+        assert_eq!(c["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+        assert_eq!(c["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(c["readinessProbe"]["httpGet"]["port"], 9902);
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready");
+        assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name");
+        assert_eq!(c["resources"]["requests"]["cpu"], "100m");
+        assert!(c["resources"]["limits"].get("cpu").is_none());
+        assert!(c.get("restartPolicy").is_none());
+        assert_eq!(c["volumeMounts"][0]["name"], sidecar.volume["name"]);
+        let config: Value = serde_json::from_str(c["args"][1].as_str().unwrap()).unwrap();
+        assert_eq!(config["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
+        assert!(config.get("dynamic_resources").is_none());
+    }
+
+    #[test]
+    fn hash_follows_the_template() {
+        let base = build(&spec());
+        assert_eq!(base, build(&spec()), "deterministic");
+        let native = build(&SidecarSpec { native: true, ..spec() });
+        assert_eq!(native.container["restartPolicy"], "Always");
+        assert_ne!(base.hash, native.hash);
+        let xds =
+            XdsTarget { cluster_name: "xds_cluster".to_owned(), host: "xds.mesh".to_owned(), port: 18000 };
+        assert_ne!(base.hash, build(&SidecarSpec { xds: Some(xds), ..spec() }).hash);
+        assert_eq!(base.hash.len(), 16);
+    }
+
+    #[test]
+    fn requests_over_limits_are_refused() {
+        let overrides = Overrides { memory_request: Some(Quantity("1Gi".to_owned())), ..Default::default() };
+        let error = resolve_resources(&ProxyResources::default(), &overrides).unwrap_err();
+        assert!(error.to_string().contains("memory request 1Gi exceeds the limit 256Mi"), "{error}");
+        let raised = Overrides { memory_limit: Some(Quantity("2Gi".to_owned())), ..overrides };
+        assert_eq!(
+            resolve_resources(&ProxyResources::default(), &raised).unwrap().memory_request.unwrap().0,
+            "1Gi"
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! The pure core of envoy-operator: every decision as a function over data. The CRD types,
+//! defaulting and validation, admission over raw JSON, the sidecar injector, the Envoy
+//! bootstrap and the children the reconcilers apply, with their status.
+//!
+//! Nothing here performs I/O or depends on an async runtime, an HTTP stack or a Kubernetes
+//! client: the crate's dependency tree makes sure of it. The `envoy-operator` binary wraps these
+//! functions in thin shells (the webhook server, the controllers, the CLI).
+
+pub mod admission;
+pub mod api;
+pub mod bootstrap;
+pub mod check;
+pub mod children;
+pub mod crd;
+pub mod inject;
+pub mod manifest;
+pub mod names;
+pub mod proxy;
+pub mod rules;
+pub mod webhook_config;

@@ -1,0 +1,234 @@
+//! Manifests as text: multi-document YAML or JSON split into documents, each parsed on its
+//! own so one bad document is reported by its position and never hides the others; what the
+//! offline commands make of each object ([`Outcome`]); and YAML streams back out.
+
+use serde_json::Value;
+
+/// YAML could not be written (plain data always serializes; kept for the signature's honesty).
+#[derive(Debug, thiserror::Error)]
+#[error("serializing YAML: {0}")]
+pub struct YamlError(String);
+
+/// One document of an input.
+#[derive(Debug)]
+pub struct Document {
+    /// 1-based position in its input.
+    pub index: usize,
+    /// 1-based line of the input where the document starts.
+    pub line: usize,
+    /// The parsed document, or why it could not be parsed.
+    pub content: Result<Value, String>,
+}
+
+/// What an offline command (`check`, `inject`, `render`) made of one object.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// The object as the command changed it (defaulted, injected, uninjected), with warnings
+    /// (allowed but notable, as `kubectl` shows them) and notes (what was done).
+    Changed { object: Value, warnings: Vec<String>, notes: Vec<String> },
+    /// The object as it was, with the reason it was left alone.
+    Unchanged { object: Value, note: String },
+    /// What the object stands for, in its place (the children `render` prints), introduced by
+    /// a comment.
+    Rendered { comment: String, objects: Vec<Value> },
+    /// Nothing to print for this object, with the reason.
+    Skipped { note: String },
+    /// The object breaks the rules (the API server's message) or cannot be processed as it is.
+    Rejected { message: String },
+    /// The document is not a readable Kubernetes object.
+    Unreadable { message: String },
+}
+
+impl Outcome {
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Self::Rejected { .. } | Self::Unreadable { .. })
+    }
+}
+
+/// The `apiVersion` and `kind` of a document that is a Kubernetes object.
+pub fn type_meta(object: &Value) -> Result<(&str, &str), Outcome> {
+    let Some(fields) = object.as_object() else {
+        return Err(Outcome::Unreadable {
+            message: format!("expected a Kubernetes object (a mapping), found {}", json_type(object)),
+        });
+    };
+    let field = |name: &str| fields.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
+    match (field("apiVersion"), field("kind")) {
+        (Some(api_version), Some(kind)) => Ok((api_version, kind)),
+        _ => Err(Outcome::Unreadable {
+            message: "not a Kubernetes object: `apiVersion` and `kind` must both be set to non-empty strings"
+                .to_owned(),
+        }),
+    }
+}
+
+/// The object's name as messages show it: its name, else its `generateName` prefix.
+pub fn display_name(object: &Value) -> String {
+    let metadata = &object["metadata"];
+    metadata["name"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| metadata["generateName"].as_str().map(|prefix| format!("{prefix}*")))
+        .unwrap_or_else(|| "<unnamed>".to_owned())
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a sequence",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Splits a text into documents: a stream of JSON values when it starts with `{` or `[`,
+/// YAML documents separated by `---` lines otherwise. Documents that hold nothing (blank,
+/// comments only, or `null`) are left out.
+pub fn parse_documents(text: &str) -> Vec<Document> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim_start().starts_with(['{', '[']) {
+        return parse_json_stream(text);
+    }
+    split_yaml(text)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, (line, source))| {
+            let content = serde_saphyr::from_str::<Value>(&source).map_err(|e| e.to_string());
+            match &content {
+                Ok(Value::Null) => None,
+                _ => Some(Document { index: i + 1, line, content }),
+            }
+        })
+        .collect()
+}
+
+fn parse_json_stream(text: &str) -> Vec<Document> {
+    let mut documents = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    loop {
+        let offset = stream.byte_offset();
+        let rest = &text[offset..];
+        let start = offset + (rest.len() - rest.trim_start().len());
+        let line = 1 + text[..start].matches('\n').count();
+        match stream.next() {
+            None => break,
+            Some(Ok(value)) => {
+                documents.push(Document { index: documents.len() + 1, line, content: Ok(value) })
+            }
+            Some(Err(error)) => {
+                // The stream cannot resume after a syntax error: report it and stop.
+                documents.push(Document {
+                    index: documents.len() + 1,
+                    line,
+                    content: Err(error.to_string()),
+                });
+                break;
+            }
+        }
+    }
+    documents
+}
+
+/// YAML documents with the line each starts on. A line beginning with `---` (followed by
+/// nothing or whitespace) starts a document, as in the YAML spec and kubectl's reader; a
+/// line `...` ends one. Blank and comment-only documents are dropped.
+///
+/// Split by hand rather than with the YAML library's multi-document reader, deliberately: a
+/// syntax error there ends the whole stream, and the documents after it, with their
+/// positions, are lost.
+fn split_yaml(text: &str) -> Vec<(usize, String)> {
+    let mut documents = Vec::new();
+    let mut current = String::new();
+    let mut start = 1;
+    let mut ended = false;
+    let is_blank = |doc: &str| doc.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    for (i, line) in text.lines().enumerate() {
+        let marker_rest =
+            line.strip_prefix("---").filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t']));
+        if let Some(rest) = marker_rest {
+            if !is_blank(&current) {
+                documents.push((start, std::mem::take(&mut current)));
+            }
+            current.clear();
+            current.push_str(rest);
+            current.push('\n');
+            // Content starts on the marker line only when it follows the marker there.
+            start = if rest.trim().is_empty() { i + 2 } else { i + 1 };
+            ended = false;
+        } else if line == "..." {
+            ended = true;
+        } else if !ended {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    if !is_blank(&current) {
+        documents.push((start, current));
+    }
+    documents
+}
+
+/// One value as YAML.
+pub fn to_yaml(value: &impl serde::Serialize) -> Result<String, YamlError> {
+    serde_saphyr::to_string(value).map_err(|e| YamlError(e.to_string()))
+}
+
+/// Renders values as a YAML stream, `---` between documents.
+pub fn to_yaml_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> Result<String, YamlError> {
+    let mut out = String::new();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
+        out.push_str(&to_yaml(value)?);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_documents_keep_their_positions() {
+        let text = "# leading comment\n---\na: 1\n---\n\n---\n# only a comment\n---\nb: [1, 2]\n...\n";
+        let docs = parse_documents(text);
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].content.as_ref().unwrap()["a"], 1);
+        assert_eq!(docs[1].content.as_ref().unwrap()["b"][1], 2);
+        assert_eq!(docs[1].line, 9);
+    }
+
+    #[test]
+    fn broken_yaml_is_reported_per_document() {
+        let docs = parse_documents("a: 1\n---\nb: [unclosed\n---\nc: 3\n");
+        assert_eq!(docs.len(), 3);
+        assert!(docs[0].content.is_ok());
+        assert!(docs[1].content.is_err());
+        assert_eq!(docs[1].index, 2);
+        assert!(docs[2].content.is_ok());
+    }
+
+    #[test]
+    fn json_streams() {
+        let docs = parse_documents("{\"a\": 1}\n{\"b\": 2}\n{oops");
+        assert_eq!(docs.len(), 3);
+        assert!(docs[2].content.is_err());
+        assert_eq!(docs[2].line, 3);
+    }
+
+    #[test]
+    fn yaml_round_trip() {
+        let value =
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "a: b\n", "n": "1"}});
+        let text = to_yaml_stream([&value, &value]).unwrap();
+        let back = parse_documents(&text);
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[1].content.as_ref().unwrap(), &value);
+    }
+}

@@ -1,0 +1,85 @@
+//! Every name, label, key, path and default that the generators, the CLI's defaults, the
+//! servers and the tests share. One place, so a generated manifest and the flag that points at
+//! it can never disagree.
+
+/// The namespace the operator runs in unless told otherwise: its Secret, Lease and webhook
+/// Service live there, and it is excluded from every webhook.
+pub const OPERATOR_NAMESPACE: &str = "envoy-operator";
+/// The Service the API server calls the webhooks through.
+pub const WEBHOOK_SERVICE: &str = "envoy-operator-webhook";
+/// The port of [`WEBHOOK_SERVICE`] (forwarding to the webhook's TLS port).
+pub const WEBHOOK_SERVICE_PORT: i32 = 443;
+/// Name of both the Mutating- and the ValidatingWebhookConfiguration.
+pub const WEBHOOK_CONFIGURATION: &str = "envoy-operator";
+/// The Secret holding the webhook's CA and serving certificate (self-managed mode).
+pub const WEBHOOK_SECRET: &str = "envoy-operator-webhook-tls";
+/// The leader-election Lease.
+pub const LEADER_LEASE: &str = "envoy-operator-leader";
+
+/// Keys of [`WEBHOOK_SECRET`] (a `kubernetes.io/tls` Secret plus the CA), which are also the
+/// file names in a certificate directory.
+pub const CA_KEY: &str = "ca.crt";
+pub const CERT_KEY: &str = "tls.crt";
+pub const KEY_KEY: &str = "tls.key";
+
+/// The label every object the operator writes carries, so its watches cache only its own.
+pub const MANAGED_BY_KEY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "envoy-operator";
+/// Field manager of every server-side apply of the reconcilers, for children and status.
+pub const FIELD_MANAGER: &str = "envoy-operator";
+/// Field manager of `envoy-operator install`, distinct from the operator's own.
+pub const INSTALL_FIELD_MANAGER: &str = "envoy-operator-install";
+/// Field manager of the leader Lease.
+pub const LEASE_FIELD_MANAGER: &str = "envoy-operator-leader";
+/// Reporter of the events the reconcilers record.
+pub const EVENT_REPORTER: &str = "envoy-operator";
+
+/// Label the API server puts on every namespace (1.21+) with the namespace's own name: what
+/// the webhooks' `namespaceSelector` excludes namespaces by.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// The API server's wait for a webhook's answer. Short, since every Foo, Envoy and Pod write
+/// waits on it (the API server's default is 10 s).
+pub const WEBHOOK_TIMEOUT_SECONDS: i32 = 5;
+
+/// Paths the webhook server serves admission reviews on.
+pub const MUTATE_PATH: &str = "/mutate";
+pub const VALIDATE_PATH: &str = "/validate";
+pub const INJECT_PATH: &str = "/inject";
+
+/// Where `run` and `webhook` listen unless told otherwise: the webhooks' TLS port and the
+/// plain-HTTP operations port.
+pub const WEBHOOK_LISTEN: &str = "0.0.0.0:8443";
+pub const OPERATIONS_LISTEN: &str = "0.0.0.0:8080";
+/// The port of [`WEBHOOK_LISTEN`].
+pub const WEBHOOK_PORT: u16 = 8443;
+/// Where a webhook run outside the cluster is reached (`install --local`, `webhook-config
+/// --mode local`), and the certificate directory and CA a local run uses.
+pub const LOCAL_WEBHOOK_URL: &str = "https://127.0.0.1:8443";
+pub const CERT_DIR: &str = "certs";
+pub const LOCAL_CA_FILE: &str = "certs/ca.crt";
+
+/// Namespaces never injected, whatever their labels: the control plane's own.
+pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+
+/// The Envoy release fleets and sidecars run unless told otherwise. Pinned: never `latest`.
+pub const DEFAULT_ENVOY_IMAGE: &str = "envoyproxy/envoy:v1.34.1";
+/// The nginx image a Foo's Deployment runs unless `--nginx-image` says otherwise. Pinned.
+pub const DEFAULT_NGINX_IMAGE: &str = "nginx:1.27.3";
+
+/// Requests and limits of every Envoy container (fleet and sidecar) unless told otherwise.
+/// No CPU limit: throttling a proxy adds latency to every request behind it.
+pub const PROXY_CPU_REQUEST: &str = "100m";
+pub const PROXY_MEMORY_REQUEST: &str = "64Mi";
+pub const PROXY_MEMORY_LIMIT: &str = "256Mi";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_agree_with_their_ports() {
+        assert!(WEBHOOK_LISTEN.ends_with(&format!(":{WEBHOOK_PORT}")));
+        assert!(LOCAL_WEBHOOK_URL.ends_with(&format!(":{WEBHOOK_PORT}")));
+        assert!(LOCAL_CA_FILE.starts_with(&format!("{CERT_DIR}/")) && LOCAL_CA_FILE.ends_with(CA_KEY));
+    }
+}

@@ -1,0 +1,358 @@
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::{FieldError, FieldErrors, Rules, Warnings, check_format, check_replicas, format, quantity};
+use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
+use crate::api::{Envoy, ServicePort, ServiceType};
+use crate::bootstrap::XdsTarget;
+use crate::names;
+
+/// Name of the static cluster for the xDS server when the spec does not name it.
+pub const DEFAULT_XDS_CLUSTER_NAME: &str = "xds_cluster";
+/// Replicas of an Envoy that does not say.
+pub const DEFAULT_REPLICAS: i32 = 1;
+/// Suffix of the bootstrap ConfigMap's default name.
+pub const CONFIG_MAP_SUFFIX: &str = "-bootstrap";
+
+fn default_ports() -> Vec<ServicePort> {
+    vec![ServicePort { name: "http".to_owned(), port: 8080, target_port: None }]
+}
+
+/// The requests and limits of every Envoy container unless told otherwise (see [`names`]).
+pub fn default_resources() -> ResourceRequirements {
+    let quantities = |pairs: &[(&str, &str)]| {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned()))).collect::<BTreeMap<_, _>>()
+    };
+    ResourceRequirements {
+        requests: Some(quantities(&[
+            ("cpu", names::PROXY_CPU_REQUEST),
+            ("memory", names::PROXY_MEMORY_REQUEST),
+        ])),
+        limits: Some(quantities(&[("memory", names::PROXY_MEMORY_LIMIT)])),
+        ..Default::default()
+    }
+}
+
+/// A defaulted Envoy's spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EffectiveEnvoy {
+    /// The fleet's Deployment and Service; empty only for an object without a name yet.
+    pub name: String,
+    /// The bootstrap ConfigMap; empty only for an object without a name yet.
+    pub config_map_name: String,
+    pub replicas: i32,
+    /// The xDS server of the bootstrap; `None` without `spec.xds` (or with a port out of range,
+    /// which validation rejects).
+    pub xds: Option<XdsTarget>,
+    pub image: String,
+    pub ports: Vec<ServicePort>,
+    pub service_type: ServiceType,
+    pub resources: ResourceRequirements,
+}
+
+impl Rules for Envoy {
+    type Effective = EffectiveEnvoy;
+
+    fn apply_defaults(&mut self) -> EffectiveEnvoy {
+        let own_name = self.metadata.name.clone();
+        let spec = &mut self.spec;
+        if spec.name.is_none() {
+            spec.name = own_name.clone();
+        }
+        if spec.config_map_name.is_none() {
+            spec.config_map_name = own_name.map(|name| format!("{name}{CONFIG_MAP_SUFFIX}"));
+        }
+        let xds = spec.xds.as_mut().and_then(|xds| {
+            let cluster_name = xds.name.get_or_insert_with(|| DEFAULT_XDS_CLUSTER_NAME.to_owned()).clone();
+            let port = u16::try_from(xds.port).ok().filter(|port| *port != 0)?;
+            Some(XdsTarget { cluster_name, host: xds.host.clone(), port })
+        });
+        if spec.ports.is_empty() {
+            spec.ports = default_ports();
+        }
+        EffectiveEnvoy {
+            name: spec.name.clone().unwrap_or_default(),
+            config_map_name: spec.config_map_name.clone().unwrap_or_default(),
+            replicas: *spec.replicas.get_or_insert(DEFAULT_REPLICAS),
+            xds,
+            image: spec.image.get_or_insert_with(|| names::DEFAULT_ENVOY_IMAGE.to_owned()).clone(),
+            ports: spec.ports.clone(),
+            service_type: *spec.service_type.get_or_insert_default(),
+            resources: spec.resources.get_or_insert_with(default_resources).clone(),
+        }
+    }
+
+    fn validate(&self, old: Option<&Self>) -> Result<Warnings, FieldErrors> {
+        let mut errors = FieldErrors::default();
+        let mut warnings = Warnings::new();
+        let spec = &self.spec;
+
+        if let Some(name) = &spec.name {
+            check_format(&mut errors, "spec.name", name, format::dns1123_label(name));
+        }
+        if let Some(name) = &spec.config_map_name {
+            check_format(&mut errors, "spec.configMapName", name, format::dns1123_subdomain(name));
+        }
+        check_replicas(&mut errors, "spec.replicas", spec.replicas);
+        if spec.replicas == Some(0) {
+            warnings.push("spec.replicas: 0: the fleet is scaled to zero and serves nothing".to_owned());
+        }
+
+        match &spec.xds {
+            None => warnings.push(
+                "spec.xds: not set: the proxies start with only their admin interface and serve no traffic"
+                    .to_owned(),
+            ),
+            Some(xds) => {
+                if let Some(name) = &xds.name {
+                    check_format(&mut errors, "spec.xds.name", name, format::cluster_name(name));
+                }
+                if xds.host.is_empty() {
+                    errors.push(FieldError::required(
+                        "spec.xds.host",
+                        "the xDS server's DNS name or IP address",
+                    ));
+                } else {
+                    check_format(&mut errors, "spec.xds.host", &xds.host, format::host(&xds.host));
+                }
+                let reasons = format::port(xds.port);
+                if !reasons.is_empty() {
+                    errors.push(FieldError::invalid("spec.xds.port", xds.port, reasons.join(", ")));
+                }
+            }
+        }
+
+        if let Some(image) = &spec.image {
+            check_format(&mut errors, "spec.image", image, format::image(image));
+            if format::image_is_unpinned(image) {
+                warnings.push(format!(
+                    "spec.image: {image:?} is not pinned to a tag or digest: nodes may run different Envoy versions"
+                ));
+            }
+        }
+
+        validate_ports(&mut errors, &spec.ports);
+        if let Some(resources) = &spec.resources {
+            validate_resources(&mut errors, resources);
+        }
+
+        if let Some(old) = old {
+            validate_update(&mut errors, &mut warnings, self, old);
+        }
+
+        errors.into_result().map(|()| warnings)
+    }
+}
+
+fn validate_ports(errors: &mut FieldErrors, ports: &[ServicePort]) {
+    const MAX_PORTS: usize = 16;
+    if ports.len() > MAX_PORTS {
+        errors.push(FieldError::forbidden("spec.ports", format!("must have at most {MAX_PORTS} items")));
+    }
+    let mut names = HashMap::new();
+    let mut numbers = HashMap::new();
+    for (i, port) in ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        check_format(errors, &format!("{path}.name"), &port.name, format::iana_svc_name(&port.name));
+        if port.name == crate::proxy::READINESS_PORT_NAME {
+            errors.push(FieldError::invalid(
+                format!("{path}.name"),
+                port.name.as_str(),
+                "is reserved for the proxy's readiness port",
+            ));
+        }
+        if names.insert(port.name.as_str(), i).is_some() {
+            errors.push(FieldError::duplicate(format!("{path}.name"), port.name.as_str()));
+        }
+        for (field, value) in [("port", Some(port.port)), ("targetPort", port.target_port)] {
+            let Some(value) = value else { continue };
+            let reasons = format::port(value);
+            if !reasons.is_empty() {
+                errors.push(FieldError::invalid(format!("{path}.{field}"), value, reasons.join(", ")));
+            }
+        }
+        if numbers.insert(port.port, i).is_some() {
+            errors.push(FieldError::duplicate(format!("{path}.port"), port.port));
+        }
+        let listener = port.listener_port();
+        if listener == ADMIN_PORT || listener == READINESS_PORT {
+            let field = if port.target_port.is_some() { "targetPort" } else { "port" };
+            errors.push(FieldError::invalid(
+                format!("{path}.{field}"),
+                listener,
+                format!("listener ports {ADMIN_PORT} and {READINESS_PORT} are reserved for the admin interface and the readiness listener"),
+            ));
+        }
+    }
+}
+
+fn validate_resources(errors: &mut FieldErrors, resources: &ResourceRequirements) {
+    let empty = BTreeMap::new();
+    let requests = resources.requests.as_ref().unwrap_or(&empty);
+    let limits = resources.limits.as_ref().unwrap_or(&empty);
+    for (field, map) in [("requests", requests), ("limits", limits)] {
+        for (resource, value) in map {
+            if let Err(reason) = quantity::check(value) {
+                errors.push(FieldError::invalid(
+                    format!("spec.resources.{field}[{resource}]"),
+                    value.0.as_str(),
+                    reason,
+                ));
+            }
+        }
+    }
+    for (resource, request, _) in quantity::requests_over_limits(requests, limits) {
+        errors.push(FieldError::invalid(
+            format!("spec.resources.requests[{resource}]"),
+            request.0.as_str(),
+            format!("must be less than or equal to {resource} limit"),
+        ));
+    }
+}
+
+fn validate_update(errors: &mut FieldErrors, warnings: &mut Warnings, new: &Envoy, old: &Envoy) {
+    let effective_name = |envoy: &Envoy| envoy.spec.name.clone().or_else(|| envoy.metadata.name.clone());
+    if let (Some(before), Some(after)) = (effective_name(old), effective_name(new))
+        && before != after
+    {
+        errors.push(FieldError::invalid(
+            "spec.name",
+            after,
+            "field is immutable: it names the Deployment and the Service; create a new Envoy instead",
+        ));
+    }
+    let (spec, old_spec) = (&new.spec, &old.spec);
+    if old_spec.config_map_name.is_some() && spec.config_map_name != old_spec.config_map_name {
+        warnings.push(format!(
+            "spec.configMapName: changing from {:?} to {:?} moves the bootstrap to a new ConfigMap and rolls every proxy",
+            old_spec.config_map_name.as_deref().unwrap_or_default(),
+            spec.config_map_name.as_deref().unwrap_or_default()
+        ));
+    }
+    if spec.xds != old_spec.xds {
+        warnings
+            .push("spec.xds: changing the xDS server rolls every proxy onto the new bootstrap".to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::api::{EnvoySpec, XdsServer};
+    use crate::names::DEFAULT_ENVOY_IMAGE;
+
+    fn envoy(spec: EnvoySpec) -> Envoy {
+        Envoy {
+            metadata: ObjectMeta { name: Some("edge-envoy".into()), ..Default::default() },
+            spec,
+            status: None,
+        }
+    }
+
+    fn seed() -> Envoy {
+        envoy(EnvoySpec {
+            name: Some("webserver-beta".into()),
+            config_map_name: Some("envoy-cfg-1".into()),
+            replicas: Some(3),
+            xds: Some(XdsServer {
+                name: Some("xds_cluster".into()),
+                host: "xds-service.default".into(),
+                port: 19000,
+            }),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn defaults_fill_everything_and_are_idempotent() {
+        let mut object = envoy(EnvoySpec {
+            xds: Some(XdsServer { name: None, host: "xds".into(), port: 18000 }),
+            ..Default::default()
+        });
+        object.apply_defaults();
+        let spec = &object.spec;
+        assert_eq!(spec.name.as_deref(), Some("edge-envoy"));
+        assert_eq!(spec.config_map_name.as_deref(), Some("edge-envoy-bootstrap"));
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(spec.xds.as_ref().and_then(|x| x.name.as_deref()), Some(DEFAULT_XDS_CLUSTER_NAME));
+        assert_eq!(spec.image.as_deref(), Some(DEFAULT_ENVOY_IMAGE));
+        assert!(!format::image_is_unpinned(DEFAULT_ENVOY_IMAGE), "the default image must be pinned");
+        assert_eq!(spec.ports, default_ports());
+        assert_eq!(spec.service_type, Some(ServiceType::ClusterIP));
+        assert_eq!(spec.resources, Some(default_resources()));
+        let once = object.clone();
+        object.apply_defaults();
+        assert_eq!(object, once);
+        assert_eq!(object.validate(None), Ok(vec![]));
+    }
+
+    #[test]
+    fn the_seed_keeps_its_values() {
+        let mut object = seed();
+        object.apply_defaults();
+        assert_eq!(object.spec.name.as_deref(), Some("webserver-beta"));
+        assert_eq!(object.spec.config_map_name.as_deref(), Some("envoy-cfg-1"));
+        assert_eq!(object.spec.replicas, Some(3));
+        assert_eq!(object.validate(None), Ok(vec![]));
+    }
+
+    #[test]
+    fn missing_xds_and_unpinned_images_warn() {
+        let mut object =
+            envoy(EnvoySpec { image: Some("envoyproxy/envoy:latest".into()), ..Default::default() });
+        object.apply_defaults();
+        let warnings = object.validate(None).unwrap();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("spec.xds: not set"));
+        assert!(warnings[1].starts_with("spec.image: \"envoyproxy/envoy:latest\" is not pinned"));
+    }
+
+    #[test]
+    fn update_rules() {
+        let mut old = seed();
+        old.apply_defaults();
+
+        let mut renamed = old.clone();
+        renamed.spec.name = Some("webserver-gamma".into());
+        let errors = renamed.validate(Some(&old)).unwrap_err();
+        assert_eq!(errors.0.len(), 1);
+        assert_eq!(errors.0[0].path, "spec.name");
+        assert!(errors.0[0].detail.starts_with("field is immutable"));
+
+        // Setting the name a stored object already had implicitly is no rename.
+        let mut implicit = old.clone();
+        implicit.spec.name = None;
+        let mut explicit = implicit.clone();
+        explicit.spec.name = Some("edge-envoy".into());
+        assert!(explicit.validate(Some(&implicit)).is_ok());
+
+        let mut moved = old.clone();
+        moved.spec.config_map_name = Some("envoy-cfg-2".into());
+        moved.spec.xds.as_mut().unwrap().port = 19001;
+        let warnings = moved.validate(Some(&old)).unwrap();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("spec.configMapName: changing from \"envoy-cfg-1\" to \"envoy-cfg-2\"")
+        );
+        assert!(warnings[1].starts_with("spec.xds: changing the xDS server rolls every proxy"));
+    }
+
+    #[test]
+    fn resource_requests_may_not_exceed_limits() {
+        let mut object = seed();
+        object.spec.resources = Some(ResourceRequirements {
+            requests: Some([("cpu".to_owned(), Quantity("2".into()))].into()),
+            limits: Some([("cpu".to_owned(), Quantity("1500m".into()))].into()),
+            ..Default::default()
+        });
+        let errors = object.validate(None).unwrap_err();
+        assert_eq!(
+            errors.to_string(),
+            "spec.resources.requests[cpu]: Invalid value: \"2\": must be less than or equal to cpu limit"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! The MutatingWebhookConfiguration and ValidatingWebhookConfiguration that register the
+//! webhook with the API server, generated from the code so the paths, kinds and versions can
+//! never drift from what the server serves. Cluster mode is committed under
+//! `webhook-config/` and checked by a test.
+//!
+//! Composable: each configuration is a list of webhooks ([`mutating_webhooks`],
+//! [`validating_webhooks`]); another admission handler (e.g. a Pod injector) adds its own
+//! entries built with the same [`WebhookTarget::client_config`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+
+use crate::admission::AdmittedKind;
+use crate::inject::InjectConfig;
+use crate::inject::webhook_config::pod_webhooks;
+use crate::manifest::{YamlError, to_yaml};
+use crate::names::{
+    INJECT_PATH, MUTATE_PATH, NAMESPACE_NAME_LABEL, OPERATOR_NAMESPACE, VALIDATE_PATH, WEBHOOK_CONFIGURATION,
+    WEBHOOK_SERVICE, WEBHOOK_SERVICE_PORT, WEBHOOK_TIMEOUT_SECONDS,
+};
+
+/// File names under `webhook-config/`.
+pub const MUTATING_FILE: &str = "mutating-webhook-configuration.yaml";
+pub const VALIDATING_FILE: &str = "validating-webhook-configuration.yaml";
+
+/// Where the API server reaches the webhook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookTarget {
+    /// In the cluster, through a Service. The caBundle is left out: the operator patches it
+    /// in from its certificate at startup.
+    Service { namespace: String, name: String, port: i32 },
+    /// Anywhere by URL (e.g. `https://127.0.0.1:8443` for a local run), trusting `ca_bundle`.
+    Url { base: String, ca_bundle: Vec<u8> },
+}
+
+impl WebhookTarget {
+    /// The client configuration for the endpoint at `path`.
+    pub fn client_config(&self, path: &str) -> WebhookClientConfig {
+        match self {
+            Self::Service { namespace, name, port } => WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path.to_owned()),
+                    port: Some(*port),
+                }),
+                ..WebhookClientConfig::default()
+            },
+            Self::Url { base, ca_bundle } => WebhookClientConfig {
+                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+                ca_bundle: Some(ByteString(ca_bundle.clone())),
+                ..WebhookClientConfig::default()
+            },
+        }
+    }
+}
+
+/// What the configurations are generated from.
+#[derive(Clone, Debug)]
+pub struct WebhookOptions {
+    pub target: WebhookTarget,
+    /// The operator's own namespace, never sent to the webhook (so a broken webhook cannot
+    /// block repairing the operator itself).
+    pub operator_namespace: String,
+}
+
+impl Default for WebhookOptions {
+    /// The in-cluster install of `deploy/`: the webhook Service in the operator's namespace.
+    fn default() -> Self {
+        Self {
+            target: WebhookTarget::Service {
+                namespace: OPERATOR_NAMESPACE.to_owned(),
+                name: WEBHOOK_SERVICE.to_owned(),
+                port: WEBHOOK_SERVICE_PORT,
+            },
+            operator_namespace: OPERATOR_NAMESPACE.to_owned(),
+        }
+    }
+}
+
+/// The fully qualified webhook name for a kind, e.g. `foos.samplecontroller.k8s.io`; it is
+/// what `kubectl` shows in "admission webhook … denied the request".
+pub fn webhook_name(kind: AdmittedKind) -> String {
+    format!("{}.{}", kind.plural(), kind.group())
+}
+
+fn rules(kind: AdmittedKind) -> Vec<RuleWithOperations> {
+    let version = kind.api_version().rsplit('/').next().unwrap_or_default().to_owned();
+    vec![RuleWithOperations {
+        api_groups: Some(vec![kind.group().into_owned()]),
+        api_versions: Some(vec![version]),
+        operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
+        resources: Some(vec![kind.plural().into_owned()]),
+        scope: Some("Namespaced".to_owned()),
+    }]
+}
+
+/// Every namespace but the operator's.
+pub fn namespace_selector(operator_namespace: &str) -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.to_owned(),
+            operator: "NotIn".to_owned(),
+            values: Some(vec![operator_namespace.to_owned()]),
+        }]),
+        match_labels: None,
+    }
+}
+
+/// The mutating webhooks: defaults for Foo and Envoy (`POST /mutate`), then the sidecar
+/// injector for pods (`POST /inject`, `failurePolicy: Ignore`).
+pub fn mutating_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
+    let injector =
+        InjectConfig { operator_namespace: options.operator_namespace.clone(), ..InjectConfig::default() };
+    let mut webhooks = defaulting_webhooks(options);
+    webhooks.extend(pod_webhooks(options.target.client_config(INJECT_PATH), &injector));
+    webhooks
+}
+
+/// The defaulting webhooks for Foo and Envoy (`POST /mutate`).
+fn defaulting_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
+    AdmittedKind::ALL
+        .into_iter()
+        .map(|kind| MutatingWebhook {
+            name: webhook_name(kind),
+            admission_review_versions: vec!["v1".to_owned()],
+            client_config: options.target.client_config(MUTATE_PATH),
+            rules: Some(rules(kind)),
+            // Our own kinds: without the webhook they would be stored undefaulted. The CRD
+            // schema still checks the basics if it is down, but Fail keeps objects uniform.
+            failure_policy: Some("Fail".to_owned()),
+            match_policy: Some("Equivalent".to_owned()),
+            namespace_selector: Some(namespace_selector(&options.operator_namespace)),
+            side_effects: "None".to_owned(),
+            timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
+            // Defaults only fill what is absent, so a second call after another webhook's
+            // change is safe and cheap.
+            reinvocation_policy: Some("IfNeeded".to_owned()),
+            ..MutatingWebhook::default()
+        })
+        .collect()
+}
+
+/// The validating webhooks for Foo and Envoy (`POST /validate`).
+pub fn validating_webhooks(options: &WebhookOptions) -> Vec<ValidatingWebhook> {
+    AdmittedKind::ALL
+        .into_iter()
+        .map(|kind| ValidatingWebhook {
+            name: webhook_name(kind),
+            admission_review_versions: vec!["v1".to_owned()],
+            client_config: options.target.client_config(VALIDATE_PATH),
+            rules: Some(rules(kind)),
+            failure_policy: Some("Fail".to_owned()),
+            match_policy: Some("Equivalent".to_owned()),
+            namespace_selector: Some(namespace_selector(&options.operator_namespace)),
+            side_effects: "None".to_owned(),
+            timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
+            ..ValidatingWebhook::default()
+        })
+        .collect()
+}
+
+fn metadata() -> ObjectMeta {
+    ObjectMeta {
+        name: Some(WEBHOOK_CONFIGURATION.to_owned()),
+        labels: Some(BTreeMap::from([
+            ("app.kubernetes.io/name".to_owned(), "envoy-operator".to_owned()),
+            ("app.kubernetes.io/component".to_owned(), "webhook".to_owned()),
+        ])),
+        ..ObjectMeta::default()
+    }
+}
+
+pub fn mutating_configuration(webhooks: Vec<MutatingWebhook>) -> MutatingWebhookConfiguration {
+    MutatingWebhookConfiguration { metadata: metadata(), webhooks: Some(webhooks) }
+}
+
+pub fn validating_configuration(webhooks: Vec<ValidatingWebhook>) -> ValidatingWebhookConfiguration {
+    ValidatingWebhookConfiguration { metadata: metadata(), webhooks: Some(webhooks) }
+}
+
+/// Both configurations for Foo and Envoy, as `(file name, YAML)`.
+pub fn render(options: &WebhookOptions) -> Result<Vec<(&'static str, String)>, YamlError> {
+    let header = match &options.target {
+        WebhookTarget::Service { .. } => {
+            "# Generated by `envoy-operator webhook-config --out webhook-config/` from src/webhook_config.rs. Do not edit.\n\
+             # caBundle is patched in by the operator from its serving certificate's CA.\n"
+        }
+        WebhookTarget::Url { .. } => {
+            "# Generated by `envoy-operator webhook-config --mode local` for a webhook run outside the cluster.\n"
+        }
+    };
+    Ok(vec![
+        (MUTATING_FILE, format!("{header}{}", to_yaml(&mutating_configuration(mutating_webhooks(options)))?)),
+        (
+            VALIDATING_FILE,
+            format!("{header}{}", to_yaml(&validating_configuration(validating_webhooks(options)))?),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> WebhookOptions {
+        WebhookOptions::default()
+    }
+
+    #[test]
+    fn one_webhook_per_kind_with_the_served_paths() {
+        let mutating = mutating_webhooks(&cluster());
+        let names: Vec<&str> = mutating.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "foos.samplecontroller.k8s.io",
+                "envoys.example.com",
+                "namespace.sidecar.example.com",
+                "object.sidecar.example.com"
+            ]
+        );
+        let service = mutating[0].client_config.service.as_ref().unwrap();
+        assert_eq!(service.path.as_deref(), Some("/mutate"));
+        assert_eq!(service.port, Some(443));
+        let rule = &mutating[1].rules.as_ref().unwrap()[0];
+        assert_eq!(rule.api_groups, Some(vec!["example.com".to_owned()]));
+        assert_eq!(rule.api_versions, Some(vec!["v1".to_owned()]));
+        assert_eq!(rule.resources, Some(vec!["envoys".to_owned()]));
+        for pods in &mutating[2..] {
+            assert_eq!(pods.client_config.service.as_ref().unwrap().path.as_deref(), Some("/inject"));
+            assert_eq!(pods.failure_policy.as_deref(), Some("Ignore"), "a down injector never blocks pods");
+        }
+        assert!(mutating[..2].iter().all(|w| w.failure_policy.as_deref() == Some("Fail")));
+        let validating = validating_webhooks(&cluster());
+        assert_eq!(validating[0].client_config.service.as_ref().unwrap().path.as_deref(), Some("/validate"));
+        assert!(validating.iter().all(|w| w.client_config.ca_bundle.is_none()));
+    }
+
+    #[test]
+    fn local_mode_uses_a_url_and_the_ca_bundle() {
+        let options = WebhookOptions {
+            target: WebhookTarget::Url { base: "https://127.0.0.1:8443/".into(), ca_bundle: b"PEM".to_vec() },
+            operator_namespace: "envoy-operator".into(),
+        };
+        let webhook = &validating_webhooks(&options)[0];
+        assert_eq!(webhook.client_config.url.as_deref(), Some("https://127.0.0.1:8443/validate"));
+        assert_eq!(webhook.client_config.ca_bundle, Some(ByteString(b"PEM".to_vec())));
+        assert!(webhook.client_config.service.is_none());
+    }
+}

@@ -1,0 +1,273 @@
+//! The one pipeline of the commands over manifests (`check`, `render`, `inject`): read each
+//! input, split it into documents, expand `v1 List`s into their items, process every object
+//! with the command's pure function, print the results on stdout and what was said about them
+//! on stderr, and decide the exit code.
+//!
+//! Every message names where its object came from the same way: `file (document N, line L)`,
+//! with `items[i]` for an item of a List.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use envoy_operator_core::manifest::{Outcome, parse_documents, to_yaml};
+use serde_json::Value;
+
+use super::error::{Error, Result};
+
+/// Largest input accepted from one file or from standard input.
+pub const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Standard input, as `-f -` names it.
+const STDIN: &str = "-";
+
+/// How a command over manifests reports.
+pub struct Pipeline {
+    /// What a failed document is called in the summary: "rejected", "failed"…
+    pub failed_as: &'static str,
+}
+
+/// One source of documents: a file or standard input, opened before anything is processed so
+/// a missing file fails the command before it prints anything.
+enum Source {
+    File { path: PathBuf, file: std::fs::File },
+    Stdin,
+}
+
+impl Source {
+    fn name(&self) -> String {
+        match self {
+            Self::File { path, .. } => path.display().to_string(),
+            Self::Stdin => STDIN.to_owned(),
+        }
+    }
+
+    fn read(self) -> Result<String> {
+        match self {
+            Self::File { path, file } => read_limited(&path, file),
+            Self::Stdin => read_limited(Path::new(STDIN), std::io::stdin().lock()),
+        }
+    }
+}
+
+/// The sources `paths` name: `-` (standard input), files, and directories (their `.yaml`,
+/// `.yml` and `.json` files, sorted, not recursing).
+fn open_sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
+    let mut sources = Vec::new();
+    let open = |path: &Path| {
+        let file =
+            std::fs::File::open(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+        Ok::<_, Error>(Source::File { path: path.to_owned(), file })
+    };
+    for path in paths {
+        if path.as_os_str() == STDIN {
+            sources.push(Source::Stdin);
+        } else if path.is_dir() {
+            let entries =
+                std::fs::read_dir(path).map_err(|source| Error::Read { path: path.clone(), source })?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && has_manifest_extension(p))
+                .collect();
+            files.sort();
+            for file in files {
+                sources.push(open(&file)?);
+            }
+        } else {
+            sources.push(open(path)?);
+        }
+    }
+    Ok(sources)
+}
+
+fn has_manifest_extension(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+}
+
+fn read_limited(path: &Path, reader: impl Read) -> Result<String> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(Error::InputTooLarge {
+            path: path.to_owned(),
+            size: bytes.len() as u64,
+            limit: MAX_INPUT_BYTES,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Read {
+        path: path.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text: {e}")),
+    })
+}
+
+/// Every text of `paths`, read one at a time (see [`open_sources`]), as `(name, text)`.
+pub fn read_texts(paths: &[PathBuf]) -> Result<Vec<(String, String)>> {
+    open_sources(paths)?.into_iter().map(|source| Ok((source.name(), source.read()?))).collect()
+}
+
+impl Pipeline {
+    /// Runs `process` over every object of `paths`, printing as it goes.
+    pub fn run(&self, paths: &[PathBuf], mut process: impl FnMut(Value) -> Outcome) -> Result<ExitCode> {
+        let mut out = Printer::new(std::io::stdout().lock());
+        let mut err = std::io::stderr().lock();
+        let (mut documents, mut failures) = (0usize, 0usize);
+        for source in open_sources(paths)? {
+            let name = source.name();
+            let text = source.read()?;
+            for document in parse_documents(&text) {
+                documents += 1;
+                let origin = format!("{name} (document {}, line {})", document.index, document.line);
+                let objects = match document.content {
+                    Ok(object) => expand_list(object, &origin),
+                    Err(message) => {
+                        let message = format!("not valid YAML or JSON: {message}");
+                        vec![(origin, Err(Outcome::Unreadable { message }))]
+                    }
+                };
+                let mut failed = false;
+                for (origin, object) in objects {
+                    let outcome = object.map_or_else(|outcome| outcome, &mut process);
+                    failed |= outcome.is_failure();
+                    report(&mut out, &mut err, &origin, outcome)?;
+                }
+                failures += usize::from(failed);
+            }
+        }
+        out.finish()?;
+        if documents == 0 {
+            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            eprintln!("error: no documents in {}", names.join(", "));
+            return Ok(ExitCode::FAILURE);
+        }
+        if failures > 0 {
+            eprintln!("{failures} of {documents} documents {}", self.failed_as);
+            return Ok(ExitCode::FAILURE);
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The objects of one document: the document itself, or each item of a `v1 List` (what
+/// `kubectl get -o yaml` prints for several objects) with its own origin.
+fn expand_list(object: Value, origin: &str) -> Vec<(String, Result<Value, Outcome>)> {
+    let is_list = object.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && object.get("kind").and_then(Value::as_str) == Some("List");
+    if !is_list {
+        return vec![(origin.to_owned(), Ok(object))];
+    }
+    match object.get("items") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| (format!("{origin} items[{i}]"), Ok(item.clone())))
+            .collect(),
+        None | Some(Value::Null) => Vec::new(),
+        Some(_) => {
+            let message = "a v1 List whose items are not a list".to_owned();
+            vec![(origin.to_owned(), Err(Outcome::Unreadable { message }))]
+        }
+    }
+}
+
+/// Prints one outcome: its objects on stdout, what it says on stderr.
+fn report(out: &mut Printer<impl Write>, err: &mut impl Write, origin: &str, outcome: Outcome) -> Result<()> {
+    let mut say = |level: &str, text: &str| writeln!(err, "{level}: {origin}: {text}").map_err(Error::Output);
+    match outcome {
+        Outcome::Changed { object, warnings, notes } => {
+            for warning in &warnings {
+                say("Warning", warning)?;
+            }
+            for note in &notes {
+                say("note", note)?;
+            }
+            out.print(None, &object)
+        }
+        Outcome::Unchanged { object, note } => {
+            say("note", &note)?;
+            out.print(None, &object)
+        }
+        Outcome::Rendered { comment, objects } => {
+            let mut comment = Some(comment.as_str());
+            for object in &objects {
+                out.print(comment.take(), object)?;
+            }
+            Ok(())
+        }
+        Outcome::Skipped { note } => say("note", &note),
+        Outcome::Rejected { message } | Outcome::Unreadable { message } => say("error", &message),
+    }
+}
+
+/// A YAML stream on stdout: `---` between documents, a comment's lines as `# …`.
+struct Printer<W: Write> {
+    out: W,
+    printed: usize,
+}
+
+impl<W: Write> Printer<W> {
+    fn new(out: W) -> Self {
+        Self { out, printed: 0 }
+    }
+
+    fn print(&mut self, comment: Option<&str>, object: &Value) -> Result<()> {
+        let mut text = String::new();
+        if self.printed > 0 {
+            text.push_str("---\n");
+        }
+        for line in comment.into_iter().flat_map(str::lines) {
+            text.push_str(&format!("# {line}\n"));
+        }
+        text.push_str(&to_yaml(object)?);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        self.out.write_all(text.as_bytes()).map_err(Error::Output)?;
+        self.printed += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.out.flush().map_err(Error::Output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_operator_core::children::render::render_object;
+    use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
+    use serde_json::json;
+
+    use super::*;
+
+    const FOO: &str = include_str!("../../examples/foo.yaml");
+    const ENVOY: &str = include_str!("../../examples/envoy.yaml");
+
+    #[test]
+    fn the_stream_parses_back_to_the_children() {
+        let mut out = Printer::new(Vec::new());
+        let mut err = Vec::new();
+        for document in parse_documents(&format!("{FOO}\n---\n{ENVOY}")) {
+            let outcome = render_object(&document.content.unwrap(), DEFAULT_NGINX_IMAGE);
+            report(&mut out, &mut err, "example", outcome).unwrap();
+        }
+        let stream = String::from_utf8(out.out).unwrap();
+        assert!(stream.starts_with("# Foo example-foo: the status"));
+        let documents = parse_documents(&stream);
+        assert_eq!(documents.len(), 4);
+        assert!(documents.iter().all(|d| d.content.as_ref().is_ok_and(|v| v["kind"].is_string())));
+    }
+
+    #[test]
+    fn list_items_are_objects_of_their_own() {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": [{"kind": "A"}, {"kind": "B"}]});
+        let items = expand_list(list, "f (document 1, line 1)");
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[1].0, "f (document 1, line 1) items[1]");
+        assert_eq!(items[1].1.as_ref().unwrap()["kind"], "B");
+        let other = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        assert_eq!(expand_list(other.clone(), "f").into_iter().next().unwrap().1.unwrap(), other);
+    }
+}

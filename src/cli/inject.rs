@@ -1,0 +1,62 @@
+//! `envoy-operator inject`: the sidecar added to the Pods and pod templates of manifests, as
+//! the injection webhook would add it (like `istioctl kube-inject`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use envoy_operator_core::inject::workload::{Options, process_object};
+use envoy_operator_core::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+
+use super::documents::{Pipeline, read_texts};
+use super::inject_flags::InjectFlags;
+use super::usage_error;
+
+#[derive(clap::Args)]
+pub struct InjectArgs {
+    /// Files or directories of YAML/JSON manifests; `-` reads standard input.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Manifests of the Envoy resources that pods name with sidecar.example.com/envoy.
+    #[arg(long)]
+    pub envoys: Vec<PathBuf>,
+    /// Namespace of objects that set none.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// Remove the sidecars a previous injection recorded instead of adding them.
+    #[arg(long)]
+    pub uninject: bool,
+    #[command(flatten)]
+    pub flags: InjectFlags,
+}
+
+pub fn run(args: &InjectArgs) -> super::Result<ExitCode> {
+    let config = match args.flags.to_config() {
+        Ok(config) => config,
+        Err(message) => return Ok(usage_error(&message)),
+    };
+    let catalog = match args.envoys.as_slice() {
+        [] => None,
+        files => match read_catalog(files, &args.namespace) {
+            Ok(catalog) => Some(catalog),
+            Err(message) => return Ok(usage_error(&message)),
+        },
+    };
+    let envoys: &dyn EnvoyLookup = match &catalog {
+        Some(catalog) => catalog,
+        None => &NoEnvoys,
+    };
+    let options =
+        Options { config: &config, envoys, default_namespace: &args.namespace, uninject: args.uninject };
+    Pipeline { failed_as: "failed" }.run(&args.files, |object| process_object(object, &options))
+}
+
+/// The `Envoy` documents of files, directories or `-`. Unreadable Envoys are errors: a catalog
+/// that silently lacks one would send pods naming it to the wrong xDS server or deny them.
+pub fn read_catalog(paths: &[PathBuf], default_namespace: &str) -> Result<EnvoyCatalog, String> {
+    let mut catalog = EnvoyCatalog::default();
+    let mut problems = Vec::new();
+    for (name, text) in read_texts(paths).map_err(|e| e.to_string())? {
+        problems.extend(catalog.add_manifest(&name, &text, default_namespace));
+    }
+    if problems.is_empty() { Ok(catalog) } else { Err(problems.join("\n")) }
+}

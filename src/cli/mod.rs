@@ -1,0 +1,75 @@
+//! The command line: one module per command (its flags and what it does), over the shells and
+//! the pure core. `main.rs` only parses and dispatches.
+
+pub mod check;
+pub mod controller;
+pub mod documents;
+pub mod error;
+pub mod generate;
+pub mod inject;
+pub mod inject_flags;
+pub mod install;
+pub mod render;
+pub mod run;
+pub mod webhook;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use self::error::{Error, Result};
+
+#[derive(Parser)]
+#[command(name = "envoy-operator", version, about = "Kubernetes operator for Foo and Envoy resources")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+pub enum Command {
+    /// Default and validate Foo and Envoy manifests offline, as the admission webhooks would.
+    ///
+    /// Prints every document (defaulted where it is a Foo or Envoy) as YAML on stdout,
+    /// warnings and errors on stderr, and exits 1 when any object is rejected or unreadable.
+    Check(check::CheckArgs),
+    /// Run the operator: the admission webhooks and the sidecar injector on every replica, the
+    /// reconcilers on the one holding the leader Lease. Without a reachable cluster, serves the
+    /// webhooks only (from certs/, generated when absent) with reconciling off.
+    Run(Box<run::RunArgs>),
+    /// Apply the CRDs (waiting until they are Established) and the webhook configurations to
+    /// the current cluster with server-side apply.
+    Install(install::InstallArgs),
+    /// Delete the webhook configurations (and with --delete-crds the CRDs, which deletes every
+    /// Foo and Envoy and, through their ownerReferences, their children).
+    Uninstall(install::UninstallArgs),
+    /// Run the Foo and Envoy reconcilers against the current kubeconfig context (or the
+    /// in-cluster configuration) until SIGTERM or SIGINT.
+    Controller(controller::ControllerArgs),
+    /// Print the children the reconcilers would apply for the Foos and Envoys in manifests,
+    /// each parent's target status as a comment before them; exits 1 when any is rejected.
+    Render(render::RenderArgs),
+    /// Add the Envoy sidecar to Pods and to the pod templates of Deployments, StatefulSets,
+    /// DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs, as the injection
+    /// webhook would.
+    ///
+    /// Prints every document (with the sidecar, or unchanged) as YAML on stdout, notes and
+    /// skips on stderr, and exits 1 when a pod is denied or a document is unreadable.
+    Inject(inject::InjectArgs),
+    /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
+    Crds(generate::CrdsArgs),
+    /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).
+    Certs(generate::CertsArgs),
+    /// Serve the Foo and Envoy admission webhooks over TLS (POST /mutate, /validate).
+    Webhook(webhook::WebhookArgs),
+    /// Print or write the Mutating/ValidatingWebhookConfigurations for Foo and Envoy.
+    WebhookConfig(generate::WebhookConfigArgs),
+}
+
+/// A flag combination that cannot work: said on stderr, exit code 2 (as clap's own).
+pub fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}

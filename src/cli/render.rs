@@ -1,0 +1,25 @@
+//! `envoy-operator render`: the children the reconcilers would apply for manifests' Foos and
+//! Envoys.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use envoy_operator_core::children::render::render_object;
+use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
+
+use super::documents::Pipeline;
+
+#[derive(clap::Args)]
+pub struct RenderArgs {
+    /// Files or directories of YAML/JSON manifests; `-` reads standard input.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Image of a Foo's nginx pods.
+    #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
+    pub nginx_image: String,
+}
+
+pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
+    Pipeline { failed_as: "not rendered" }
+        .run(&args.files, |object| render_object(&object, &args.nginx_image))
+}

@@ -1,0 +1,87 @@
+//! `envoy-operator run`: the whole operator. Its flags, then [`crate::run::run`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use envoy_operator_core::names;
+
+use super::controller::ControllerFlags;
+use super::inject_flags::InjectFlags;
+use super::usage_error;
+use crate::ops::logging::{self, LogFormat};
+use crate::ops::signal;
+use crate::run::{self, CertMode, RunConfig};
+use crate::webhook::server::ServeConfig;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Address of the webhook's TLS port.
+    #[arg(long, default_value = names::WEBHOOK_LISTEN)]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP operations port (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = names::OPERATIONS_LISTEN)]
+    pub metrics_listen: SocketAddr,
+    /// Where the serving certificate comes from.
+    #[arg(long, value_enum, default_value = "self-managed")]
+    pub cert_mode: CertMode,
+    /// Directory of ca.crt, tls.crt and tls.key (written from the Secret in self-managed mode).
+    #[arg(long, default_value = names::CERT_DIR)]
+    pub cert_dir: PathBuf,
+    /// The webhook Service's name, for the certificate's names.
+    #[arg(long, default_value = names::WEBHOOK_SERVICE)]
+    pub service_name: String,
+    /// This replica's identity for leader election (default: the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    #[command(flatten)]
+    pub reconcile: ControllerFlags,
+    /// Log format (filter with RUST_LOG, default `info`).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub inject: InjectFlags,
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    logging::init(args.log_format);
+    let inject = match args.inject.to_config() {
+        Ok(config) => config,
+        Err(message) => return Ok(usage_error(&message)),
+    };
+    let identity = args
+        .identity
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("envoy-operator-{}", std::process::id()));
+    let config = RunConfig {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        cert_mode: args.cert_mode,
+        cert_dir: args.cert_dir,
+        service_name: args.service_name,
+        identity,
+        cert_check_interval: Duration::from_secs(60),
+        controllers: args.reconcile.to_config(),
+        inject,
+        serve: ServeConfig::default(),
+    };
+    let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
+    let result = runtime.block_on(async {
+        let client = match run::reachable_cluster().await {
+            Ok(client) => Some(client),
+            Err(reason) => {
+                tracing::warn!(%reason, "no Kubernetes cluster reachable");
+                None
+            }
+        };
+        run::run(config, client, signal::shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) => {
+            tracing::error!(%error, error_kind = error.metric_label(), "envoy-operator failed");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! `envoy-operator webhook`: the admission server alone, from certificate files.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_operator_core::inject::NoEnvoys;
+use envoy_operator_core::names;
+
+use super::inject::read_catalog;
+use super::inject_flags::InjectFlags;
+use super::usage_error;
+use crate::ops::logging::{self, LogFormat};
+use crate::ops::metrics::Metrics;
+use crate::ops::signal;
+use crate::tls;
+use crate::webhook::{self, inject::SharedEnvoys};
+
+#[derive(clap::Args)]
+pub struct WebhookArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = names::WEBHOOK_LISTEN)]
+    pub listen: SocketAddr,
+    /// Directory holding tls.crt and tls.key (reloaded when they change).
+    #[arg(long, default_value = names::CERT_DIR)]
+    pub cert_dir: PathBuf,
+    /// Seconds between checks of the certificate files.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reload_interval: u64,
+    /// Largest AdmissionReview body accepted, in bytes.
+    #[arg(long, default_value_t = 6 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Admission requests handled at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_concurrent: u32,
+    /// Seconds to answer one request.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub request_timeout: u64,
+    /// Envoy manifests the injector resolves `sidecar.example.com/envoy` against (without a
+    /// cluster, there is no Envoy cache to look them up in).
+    #[arg(long = "envoys", value_name = "FILE")]
+    pub envoys: Vec<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub inject: InjectFlags,
+}
+
+pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    logging::init(args.log_format);
+    let inject_config = match args.inject.to_config() {
+        Ok(config) => config,
+        Err(message) => return Ok(usage_error(&message)),
+    };
+    let envoys: SharedEnvoys = match args.envoys.as_slice() {
+        [] => Arc::new(NoEnvoys),
+        files => match read_catalog(files, "default") {
+            Ok(catalog) => Arc::new(catalog),
+            Err(message) => return Ok(usage_error(&message)),
+        },
+    };
+    let metrics = Metrics::new();
+    let config = webhook::server::ServeConfig {
+        endpoints: webhook::endpoints(inject_config, envoys, &metrics),
+        metrics,
+        listen: args.listen,
+        limits: webhook::router::Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_concurrent: args.max_concurrent as usize,
+            request_timeout: Duration::from_secs(args.request_timeout),
+        },
+        reload_interval: Duration::from_secs(args.reload_interval),
+        ..Default::default()
+    };
+    let certs = tls::ReloadingCert::load(tls::CertPaths::in_dir(&args.cert_dir))?;
+    let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
+    runtime.block_on(webhook::server::serve(config, certs, signal::shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,342 @@
+//! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service.
+//!
+//! Level-driven: every reconcile computes the desired children and status from the parent
+//! alone (pure builders in [`envoy_operator_core::children`]), compares them with the cached
+//! children, and writes only the difference with server-side apply ([`sync`]). The
+//! kube-runtime `Controller` ([`watch`]) supplies watches, caches and the per-object queue;
+//! this module adds the shared [`Context`], the error type and the backoff policy.
+
+pub mod sync;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use envoy_operator_core::names::{DEFAULT_NGINX_IMAGE, EVENT_REPORTER};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::Client;
+use kube::core::DynamicObject;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::OnceCell;
+
+pub use self::watch::{ControllerConfig, run};
+
+/// Errors of one reconcile. Each maps to a fixed metric label.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{verb} {kind} {name:?}: {source}")]
+    Api {
+        verb: &'static str,
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("{kind} {name:?} already exists and is not managed by {owner_kind} {owner:?}")]
+    NameClash { kind: &'static str, name: String, owner_kind: &'static str, owner: String },
+
+    #[error("{kind} has no metadata.{field}")]
+    MissingMetadata { kind: &'static str, field: &'static str },
+
+    #[error("the cache of {0} stopped before it was filled")]
+    CacheUnavailable(&'static str),
+
+    #[error("connecting to the Kubernetes API: {0}")]
+    Client(#[source] kube::Error),
+}
+
+impl Error {
+    /// A short, fixed label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Api { source: kube::Error::Api(status), .. } if status.code == 409 => "conflict",
+            Self::Api { .. } => "api",
+            Self::NameClash { .. } => "name_clash",
+            Self::MissingMetadata { .. } => "missing_metadata",
+            Self::CacheUnavailable(_) => "cache_unavailable",
+            Self::Client(_) => "client",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Per-object exponential backoff after failed reconciles: `base * 2^(n-1)` for the n-th
+/// consecutive failure, capped. A success resets the count. No jitter: the controller
+/// already spreads objects out, and a deterministic policy is testable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackoffPolicy {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Default for BackoffPolicy {
+    fn default() -> Self {
+        Self { base: Duration::from_secs(5), cap: Duration::from_secs(300) }
+    }
+}
+
+impl BackoffPolicy {
+    /// Delay before retrying after the `failures`-th consecutive failure (1-based).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let exponent = failures.saturating_sub(1).min(31);
+        self.base.saturating_mul(1u32 << exponent).min(self.cap)
+    }
+}
+
+/// The key of an object in the backoff map: its kind, namespace and name.
+pub type ObjectKey = ObjectRef<DynamicObject>;
+
+/// Consecutive failures per object. An object's entry goes on a success and when the object
+/// is deleted, so the map holds only objects that exist and are failing.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    policy: BackoffPolicy,
+    failures: Mutex<HashMap<ObjectKey, u32>>,
+}
+
+impl Backoff {
+    pub fn new(policy: BackoffPolicy) -> Self {
+        Self { policy, failures: Mutex::default() }
+    }
+
+    fn failures_map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, u32>> {
+        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a failure of `key` and returns how long to wait before retrying.
+    pub fn failed(&self, key: &ObjectKey) -> Duration {
+        let mut failures = self.failures_map();
+        let count = failures.entry(key.clone()).or_insert(0);
+        *count = count.saturating_add(1);
+        self.policy.delay(*count)
+    }
+
+    /// Forgets the failures of `key`: after a success, or once the object is deleted.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.failures_map().remove(key);
+    }
+
+    /// Consecutive failures recorded for `key`.
+    pub fn failures(&self, key: &ObjectKey) -> u32 {
+        self.failures_map().get(key).copied().unwrap_or(0)
+    }
+
+    /// Objects with failures on record.
+    pub fn len(&self) -> usize {
+        self.failures_map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Hooks for metrics; the `run` command plugs a registry in. Every method defaults to
+/// doing nothing.
+pub trait Metrics: Send + Sync {
+    /// A reconcile of `kind` finished; `error` is the failure's metric label.
+    fn reconciled(&self, _kind: &'static str, _error: Option<&'static str>, _elapsed: Duration) {}
+}
+
+/// Metrics that go nowhere.
+#[derive(Debug, Default)]
+pub struct NoMetrics;
+impl Metrics for NoMetrics {}
+
+/// The operator's Prometheus registry counts reconciles, their errors and durations:
+/// `Context::with_metrics(Arc::new(metrics.clone()))`.
+impl Metrics for crate::ops::metrics::Metrics {
+    fn reconciled(&self, kind: &'static str, error: Option<&'static str>, elapsed: Duration) {
+        crate::ops::metrics::Metrics::reconciled(self, kind, elapsed, error);
+    }
+}
+
+/// Settings of the reconcilers (from the command line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Image of a Foo's nginx pods.
+    pub nginx_image: String,
+    /// Periodic re-check of an object that reconciled fine (a safety net; costs no writes).
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { nginx_image: DEFAULT_NGINX_IMAGE.to_owned(), resync: Duration::from_secs(600) }
+    }
+}
+
+/// The caches of children, filled by the controller's watches (label-selected, stripped).
+#[derive(Clone)]
+pub struct Stores {
+    pub foo_deployments: Store<Deployment>,
+    pub envoy_deployments: Store<Deployment>,
+    pub config_maps: Store<ConfigMap>,
+    pub services: Store<Service>,
+    // `Store::wait_until_ready` wakes only the last of several concurrent waiters (it sits on
+    // a oneshot channel, which keeps one waker): every reconcile waits on these cells instead,
+    // so exactly one task waits on the stores and the others are woken by the cell.
+    foo_ready: Arc<OnceCell<()>>,
+    envoy_ready: Arc<OnceCell<()>>,
+}
+
+impl Stores {
+    pub fn new(
+        foo_deployments: Store<Deployment>,
+        envoy_deployments: Store<Deployment>,
+        config_maps: Store<ConfigMap>,
+        services: Store<Service>,
+    ) -> Self {
+        Self {
+            foo_deployments,
+            envoy_deployments,
+            config_maps,
+            services,
+            foo_ready: Arc::default(),
+            envoy_ready: Arc::default(),
+        }
+    }
+
+    /// Waits until the Foo children's cache has been filled once, so a reconcile never
+    /// mistakes a child not yet listed for a missing one.
+    pub async fn foo_ready(&self) -> Result<()> {
+        let store = &self.foo_deployments;
+        let unavailable = |_| Error::CacheUnavailable("Deployments of Foos");
+        self.foo_ready
+            .get_or_try_init(|| async { store.wait_until_ready().await.map_err(unavailable) })
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until the Envoy children's caches have been filled once.
+    pub async fn envoy_ready(&self) -> Result<()> {
+        let unavailable = |what| move |_| Error::CacheUnavailable(what);
+        self.envoy_ready
+            .get_or_try_init(|| async {
+                self.config_maps.wait_until_ready().await.map_err(unavailable("ConfigMaps of Envoys"))?;
+                self.envoy_deployments
+                    .wait_until_ready()
+                    .await
+                    .map_err(unavailable("Deployments of Envoys"))?;
+                self.services.wait_until_ready().await.map_err(unavailable("Services of Envoys"))
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// Everything a reconcile needs; shared by all reconciles of both kinds.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    pub stores: Stores,
+    pub backoff: Backoff,
+    pub metrics: Arc<dyn Metrics>,
+}
+
+impl Context {
+    /// A context with the default backoff policy and no metrics.
+    pub fn new(client: Client, settings: Settings, stores: Stores) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), EVENT_REPORTER.into()),
+            client,
+            settings,
+            stores,
+            backoff: Backoff::default(),
+            metrics: Arc::new(NoMetrics),
+        }
+    }
+
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    #[must_use]
+    pub fn with_backoff(mut self, policy: BackoffPolicy) -> Self {
+        self.backoff = Backoff::new(policy);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let policy = BackoffPolicy::default();
+        let delays: Vec<u64> = (1..=9).map(|n| policy.delay(n).as_secs()).collect();
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(policy.delay(u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn backoff_is_per_object_and_resets_on_success() {
+        let key = |name: &str| ObjectRef::<envoy_operator_core::api::Foo>::new(name).within("ns").erase();
+        let backoff = Backoff::default();
+        assert_eq!(backoff.failed(&key("a")), Duration::from_secs(5));
+        assert_eq!(backoff.failed(&key("a")), Duration::from_secs(10));
+        assert_eq!(backoff.failed(&key("b")), Duration::from_secs(5));
+        backoff.forget(&key("a"));
+        assert_eq!(backoff.failures(&key("a")), 0);
+        assert_eq!(backoff.failed(&key("a")), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn backoff_keys_tell_kinds_apart() {
+        let backoff = Backoff::default();
+        let foo = ObjectRef::<envoy_operator_core::api::Foo>::new("a").within("ns").erase();
+        let envoy = ObjectRef::<envoy_operator_core::api::Envoy>::new("a").within("ns").erase();
+        backoff.failed(&foo);
+        assert_eq!(backoff.failures(&envoy), 0, "an Envoy and a Foo of one name are two objects");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_concurrent_waiter_sees_the_caches_become_ready() {
+        use kube::runtime::{reflector, watcher};
+        let (deployments, mut writer) = reflector::store::<Deployment>();
+        let stores =
+            Stores::new(deployments, reflector::store().0, reflector::store().0, reflector::store().0);
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let stores = stores.clone();
+                tokio::spawn(async move { stores.foo_ready().await })
+            })
+            .collect();
+        // Let every waiter run up to its wait before the cache fills.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        for waiter in waiters {
+            let woken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+            assert!(matches!(woken, Ok(Ok(Ok(())))), "a waiter was never woken: {woken:?}");
+        }
+    }
+
+    #[test]
+    fn reconciles_reach_the_prometheus_registry() {
+        let registry = crate::ops::metrics::Metrics::new();
+        let metrics: Arc<dyn Metrics> = Arc::new(registry.clone());
+        metrics.reconciled("Foo", Some("conflict"), Duration::from_millis(3));
+        let text = registry.encode();
+        let line = text.lines().find(|l| l.contains("reconcile") && l.contains("conflict"));
+        assert!(line.is_some_and(|l| l.contains("Foo") && l.ends_with(" 1")), "{text}");
+    }
+
+    #[test]
+    fn conflicts_have_their_own_label() {
+        let conflict = kube::Error::Api(Box::new(kube::core::Status { code: 409, ..Default::default() }));
+        let error = Error::Api { verb: "apply", kind: "Deployment", name: "x".into(), source: conflict };
+        assert_eq!(error.metric_label(), "conflict");
+    }
+}

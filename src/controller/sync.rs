@@ -1,0 +1,400 @@
+//! The reconcile functions: thin async shells over the pure builders and decisions of
+//! [`envoy_operator_core::children`]. They read children from the caches, write only what
+//! differs (server-side apply, one field manager), and report status and events.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use envoy_operator_core::api::{Envoy, Foo};
+use envoy_operator_core::children::apply::{needs_apply, strip_metadata};
+use envoy_operator_core::children::report::{self, Child, ChildState, Notice, Report};
+use envoy_operator_core::children::status::{self, Blocker};
+use envoy_operator_core::children::{envoy, foo};
+use envoy_operator_core::names::FIELD_MANAGER;
+use envoy_operator_core::rules::{Defaulted, Rules, defaulted};
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use super::{Context, Error, ObjectKey, Result};
+
+/// What became of one child, with the object when it is ours.
+enum Ensured<K> {
+    /// The cluster already held it as desired: nothing was sent.
+    Current(Arc<K>),
+    /// It was created or corrected; this is the API server's answer.
+    Applied(Arc<K>),
+    /// Its name is taken by an object this parent does not control: left alone.
+    Clash,
+}
+
+impl<K> Ensured<K> {
+    fn object(&self) -> Option<&Arc<K>> {
+        match self {
+            Self::Current(object) | Self::Applied(object) => Some(object),
+            Self::Clash => None,
+        }
+    }
+
+    fn state(&self) -> ChildState {
+        match self {
+            Self::Current(_) => ChildState::Current,
+            Self::Applied(_) => ChildState::Applied,
+            Self::Clash => ChildState::Clash,
+        }
+    }
+}
+
+/// The report's view of a child that was ensured (`Some`) or not reached (`None`).
+fn child<K>(kind: &'static str, name: String, ensured: Option<&Ensured<K>>) -> Child {
+    Child { kind, name, state: ensured.map_or(ChildState::NotReached, Ensured::state) }
+}
+
+/// The parent's identity, checked once per reconcile.
+struct Parent<'a> {
+    kind: &'static str,
+    namespace: String,
+    name: String,
+    uid: &'a str,
+}
+
+impl<'a> Parent<'a> {
+    fn of<P: Resource<DynamicType = ()>>(parent: &'a P) -> Result<Self> {
+        let kind = kind_of::<P>();
+        let missing = |field| Error::MissingMetadata { kind, field };
+        Ok(Self {
+            kind,
+            namespace: parent.meta().namespace.clone().ok_or_else(|| missing("namespace"))?,
+            name: parent.meta().name.clone().ok_or_else(|| missing("name"))?,
+            uid: parent.meta().uid.as_deref().ok_or_else(|| missing("uid"))?,
+        })
+    }
+}
+
+fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Foo" => "Foo",
+        "Envoy" => "Envoy",
+        "Deployment" => "Deployment",
+        "ConfigMap" => "ConfigMap",
+        "Service" => "Service",
+        _ => "object",
+    }
+}
+
+fn api_error(verb: &'static str, kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
+    let name = name.to_owned();
+    move |source| Error::Api { verb, kind, name, source }
+}
+
+fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// Whether `object`'s controller ownerReference points at `uid`.
+fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
+    object.owner_references().iter().any(|owner| owner.controller == Some(true) && owner.uid == uid)
+}
+
+/// Makes one child match `desired`. The child comes from the cache; only on a cache miss
+/// (a child created moments ago, or one we do not own and so do not watch) is it read from
+/// the API. A child controlled by someone else is never touched.
+async fn ensure<K>(ctx: &Context, store: &Store<K>, parent: &Parent<'_>, desired: &K) -> Result<Ensured<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let kind = kind_of::<K>();
+    let name = desired.name_any();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &parent.namespace);
+    let current = match store.get(&ObjectRef::new(&name).within(&parent.namespace)) {
+        Some(cached) => Some(cached),
+        None => api.get_opt(&name).await.map_err(api_error("get", kind, &name))?.map(|mut fresh| {
+            strip_metadata(fresh.meta_mut());
+            Arc::new(fresh)
+        }),
+    };
+    let params = match &current {
+        Some(current) if !controlled_by(current.as_ref(), parent.uid) => return Ok(Ensured::Clash),
+        Some(current) if !needs_apply(desired, current.as_ref()) => {
+            return Ok(Ensured::Current(current.clone()));
+        }
+        // Ours and drifted: take back every field we own, whoever changed it.
+        Some(_) => PatchParams::apply(FIELD_MANAGER).force(),
+        // New: without force, so if a same-named object appeared since we looked and another
+        // manager set any of our fields differently, the API server refuses (409, retried,
+        // then seen as a clash) instead of us forcing those fields.
+        None => PatchParams::apply(FIELD_MANAGER),
+    };
+    let mut applied =
+        api.patch(&name, &params, &Patch::Apply(desired)).await.map_err(api_error("apply", kind, &name))?;
+    info!(parent = parent.kind, namespace = %parent.namespace, name = %parent.name, child = kind, child_name = %name, created = current.is_none(), "applied child");
+    strip_metadata(applied.meta_mut());
+    Ok(Ensured::Applied(Arc::new(applied)))
+}
+
+/// Deletes the children of `kind` this parent controls other than `keep` (left behind by a
+/// rename). The uid precondition makes sure a same-named replacement is never deleted.
+async fn prune<K>(ctx: &Context, store: &Store<K>, parent: &Parent<'_>, keep: &str) -> Result<Vec<Notice>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+{
+    let kind = kind_of::<K>();
+    let stale = store.state_filter(|child| {
+        child.meta().namespace.as_deref() == Some(parent.namespace.as_str())
+            && controlled_by(child, parent.uid)
+            && child.meta().name.as_deref() != Some(keep)
+            && child.meta().deletion_timestamp.is_none()
+    });
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &parent.namespace);
+    let mut deleted = Vec::new();
+    for child in stale {
+        let name = child.name_any();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: child.meta().uid.clone(), resource_version: None }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                info!(parent = parent.kind, namespace = %parent.namespace, name = %parent.name, child = kind, child_name = %name, "deleted child left behind by a rename");
+                deleted.push(report::pruned(parent.kind, kind, &name, keep));
+            }
+            // Already gone, or replaced by another object of that name: nothing of ours left.
+            Err(error) if is_status(&error, 404) || is_status(&error, 409) => {}
+            Err(error) => return Err(api_error("delete", kind, &name)(error)),
+        }
+    }
+    Ok(deleted)
+}
+
+/// Writes `status` with server-side apply when it differs from what the parent has.
+async fn write_status<P, S>(ctx: &Context, who: &Parent<'_>, current: Option<&S>, status: &S) -> Result<bool>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+    S: Serialize + PartialEq,
+{
+    if current == Some(status) {
+        return Ok(false);
+    }
+    let api: Api<P> = Api::namespaced(ctx.client.clone(), &who.namespace);
+    let body = json!({
+        "apiVersion": P::api_version(&()),
+        "kind": P::kind(&()),
+        "status": status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api.patch_status(&who.name, &params, &Patch::Apply(&body)).await {
+        Ok(_) => {
+            debug!(kind = who.kind, namespace = %who.namespace, name = %who.name, "status written");
+            Ok(true)
+        }
+        // The parent was deleted meanwhile: nothing left to report on.
+        Err(error) if is_status(&error, 404) => Ok(false),
+        Err(error) => Err(api_error("apply status of", who.kind, &who.name)(error)),
+    }
+}
+
+/// A parent whose spec the rules reject gets no children: its status says why, with a
+/// Warning event when that status is new. Only a new spec can fix it, so no requeue.
+async fn report_invalid_spec<P, S>(
+    ctx: &Context,
+    who: &Parent<'_>,
+    parent: &P,
+    current: Option<&S>,
+    status: &S,
+    blocker: &Blocker,
+) -> Result<Action>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+    S: Serialize + PartialEq,
+{
+    if write_status::<P, S>(ctx, who, current, status).await? {
+        publish(ctx, parent, report::invalid_spec(blocker)).await;
+    }
+    Ok(Action::await_change())
+}
+
+/// Publishes an event about `parent`. Events are best effort: a failure is logged, never
+/// fails the reconcile.
+async fn publish<P: Resource<DynamicType = ()>>(ctx: &Context, parent: &P, notice: Notice) {
+    let event = Event {
+        type_: if notice.warning { EventType::Warning } else { EventType::Normal },
+        reason: notice.reason.to_owned(),
+        note: Some(notice.note),
+        action: notice.action.to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &parent.object_ref(&())).await {
+        warn!(%error, reason = notice.reason, "could not publish event");
+    }
+}
+
+/// Reconciles one Foo: its Deployment, then its status.
+pub async fn reconcile_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
+    let key = backoff_key(foo.as_ref());
+    observe(&ctx, "Foo", &key, sync_foo(foo, ctx.clone())).await
+}
+
+/// Reconciles one Envoy: bootstrap ConfigMap, Deployment, Service, then its status.
+pub async fn reconcile_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
+    let key = backoff_key(envoy.as_ref());
+    observe(&ctx, "Envoy", &key, sync_envoy(envoy, ctx.clone())).await
+}
+
+/// Runs one reconcile, recording its outcome; a success resets the object's backoff.
+async fn observe(
+    ctx: &Context,
+    kind: &'static str,
+    key: &ObjectKey,
+    reconcile: impl std::future::Future<Output = Result<Action>>,
+) -> Result<Action> {
+    let started = std::time::Instant::now();
+    let result = reconcile.await;
+    ctx.metrics.reconciled(kind, result.as_ref().err().map(Error::metric_label), started.elapsed());
+    if result.is_ok() {
+        ctx.backoff.forget(key);
+    }
+    result
+}
+
+/// The parent with its defaults, as every builder takes it (the cached object is never
+/// changed: kube-runtime shares it).
+fn with_defaults<K: Rules + Clone>(parent: &K) -> Defaulted<K> {
+    defaulted(parent.clone())
+}
+
+async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
+    if foo.meta().deletion_timestamp.is_some() {
+        // ownerReferences and the garbage collector remove the Deployment.
+        return Ok(Action::await_change());
+    }
+    let parent = Parent::of(foo.as_ref())?;
+    ctx.stores.foo_ready().await?;
+    let store = &ctx.stores.foo_deployments;
+    let defaulted = with_defaults(foo.as_ref());
+    let now = status::now();
+    let selector = foo::selector(&foo);
+    let current_status = foo.status.as_ref();
+
+    if let Err(errors) = defaulted.validate(None) {
+        let blocker = Blocker::InvalidSpec { message: errors.message("Foo", &parent.name) };
+        let status = status::foo_status(&defaulted, selector, None, Some(&blocker), &now);
+        return report_invalid_spec(&ctx, &parent, foo.as_ref(), current_status, &status, &blocker).await;
+    }
+
+    let desired = foo::desired_deployment(&defaulted, &ctx.settings.nginx_image);
+    let deployment_name = desired.name_any();
+    let ensured = ensure(&ctx, store, &parent, &desired).await?;
+    let notice = match report::report("Foo", &[child("Deployment", deployment_name.clone(), Some(&ensured))])
+    {
+        Report::Clash { kind, name, blocker, notice } => {
+            let status = status::foo_status(&defaulted, selector, None, Some(&blocker), &now);
+            publish(&ctx, foo.as_ref(), notice).await;
+            write_status::<Foo, _>(&ctx, &parent, current_status, &status).await?;
+            return Err(Error::NameClash { kind, name, owner_kind: "Foo", owner: parent.name });
+        }
+        Report::InPlace { notice } => notice,
+    };
+
+    for pruned in prune(&ctx, store, &parent, &deployment_name).await? {
+        publish(&ctx, foo.as_ref(), pruned).await;
+    }
+    let status = status::foo_status(&defaulted, selector, ensured.object().map(AsRef::as_ref), None, &now);
+    write_status::<Foo, _>(&ctx, &parent, current_status, &status).await?;
+    if let Some(notice) = notice {
+        publish(&ctx, foo.as_ref(), notice).await;
+    }
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
+    if envoy.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let parent = Parent::of(envoy.as_ref())?;
+    ctx.stores.envoy_ready().await?;
+    let defaulted = with_defaults(envoy.as_ref());
+    let now = status::now();
+    let selector = envoy::selector(&envoy);
+    let current_status = envoy.status.as_ref();
+
+    if let Err(errors) = defaulted.validate(None) {
+        let blocker = Blocker::InvalidSpec { message: errors.message("Envoy", &parent.name) };
+        let status = status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now);
+        return report_invalid_spec(&ctx, &parent, envoy.as_ref(), current_status, &status, &blocker).await;
+    }
+
+    let children = envoy::desired_children(&defaulted);
+    let stores = &ctx.stores;
+    // The ConfigMap first: new pods mount it. Each next child only when the one before is ours.
+    let config_map = ensure(&ctx, &stores.config_maps, &parent, &children.config_map).await?;
+    let deployment = match config_map {
+        Ensured::Clash => None,
+        _ => Some(ensure(&ctx, &stores.envoy_deployments, &parent, &children.deployment).await?),
+    };
+    let service = match &deployment {
+        Some(Ensured::Current(_) | Ensured::Applied(_)) => {
+            Some(ensure(&ctx, &stores.services, &parent, &children.service).await?)
+        }
+        _ => None,
+    };
+    let states = [
+        child("ConfigMap", children.config_map.name_any(), Some(&config_map)),
+        child("Deployment", children.deployment.name_any(), deployment.as_ref()),
+        child("Service", children.service.name_any(), service.as_ref()),
+    ];
+    let notice = match report::report("Envoy", &states) {
+        Report::Clash { kind, name, blocker, notice } => {
+            let status = status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now);
+            publish(&ctx, envoy.as_ref(), notice).await;
+            write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await?;
+            return Err(Error::NameClash { kind, name, owner_kind: "Envoy", owner: parent.name });
+        }
+        Report::InPlace { notice } => notice,
+    };
+
+    let mut pruned = prune(&ctx, &stores.config_maps, &parent, &children.config_map.name_any()).await?;
+    pruned.extend(prune(&ctx, &stores.envoy_deployments, &parent, &children.deployment.name_any()).await?);
+    pruned.extend(prune(&ctx, &stores.services, &parent, &children.service.name_any()).await?);
+    for notice in pruned {
+        publish(&ctx, envoy.as_ref(), notice).await;
+    }
+
+    // The hash the fleet's pod template really carries (the one just applied, or the cached one).
+    let fleet = deployment.as_ref().and_then(Ensured::object);
+    let applied_hash = fleet.and_then(|deployment| envoy::config_hash_of(deployment));
+    let status =
+        status::envoy_status(&defaulted, selector, fleet.map(AsRef::as_ref), applied_hash, None, &now);
+    write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await?;
+    if let Some(notice) = notice {
+        publish(&ctx, envoy.as_ref(), notice).await;
+    }
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// The key of an object in the backoff map.
+pub fn backoff_key<K: Resource<DynamicType = ()>>(object: &K) -> ObjectKey {
+    ObjectRef::from_obj(object).erase()
+}
+
+/// What to do after a failed reconcile: retry with per-object exponential backoff.
+pub fn error_policy<K: Resource<DynamicType = ()>>(
+    object: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let key = backoff_key(object.as_ref());
+    let delay = ctx.backoff.failed(&key);
+    warn!(%error, error_kind = error.metric_label(), object = %key, retry_in_s = delay.as_secs(), "reconcile failed");
+    Action::requeue(delay)
+}

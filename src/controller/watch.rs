@@ -1,0 +1,143 @@
+//! Wiring of the reconcilers into kube-runtime `Controller`s: one for Foos, one for Envoys,
+//! each fed by a reflector of its parents and label-selected reflectors of its children
+//! (whose caches the reconcilers read). Everything cached is stripped of `managedFields`
+//! first. Both stop gracefully, finishing running reconciles, when `shutdown` completes.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+
+use envoy_operator_core::api::{Envoy, Foo};
+use envoy_operator_core::children::apply::strip_metadata;
+use envoy_operator_core::children::labels;
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tracing::{debug, info, warn};
+
+use super::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
+use super::{Context, Result, Settings, Stores};
+
+/// What `envoy-operator controller` is asked to do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// Watch only this namespace; all namespaces when `None`.
+    pub namespace: Option<String>,
+    /// Reconciles running at once per kind; 0 means unbounded.
+    pub concurrency: u16,
+    pub settings: Settings,
+}
+
+/// An `Api` over one namespace, or all of them.
+pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A watch of `K` (with backoff on errors) that keeps a copy of every object, stripped of what
+/// nobody reads, in a cache: the one reflector pipeline of the operator. The stream must be
+/// polled for the cache to fill.
+pub fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|object: &mut K| strip_metadata(object.meta_mut()))
+        .reflect(writer);
+    (reader, stream)
+}
+
+/// Runs both controllers until `shutdown` completes and their running reconciles finish.
+/// `context` hooks let the `run` command embed this (metrics, backoff policy); pass
+/// `|context| context` for the defaults.
+pub async fn run(
+    client: Client,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    context: impl FnOnce(Context) -> Context,
+) -> Result<()> {
+    let namespace = config.namespace.as_deref();
+    let shutdown = shutdown.boxed().shared();
+    let foo_children = watcher::Config::default().labels_from(&labels::foo_children_selector());
+    let envoy_children = watcher::Config::default().labels_from(&labels::envoy_children_selector());
+
+    let (foo_deployments, foo_deployment_events) =
+        reflect(api::<Deployment>(&client, namespace), foo_children);
+    let (envoy_deployments, envoy_deployment_events) =
+        reflect(api::<Deployment>(&client, namespace), envoy_children.clone());
+    let (config_maps, config_map_events) =
+        reflect(api::<ConfigMap>(&client, namespace), envoy_children.clone());
+    let (services, service_events) = reflect(api::<Service>(&client, namespace), envoy_children);
+
+    let stores = Stores::new(foo_deployments, envoy_deployments, config_maps, services);
+    let ctx = Arc::new(context(Context::new(client.clone(), config.settings.clone(), stores)));
+    let (foos, foo_events) = reflect(api::<Foo>(&client, namespace), watcher::Config::default());
+    let (envoys, envoy_events) = reflect(api::<Envoy>(&client, namespace), watcher::Config::default());
+    let controller_config = controller::Config::default().concurrency(config.concurrency);
+    info!(namespace = namespace.unwrap_or("<all>"), concurrency = config.concurrency, "starting controllers");
+
+    let foo_controller =
+        Controller::for_stream(forgetting_deleted(foo_events, ctx.clone()).applied_objects(), foos)
+            .owns_stream(foo_deployment_events.touched_objects())
+            .with_config(controller_config.clone())
+            .graceful_shutdown_on(shutdown.clone())
+            .run(reconcile_foo, error_policy, ctx.clone())
+            .for_each(|result| async move { log_result("Foo", result) });
+    let envoy_controller =
+        Controller::for_stream(forgetting_deleted(envoy_events, ctx.clone()).applied_objects(), envoys)
+            .owns_stream(config_map_events.touched_objects())
+            .owns_stream(envoy_deployment_events.touched_objects())
+            .owns_stream(service_events.touched_objects())
+            .with_config(controller_config)
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile_envoy, error_policy, ctx)
+            .for_each(|result| async move { log_result("Envoy", result) });
+    tokio::join!(foo_controller, envoy_controller);
+    info!("controllers stopped");
+    Ok(())
+}
+
+/// Parent events that also drop a deleted parent's backoff record, so the record never
+/// outlives the object.
+fn forgetting_deleted<K: Resource<DynamicType = ()>>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    ctx: Arc<Context>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
+    events.inspect(move |event| {
+        if let Ok(watcher::Event::Delete(object)) = event {
+            ctx.backoff.forget(&backoff_key(object));
+        }
+    })
+}
+
+fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
+    kind: &'static str,
+    result: Result<(reflector::ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
+) {
+    match result {
+        Ok((object, action)) => debug!(kind, object = %object, ?action, "reconciled"),
+        // Failed reconciles are logged by the error policy, with their backoff.
+        Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(controller::Error::QueueError(error)) => {
+            warn!(kind, %error, "watch failed; retrying with backoff")
+        }
+        Err(error) => debug!(kind, %error, "controller event"),
+    }
+}
