@@ -21,7 +21,10 @@ fn main() -> ExitCode {
         Command::WebhookConfig(args) => cli::generate::webhook_config(args),
     };
     result.unwrap_or_else(|error| {
-        eprintln!("error: {error}");
+        // A reader that went away (`… | head`) needs no message.
+        if !matches!(error.downcast_ref(), Some(cli::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe) {
+            eprintln!("error: {error}");
+        }
         ExitCode::FAILURE
     })
 }

@@ -118,7 +118,6 @@ impl Pipeline {
             let name = source.name();
             let text = source.read()?;
             for document in parse_documents(&text) {
-                documents += 1;
                 let origin = format!("{name} (document {}, line {})", document.index, document.line);
                 let objects = match document.content {
                     Ok(object) => expand_list(object, &origin),
@@ -127,13 +126,13 @@ impl Pipeline {
                         vec![(origin, Err(Outcome::Unreadable { message }))]
                     }
                 };
-                let mut failed = false;
+                // Each item of a List counts as a document of its own.
                 for (origin, object) in objects {
                     let outcome = object.map_or_else(|outcome| outcome, &mut process);
-                    failed |= outcome.is_failure();
+                    documents += 1;
+                    failures += usize::from(outcome.is_failure());
                     report(&mut out, &mut err, &origin, outcome)?;
                 }
-                failures += usize::from(failed);
             }
         }
         out.finish()?;
