@@ -115,8 +115,9 @@ fn one_bad_document_does_not_hide_the_others() {
     assert_eq!(documents[0]["spec"]["replicas"], 1);
     assert_eq!(documents[1]["data"]["a"], "b", "other kinds pass through unchanged");
     assert!(
-        stderr
-            .contains("(document 2, line 6): The Foo \"bad\" is invalid: spec.replicas: Invalid value: [1]"),
+        stderr.contains(
+            "(document 2, line 6): The Foo \"bad\" is invalid: spec.replicas: Invalid value: \"array\": spec.replicas in body must be of type integer: \"array\""
+        ),
         "{stderr}"
     );
     assert!(
@@ -148,14 +149,9 @@ fn broken_input_is_named_and_never_panics() {
         ("metadata: {name: x}\n", "`apiVersion` and `kind` must both be set"),
         (
             "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: e}\nspec: {replicas: many}\n",
-            "spec.replicas: Invalid value: \"many\"",
+            "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"",
         ),
         ("{\"apiVersion\": \"example.com/v1\", \"kind\": \"Envoy\"", "not valid YAML or JSON"),
-        // Like the CRD (and the API server's message): a Foo needs a spec, if only `{}`.
-        (
-            "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: x}\n",
-            "The Foo \"x\" is invalid: spec: Required value",
-        ),
         ("apiVersion: samplecontroller.k8s.io/v1beta1\nkind: Foo\nmetadata: {name: x}\n", ""),
     ];
     for (manifest, expected) in cases {
@@ -165,13 +161,79 @@ fn broken_input_is_named_and_never_panics() {
     }
     let (ok, _, stderr) =
         check_stdin("apiVersion: samplecontroller.k8s.io/v1beta1\nkind: Foo\nmetadata: {name: x}\n");
-    assert!(ok, "an unknown version passes through: {stderr}");
+    assert!(!ok, "kubectl apply would refuse a version the API server does not serve: {stderr}");
     assert!(
         stderr.contains(
-            "Foo is served as samplecontroller.k8s.io/v1alpha1, not samplecontroller.k8s.io/v1beta1"
+            "error: - (document 1, line 1): Foo is served as samplecontroller.k8s.io/v1alpha1, not samplecontroller.k8s.io/v1beta1"
         ),
         "{stderr}"
     );
+    let (ok, _, stderr) =
+        check_stdin("apiVersion: samplecontroller.k8s.io/v1\nkind: foo\nmetadata: {name: x}\n");
+    assert!(!ok);
+    assert!(stderr.contains("did you mean Foo (samplecontroller.k8s.io/v1alpha1)"), "{stderr}");
+}
+
+#[test]
+fn a_foo_without_spec_is_defaulted_like_an_empty_one() {
+    let (ok, documents, stderr) =
+        check_stdin("apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: x}\n");
+    assert!(ok, "{stderr}");
+    assert_eq!(documents[0]["spec"], serde_json::json!({"deploymentName": "x", "replicas": 1}));
+}
+
+#[test]
+fn every_error_of_an_object_is_reported_in_the_api_servers_words() {
+    let (ok, _, stderr) = check_stdin(
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: e}\nspec: {replicas: three, serviceType: Ingress, image: 'Bad Image'}\n",
+    );
+    assert!(!ok);
+    for expected in [
+        "* spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"",
+        "* spec.serviceType: Unsupported value: \"Ingress\": supported values: \"ClusterIP\", \"NodePort\", \"LoadBalancer\"",
+        "* spec.image: Invalid value: \"Bad Image\"",
+    ] {
+        assert!(stderr.contains(expected), "expected {expected:?} in {stderr}");
+    }
+    assert!(!stderr.contains("invalid type"), "no Rust wording: {stderr}");
+}
+
+#[test]
+fn lists_are_checked_item_by_item() {
+    let list = "apiVersion: v1\nkind: List\nitems:\n\
+                - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, metadata: {name: big}, spec: {replicas: 5000}}\n\
+                - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, metadata: {name: ok}, spec: {}}\n";
+    let (ok, documents, stderr) = check_stdin(list);
+    assert!(!ok, "a List holding an invalid Foo fails: {stderr}");
+    assert!(
+        stderr.contains(
+            "(document 1, line 1) items[0]: The Foo \"big\" is invalid: spec.replicas: Invalid value: 5000"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(documents.len(), 1, "the valid item is printed, defaulted");
+    assert_eq!(documents[0]["spec"]["replicas"], 1);
+}
+
+#[test]
+fn names_too_long_for_a_label_value_are_refused() {
+    let name = "n".repeat(64);
+    let (ok, _, stderr) = check_stdin(&format!(
+        "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {{name: {name}}}\nspec: {{}}\n"
+    ));
+    assert!(!ok);
+    assert!(stderr.contains("metadata.name: Invalid value:"), "{stderr}");
+    assert!(stderr.contains("must be no more than 63 characters"), "{stderr}");
+}
+
+#[test]
+fn yaml_errors_point_at_the_files_own_lines() {
+    let (ok, _, stderr) = check_stdin(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: b}\nspec:\n  replicas: 1\n  replicas: 2\n",
+    );
+    assert!(!ok);
+    assert!(stderr.contains("mapping key \"replicas\" already defined"), "{stderr}");
+    assert!(stderr.contains("10 |   replicas: 2"), "the snippet shows the file's line 10: {stderr}");
 }
 
 #[test]
@@ -192,7 +254,11 @@ fn huge_and_missing_files_are_refused_clearly() {
     let output = envoy_operator(&["check", "-f", huge.to_str().expect("utf-8 path")], None);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("over the 16777216-byte limit for one input"), "{stderr}");
+    let size = std::fs::metadata(&huge).expect("the huge file").len();
+    assert!(
+        stderr.contains(&format!("is {size} bytes, over the 16777216-byte limit for one input")),
+        "{stderr}"
+    );
 
     let output = envoy_operator(&["check", "-f", "does/not/exist.yaml"], None);
     assert!(!output.status.success());

@@ -58,3 +58,19 @@ fn an_invalid_foo_on_stdin_is_reported_and_fails() {
     assert!(stderr.contains("The Foo \"bad\" is invalid: spec.replicas"), "{stderr}");
     assert!(output.stdout.is_empty());
 }
+
+#[test]
+fn lists_and_unserved_versions_fail_like_kubectl_would() {
+    let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, metadata: {name: big}, spec: {replicas: 5000}}\n";
+    let output = render(&["-f", "-"], list);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("items[0]: The Foo \"big\" is invalid: spec.replicas"), "{stderr}");
+
+    let unserved = "apiVersion: samplecontroller.k8s.io/v1\nkind: Foo\nmetadata: {name: x}\nspec: {}\n";
+    let output = render(&["-f", "-"], unserved);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("Foo is served as samplecontroller.k8s.io/v1alpha1")
+    );
+}

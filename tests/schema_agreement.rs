@@ -21,7 +21,10 @@ use Verdict::{Accept, Reject};
 struct Case {
     name: &'static str,
     kind: AdmittedKind,
+    /// The object's spec; `null` leaves `spec` out.
     spec: Value,
+    /// The object's name, when not the kind's usual one.
+    object_name: Option<String>,
     old_spec: Option<Value>,
     /// The rule engine's verdict, and for rejections the path of the first field error.
     rules: (Verdict, &'static str),
@@ -35,7 +38,14 @@ fn case(
     rules: (Verdict, &'static str),
     schema: Verdict,
 ) -> Case {
-    Case { name, kind, spec, old_spec: None, rules, schema }
+    Case { name, kind, spec, object_name: None, old_spec: None, rules, schema }
+}
+
+impl Case {
+    fn named(mut self, object_name: String) -> Self {
+        self.object_name = Some(object_name);
+        self
+    }
 }
 
 fn update(
@@ -46,7 +56,7 @@ fn update(
     rules: (Verdict, &'static str),
     schema: Verdict,
 ) -> Case {
-    Case { name, kind, spec, old_spec: Some(old_spec), rules, schema }
+    Case { name, kind, spec, object_name: None, old_spec: Some(old_spec), rules, schema }
 }
 
 const OK: (Verdict, &str) = (Accept, "");
@@ -71,6 +81,10 @@ fn cases() -> Vec<Case> {
     vec![
         case("foo seed", Foo, json!({"deploymentName": "example-foo", "replicas": 1}), OK, Accept),
         case("foo empty spec is defaulted", Foo, json!({}), OK, Accept),
+        case("foo without a spec is defaulted", Foo, Value::Null, OK, Accept),
+        case("foo 63-character name", Foo, json!({}), OK, Accept).named("f".repeat(63)),
+        case("foo 64-character name", Foo, json!({}), (Reject, "metadata.name"), Reject)
+            .named("f".repeat(64)),
         case("foo zero replicas", Foo, json!({"replicas": 0}), OK, Accept),
         case("foo max replicas", Foo, json!({"replicas": 1000}), OK, Accept),
         case("foo negative replicas", Foo, json!({"replicas": -1}), (Reject, "spec.replicas"), Reject),
@@ -122,6 +136,16 @@ fn cases() -> Vec<Case> {
         ),
         case("envoy seed", Envoy, seed_envoy_spec(), OK, Accept),
         case("envoy empty spec is defaulted", Envoy, json!({}), OK, Accept),
+        case("envoy without a spec is defaulted", Envoy, Value::Null, OK, Accept),
+        case("envoy 64-character name", Envoy, seed_envoy_spec(), (Reject, "metadata.name"), Reject)
+            .named("e".repeat(64)),
+        case(
+            "envoy resource claims",
+            Envoy,
+            envoy_with(json!({"resources": {"claims": [{"name": "gpu"}]}})),
+            (Reject, "spec.resources.claims"),
+            Reject,
+        ),
         case("envoy ipv4 xds host", Envoy, envoy_with(json!({"xds": {"host": "10.0.0.7"}})), OK, Accept),
         case("envoy ipv6 xds host", Envoy, envoy_with(json!({"xds": {"host": "fd00::7"}})), OK, Accept),
         case(
@@ -360,9 +384,17 @@ fn cases() -> Vec<Case> {
 }
 
 fn object(kind: AdmittedKind, spec: &Value) -> Value {
-    let name = if kind == AdmittedKind::Foo { "example-foo" } else { "edge-envoy" };
-    json!({"apiVersion": kind.api_version(), "kind": kind.kind(),
-           "metadata": {"name": name, "namespace": "shop"}, "spec": spec})
+    named_object(kind, spec, None)
+}
+
+fn named_object(kind: AdmittedKind, spec: &Value, name: Option<&str>) -> Value {
+    let usual = if kind == AdmittedKind::Foo { "example-foo" } else { "edge-envoy" };
+    let mut object = json!({"apiVersion": kind.api_version(), "kind": kind.kind(),
+           "metadata": {"name": name.unwrap_or(usual), "namespace": "shop"}, "spec": spec});
+    if spec.is_null() {
+        object.as_object_mut().expect("an object").remove("spec");
+    }
+    object
 }
 
 /// The generated `openAPIV3Schema` of a kind.
@@ -428,7 +460,7 @@ fn rule_engine_and_schema_agree() {
     let mut failures = Vec::new();
     for case in cases() {
         let schema = schema_of(case.kind);
-        let object = object(case.kind, &case.spec);
+        let object = named_object(case.kind, &case.spec, case.object_name.as_deref());
         let old = case.old_spec.as_ref().map(|spec| object_for_old(case.kind, spec));
 
         let admission = case.kind.admit(&object, old.as_ref());

@@ -44,7 +44,14 @@ impl Source {
 
     fn read(self) -> Result<String> {
         match self {
-            Self::File { path, file } => read_limited(&path, file),
+            Self::File { path, file } => {
+                let size =
+                    file.metadata().map_err(|source| Error::Read { path: path.clone(), source })?.len();
+                if size > MAX_INPUT_BYTES {
+                    return Err(Error::InputTooLarge { path, size, limit: MAX_INPUT_BYTES });
+                }
+                read_limited(&path, file)
+            }
             Self::Stdin => read_limited(Path::new(STDIN), std::io::stdin().lock()),
         }
     }
@@ -91,11 +98,8 @@ fn read_limited(path: &Path, reader: impl Read) -> Result<String> {
         .read_to_end(&mut bytes)
         .map_err(|source| Error::Read { path: path.to_owned(), source })?;
     if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(Error::InputTooLarge {
-            path: path.to_owned(),
-            size: bytes.len() as u64,
-            limit: MAX_INPUT_BYTES,
-        });
+        // A stream (or a file that grew while read): its size is not known, only that it is over.
+        return Err(Error::StreamTooLarge { path: path.to_owned(), limit: MAX_INPUT_BYTES });
     }
     String::from_utf8(bytes).map_err(|e| Error::Read {
         path: path.to_owned(),

@@ -14,6 +14,9 @@ pub enum Error {
     #[error("{path} is {size} bytes, over the {limit}-byte limit for one input")]
     InputTooLarge { path: PathBuf, size: u64, limit: u64 },
 
+    #[error("{path} holds more than the {limit}-byte limit for one input")]
+    StreamTooLarge { path: PathBuf, limit: u64 },
+
     #[error(transparent)]
     Yaml(#[from] envoy_operator_core::manifest::YamlError),
 

@@ -3,7 +3,7 @@
 //! dry-run request is answered exactly like any other.
 
 use envoy_operator_core::admission::AdmittedKind;
-use envoy_operator_core::rules::{FieldError, FieldErrors};
+use envoy_operator_core::rules::FieldErrors;
 use serde_json::Value;
 
 use super::review::{AdmissionRequest, AdmissionResponse, Operation, ReviewError, parse_request};
@@ -33,7 +33,7 @@ pub fn mutate(request: &AdmissionRequest) -> AdmissionResponse {
     };
     match kind.default_patch(object) {
         Ok(patch) => AdmissionResponse::allow_with_patch(uid, &patch),
-        Err(error) => unreadable(request, kind, *error),
+        Err(errors) => unreadable(request, kind, &errors),
     }
 }
 
@@ -63,7 +63,7 @@ pub fn validate(request: &AdmissionRequest) -> AdmissionResponse {
         Ok(Err(errors)) => {
             AdmissionResponse::invalid(uid, &kind.group(), &kind.kind(), &request.display_name(), &errors)
         }
-        Err(error) => unreadable(request, kind, *error),
+        Err(errors) => unreadable(request, kind, &errors),
     }
 }
 
@@ -102,9 +102,9 @@ fn object_to_admit(request: &AdmissionRequest) -> Option<&Value> {
 }
 
 /// The 400 answer for an object that cannot be read as `kind` at all (a field of the wrong
-/// type), naming the field the way `kubectl` shows API errors.
-fn unreadable(request: &AdmissionRequest, kind: AdmittedKind, error: FieldError) -> AdmissionResponse {
-    let message = FieldErrors::from(vec![error]).message(&kind.kind(), &request.display_name());
+/// type or value set), listing every error the way `kubectl` shows API errors.
+fn unreadable(request: &AdmissionRequest, kind: AdmittedKind, errors: &FieldErrors) -> AdmissionResponse {
+    let message = errors.message(&kind.kind(), &request.display_name());
     AdmissionResponse::bad_request(&request.uid, message)
 }
 

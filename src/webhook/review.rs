@@ -304,6 +304,7 @@ fn cause_reason(kind: FieldErrorKind) -> &'static str {
     match kind {
         FieldErrorKind::Required => "FieldValueRequired",
         FieldErrorKind::Invalid => "FieldValueInvalid",
+        FieldErrorKind::NotSupported => "FieldValueNotSupported",
         FieldErrorKind::Duplicate => "FieldValueDuplicate",
         FieldErrorKind::Forbidden => "FieldValueForbidden",
     }

@@ -1,7 +1,9 @@
 //! Admission of raw objects: the rule engine applied to the JSON the API server (or a file)
-//! holds. Defaults become a JSON Patch computed against the raw object, so fields this build
-//! does not know are never dropped; validation yields warnings or field errors. The webhook
-//! server and the `check` command both call [`admit`].
+//! holds. The object is first checked against the CRD's schema ([`structural`]), so a field of
+//! the wrong type is reported in the API server's words next to every other error; defaults
+//! become a JSON Patch computed against the raw object, so fields this build does not know are
+//! never dropped; validation yields warnings or field errors. The webhook server and the
+//! `check` command both call [`admit`].
 
 use std::borrow::Cow;
 
@@ -14,6 +16,7 @@ use serde_json::Value;
 
 use crate::api::{Envoy, Foo};
 use crate::rules::{Defaulted, FieldError, FieldErrors, Rules, Warnings, defaulted};
+use crate::structural::{self, Structure};
 
 /// The kinds this operator admits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,6 +36,29 @@ impl AdmittedKind {
     /// The kind for a manifest's `apiVersion` and `kind`, which must match the served version.
     pub fn from_type_meta(api_version: &str, kind: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.api_version() == api_version && k.kind() == kind)
+    }
+
+    /// What a manifest's `apiVersion` and `kind` name: one of these kinds (`Ok(Some)`), something
+    /// else (`Ok(None)`), or one of these kinds at a version or spelling the API server does not
+    /// serve (`Err`, saying what it does serve), which `kubectl apply` would refuse.
+    pub fn resolve(api_version: &str, kind: &str) -> Result<Option<Self>, String> {
+        if let Some(served) = Self::from_type_meta(api_version, kind) {
+            return Ok(Some(served));
+        }
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        let ours = Self::ALL.into_iter().find(|k| k.kind().eq_ignore_ascii_case(kind) && k.group() == group);
+        match ours {
+            Some(ours) if ours.kind() == kind => Err(format!(
+                "{kind} is served as {}, not {api_version} (the API server has no such version)",
+                ours.api_version()
+            )),
+            Some(ours) => Err(format!(
+                "no kind {kind:?} in {group}: kinds are case-sensitive; did you mean {} ({})?",
+                ours.kind(),
+                ours.api_version()
+            )),
+            None => Ok(None),
+        }
     }
 
     pub fn group(self) -> Cow<'static, str> {
@@ -83,7 +109,7 @@ impl AdmittedKind {
     }
 
     /// The defaults part of [`admit`](Self::admit) alone; see [`default_patch`].
-    pub fn default_patch(self, object: &Value) -> Result<Patch, Box<FieldError>> {
+    pub fn default_patch(self, object: &Value) -> Result<Patch, FieldErrors> {
         match self {
             Self::Foo => default_patch::<Foo>(object),
             Self::Envoy => default_patch::<Envoy>(object),
@@ -95,7 +121,7 @@ impl AdmittedKind {
         self,
         object: &Value,
         old_object: Option<&Value>,
-    ) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>> {
+    ) -> Result<Result<Warnings, FieldErrors>, FieldErrors> {
         match self {
             Self::Foo => validate::<Foo>(object, old_object),
             Self::Envoy => validate::<Envoy>(object, old_object),
@@ -103,15 +129,32 @@ impl AdmittedKind {
     }
 }
 
+/// A kind the operator admits: the rule engine's kinds, with their place in [`AdmittedKind`].
+pub trait Admitted: Rules + Serialize + DeserializeOwned {
+    const KIND: AdmittedKind;
+}
+
+impl Admitted for Foo {
+    const KIND: AdmittedKind = AdmittedKind::Foo;
+}
+
+impl Admitted for Envoy {
+    const KIND: AdmittedKind = AdmittedKind::Envoy;
+}
+
 /// What admission made of one object.
 #[derive(Debug, Clone)]
 pub struct Admission {
-    /// Operations that add the defaults to the raw object; empty when it is already defaulted.
+    /// Operations that add the defaults to the raw object; empty when it is already defaulted
+    /// or cannot be read.
     pub patch: Patch,
     /// The raw object with the patch applied.
     pub defaulted: Value,
     /// Warnings when the defaulted object is valid, every field error when it is not.
     pub verdict: Result<Warnings, FieldErrors>,
+    /// Whether the object could be read as its kind: false when a field has the wrong type,
+    /// an unsupported value or is missing (the verdict lists those with every other error).
+    pub readable: bool,
 }
 
 impl Admission {
@@ -120,52 +163,90 @@ impl Admission {
     }
 }
 
-/// Defaults then validates a raw object of kind `K`; `old_object` is the stored object on update.
-pub fn admit<K>(object: &Value, old_object: Option<&Value>) -> Admission
-where
-    K: Rules + Serialize + DeserializeOwned,
-{
-    let typed = match parse_defaulted::<K>(object) {
-        Ok(typed) => typed,
+/// An object read as `K` through structural validation: the typed, defaulted object, or
+/// every error when it cannot be read (structural errors first, then the rules' own).
+struct Read<K: Rules> {
+    typed: Defaulted<K>,
+    structure: Structure,
+}
+
+fn read<K: Admitted>(object: &Value) -> Result<Read<K>, FieldErrors> {
+    let structure = structural::check(K::KIND, object);
+    match parse::<K>(&structure.cleaned) {
+        Ok(typed) => Ok(Read { typed: defaulted(typed), structure }),
         Err(error) => {
-            return Admission {
-                patch: Patch(Vec::new()),
-                defaulted: object.clone(),
-                verdict: Err(vec![*error].into()),
-            };
+            let mut errors = structure.errors;
+            errors.push(*error);
+            Err(FieldErrors(errors))
         }
+    }
+}
+
+impl<K: Rules> Read<K> {
+    fn readable(&self) -> bool {
+        self.structure.errors.is_empty()
+    }
+
+    /// The rules' verdict, with the structural errors in front.
+    fn verdict(&self, old: Option<&K>) -> Result<Warnings, FieldErrors> {
+        match self.typed.validate(old) {
+            Ok(warnings) if self.readable() => Ok(warnings),
+            Ok(_) => Err(self.structure.merge(FieldErrors::default())),
+            Err(errors) => Err(self.structure.merge(errors)),
+        }
+    }
+}
+
+/// Defaults then validates a raw object of kind `K`; `old_object` is the stored object on update.
+pub fn admit<K: Admitted>(object: &Value, old_object: Option<&Value>) -> Admission {
+    let unread =
+        |verdict| Admission { patch: Patch(Vec::new()), defaulted: object.clone(), verdict, readable: false };
+    let read = match read::<K>(object) {
+        Ok(read) => read,
+        Err(errors) => return unread(Err(errors)),
     };
-    let (patch, defaulted) = defaults_of(object, &*typed);
-    let verdict = verdict_of(&typed, old_object);
-    Admission { patch, defaulted, verdict }
+    let verdict = read.verdict(old_typed::<K>(old_object).as_deref());
+    if !read.readable() {
+        return unread(verdict);
+    }
+    let (patch, defaulted) = defaults_of(object, &*read.typed);
+    Admission { patch, defaulted, verdict, readable: true }
 }
 
 /// Only the defaults of [`admit`], as a patch: for callers that validate elsewhere (the
-/// mutating webhook). `Err` when the object does not deserialize as `K`.
-pub fn default_patch<K>(object: &Value) -> Result<Patch, Box<FieldError>>
-where
-    K: Rules + Serialize + DeserializeOwned,
-{
-    let typed = parse_defaulted::<K>(object)?;
-    Ok(defaults_patch(object, &*typed))
+/// mutating webhook). `Err` with every error when the object cannot be read as `K`.
+pub fn default_patch<K: Admitted>(object: &Value) -> Result<Patch, FieldErrors> {
+    let read = read::<K>(object)?;
+    if !read.readable() {
+        return Err(read.verdict(None).err().unwrap_or_default());
+    }
+    Ok(defaults_patch(object, &*read.typed))
 }
 
 /// Only the verdict of [`admit`], without computing the patch: for callers that do not
-/// need it (the validating webhook). The outer `Err` is an object that does not deserialize
-/// as `K`; the inner result is the verdict on the defaulted object.
-pub fn validate<K>(
+/// need it (the validating webhook). The outer `Err` is an object that cannot be read as `K`,
+/// with every error; the inner result is the verdict on the defaulted object.
+pub fn validate<K: Admitted>(
     object: &Value,
     old_object: Option<&Value>,
-) -> Result<Result<Warnings, FieldErrors>, Box<FieldError>>
-where
-    K: Rules + Serialize + DeserializeOwned,
-{
-    let typed = parse_defaulted::<K>(object)?;
-    Ok(verdict_of(&typed, old_object))
+) -> Result<Result<Warnings, FieldErrors>, FieldErrors> {
+    let read = read::<K>(object)?;
+    let verdict = read.verdict(old_typed::<K>(old_object).as_deref());
+    if read.readable() { Ok(verdict) } else { Err(verdict.err().unwrap_or_default()) }
 }
 
-fn parse_defaulted<K: Rules + DeserializeOwned>(object: &Value) -> Result<Defaulted<K>, Box<FieldError>> {
-    Ok(defaulted(parse::<K>(object)?))
+/// A defaulted, valid object of kind `K` with its warnings, or every error: what `render`
+/// builds children from.
+pub fn defaulted_valid<K: Admitted>(object: &Value) -> Result<(Defaulted<K>, Warnings), FieldErrors> {
+    let read = read::<K>(object)?;
+    let warnings = read.verdict(None)?;
+    Ok((read.typed, warnings))
+}
+
+/// The stored object on update, defaulted. One that no longer reads (e.g. written before a
+/// schema change) is validated as if created: the update rules need a readable old object.
+fn old_typed<K: Admitted>(old_object: Option<&Value>) -> Option<Defaulted<K>> {
+    read::<K>(old_object?).ok().filter(Read::readable).map(|read| read.typed)
 }
 
 /// The patch adding `typed`'s defaults to the raw `object`, and the patched object.
@@ -188,16 +269,6 @@ fn defaults_patch<K: Serialize>(object: &Value, typed: &K) -> Patch {
         absent_ops(object, &with_defaults, &mut PointerBuf::root(), &mut operations);
     }
     Patch(operations)
-}
-
-fn verdict_of<K: Rules + DeserializeOwned>(
-    typed: &Defaulted<K>,
-    old_object: Option<&Value>,
-) -> Result<Warnings, FieldErrors> {
-    // A stored object that no longer parses (e.g. written before a schema change) is
-    // validated as if created: the update rules need a parsed old object.
-    let old = old_object.and_then(|old| parse_defaulted::<K>(old).ok());
-    typed.validate(old.as_deref())
 }
 
 /// Parses a raw object, turning a type mismatch into a field error at its path.
@@ -358,8 +429,54 @@ mod tests {
         let errors = admission.verdict.unwrap_err();
         assert_eq!(errors.0.len(), 1);
         assert_eq!(errors.0[0].path, "spec.replicas");
-        assert_eq!(errors.0[0].value, Some(json!("three")));
+        // As the API server says it: the value's type, not the value.
+        assert_eq!(errors.0[0].value, Some(json!("string")));
         assert!(admission.patch.0.is_empty());
+        assert!(!admission.readable);
+    }
+
+    #[test]
+    fn a_type_error_does_not_hide_the_other_errors() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
+            "metadata": {"name": "x"}, "spec": {"replicas": "three", "deploymentName": "Bad_Name"}});
+        let errors = admit::<Foo>(&object, None).verdict.unwrap_err();
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["spec.replicas", "spec.deploymentName"]);
+        let envoy = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "x"},
+            "spec": {"serviceType": "Headless", "replicas": -1}});
+        let errors = AdmittedKind::Envoy.validate(&envoy, None).unwrap_err();
+        assert_eq!(
+            errors.to_string(),
+            "spec.serviceType: Unsupported value: \"Headless\": supported values: \"ClusterIP\", \"NodePort\", \"LoadBalancer\", spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+        );
+    }
+
+    #[test]
+    fn a_missing_spec_is_defaulted_like_an_empty_one() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"}});
+        let admission = admit::<Foo>(&object, None);
+        assert_eq!(admission.verdict, Ok(vec![]));
+        assert_eq!(admission.defaulted["spec"], json!({"deploymentName": "x", "replicas": 1}));
+        assert_eq!(
+            serde_json::to_value(&admission.patch).unwrap(),
+            json!([{"op": "add", "path": "/spec", "value": {"deploymentName": "x", "replicas": 1}}])
+        );
+    }
+
+    #[test]
+    fn known_kinds_at_unserved_versions_are_errors() {
+        assert_eq!(AdmittedKind::resolve("example.com/v1", "Envoy"), Ok(Some(AdmittedKind::Envoy)));
+        assert_eq!(AdmittedKind::resolve("v1", "ConfigMap"), Ok(None));
+        assert_eq!(AdmittedKind::resolve("widgets.io/v1", "Foo"), Ok(None), "another group's Foo");
+        let error = AdmittedKind::resolve("samplecontroller.k8s.io/v1", "Foo").unwrap_err();
+        assert!(
+            error.starts_with(
+                "Foo is served as samplecontroller.k8s.io/v1alpha1, not samplecontroller.k8s.io/v1"
+            ),
+            "{error}"
+        );
+        let error = AdmittedKind::resolve("samplecontroller.k8s.io/v1alpha1", "foo").unwrap_err();
+        assert!(error.contains("did you mean Foo (samplecontroller.k8s.io/v1alpha1)"), "{error}");
     }
 
     #[test]
@@ -398,7 +515,7 @@ mod tests {
                 }
                 (Err(error), Err(same)) => {
                     assert_eq!(error, same);
-                    assert_eq!(admission.verdict, Err(vec![*error].into()));
+                    assert_eq!(admission.verdict, Err(error));
                 }
                 other => panic!("the parts disagree: {other:?}"),
             }

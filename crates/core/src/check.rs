@@ -12,17 +12,14 @@ pub fn check_object(object: Value) -> Outcome {
         Ok(type_meta) => type_meta,
         Err(unreadable) => return unreadable,
     };
-    let Some(admitted) = AdmittedKind::from_type_meta(api_version, kind) else {
-        let note = match AdmittedKind::ALL.into_iter().find(|k| k.kind() == kind) {
-            Some(ours) => format!(
-                "{kind} is served as {}, not {api_version}: passed through unchanged",
-                ours.api_version()
-            ),
-            None => {
-                format!("{api_version} {kind} is not a kind envoy-operator admits: passed through unchanged")
-            }
-        };
-        return Outcome::Unchanged { object, note };
+    let admitted = match AdmittedKind::resolve(api_version, kind) {
+        Ok(Some(admitted)) => admitted,
+        Ok(None) => {
+            let note =
+                format!("{api_version} {kind} is not a kind envoy-operator admits: passed through unchanged");
+            return Outcome::Unchanged { object, note };
+        }
+        Err(message) => return Outcome::Rejected { message },
     };
 
     let unknown = admitted.unknown_fields(&object);

@@ -17,4 +17,5 @@ pub mod manifest;
 pub mod names;
 pub mod proxy;
 pub mod rules;
+pub mod structural;
 pub mod webhook_config;

@@ -94,14 +94,55 @@ pub fn parse_documents(text: &str) -> Vec<Document> {
     split_yaml(text)
         .into_iter()
         .enumerate()
-        .filter_map(|(i, (line, source))| {
-            let content = serde_saphyr::from_str::<Value>(&source).map_err(|e| e.to_string());
+        .filter_map(|(i, part)| {
+            let content = serde_saphyr::from_str::<Value>(&part.text)
+                .map_err(|e| yaml_error_message(&e, part.first_line - 1));
             match &content {
                 Ok(Value::Null) => None,
-                _ => Some(Document { index: i + 1, line, content }),
+                _ => Some(Document { index: i + 1, line: part.line, content }),
             }
         })
         .collect()
+}
+
+/// A YAML error as the user should read it: lines and the snippet counted in the whole input
+/// (`preceding_lines` come before the document), and kubectl's words where they differ.
+fn yaml_error_message(error: &serde_saphyr::Error, preceding_lines: usize) -> String {
+    let options = serde_saphyr::render_options! {
+        formatter: &KubernetesWording,
+        line_offset: preceding_lines as u64,
+    };
+    error.render_with_options(options)
+}
+
+/// serde-saphyr's messages, with kubectl's (yaml.v3's) wording for what users meet most.
+struct KubernetesWording;
+
+impl serde_saphyr::MessageFormatter for KubernetesWording {
+    fn format_message<'a>(&self, error: &'a serde_saphyr::Error) -> std::borrow::Cow<'a, str> {
+        use serde_saphyr::Error;
+        use serde_saphyr::budget::BudgetBreach;
+        match error {
+            Error::DuplicateMappingKey { key: Some(key), .. } => {
+                format!("mapping key {key:?} already defined").into()
+            }
+            Error::DuplicateMappingKey { key: None, .. } => "mapping key already defined".into(),
+            Error::Budget { breach, .. } => {
+                let what = match breach {
+                    BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => {
+                        "it expands to too many values (aliases included)"
+                    }
+                    BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => {
+                        "it uses too many aliases"
+                    }
+                    BudgetBreach::Depth { .. } => "it nests too deeply",
+                    _ => "it exceeds the reader's limits",
+                };
+                format!("the document is refused to protect memory: {what}").into()
+            }
+            _ => serde_saphyr::DefaultMessageFormatter.format_message(error),
+        }
+    }
 }
 
 fn parse_json_stream(text: &str) -> Vec<Document> {
@@ -138,36 +179,47 @@ fn parse_json_stream(text: &str) -> Vec<Document> {
 /// Split by hand rather than with the YAML library's multi-document reader, deliberately: a
 /// syntax error there ends the whole stream, and the documents after it, with their
 /// positions, are lost.
-fn split_yaml(text: &str) -> Vec<(usize, String)> {
+fn split_yaml(text: &str) -> Vec<YamlPart> {
     let mut documents = Vec::new();
-    let mut current = String::new();
-    let mut start = 1;
+    let mut current = YamlPart { line: 1, first_line: 1, text: String::new() };
     let mut ended = false;
     let is_blank = |doc: &str| doc.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
     for (i, line) in text.lines().enumerate() {
         let marker_rest =
             line.strip_prefix("---").filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t']));
         if let Some(rest) = marker_rest {
-            if !is_blank(&current) {
-                documents.push((start, std::mem::take(&mut current)));
+            // The part's text starts with what follows the marker on its line.
+            let next = YamlPart {
+                // Content starts on the marker line only when it follows the marker there.
+                line: if rest.trim().is_empty() { i + 2 } else { i + 1 },
+                first_line: i + 1,
+                text: format!("{rest}\n"),
+            };
+            let done = std::mem::replace(&mut current, next);
+            if !is_blank(&done.text) {
+                documents.push(done);
             }
-            current.clear();
-            current.push_str(rest);
-            current.push('\n');
-            // Content starts on the marker line only when it follows the marker there.
-            start = if rest.trim().is_empty() { i + 2 } else { i + 1 };
             ended = false;
         } else if line == "..." {
             ended = true;
         } else if !ended {
-            current.push_str(line);
-            current.push('\n');
+            current.text.push_str(line);
+            current.text.push('\n');
         }
     }
-    if !is_blank(&current) {
-        documents.push((start, current));
+    if !is_blank(&current.text) {
+        documents.push(current);
     }
     documents
+}
+
+/// One YAML document's text and where it stands in its input.
+struct YamlPart {
+    /// 1-based line where the document's content starts (what messages name).
+    line: usize,
+    /// 1-based line of the input that is the text's first line.
+    first_line: usize,
+    text: String,
 }
 
 /// One value as YAML.
@@ -212,6 +264,27 @@ mod tests {
         assert!(docs[1].content.is_err());
         assert_eq!(docs[1].index, 2);
         assert!(docs[2].content.is_ok());
+    }
+
+    #[test]
+    fn yaml_errors_count_lines_in_the_whole_input() {
+        let docs = parse_documents("a: 1\n---\nb: 1\nc: 2\nc: 3\n");
+        let message = docs[1].content.as_ref().unwrap_err();
+        assert!(message.contains("mapping key \"c\" already defined"), "{message}");
+        assert!(message.contains(":5:"), "the file's line 5, not the document's line 3: {message}");
+        assert!(message.contains("5 | c: 3"), "{message}");
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_in_words() {
+        let mut text = format!("a: &a [{}]\n", ["x"; 10].join(","));
+        for i in 1..12 {
+            let previous = if i == 1 { "*a".to_owned() } else { format!("*b{}", i - 1) };
+            text.push_str(&format!("b{i}: &b{i} [{}]\n", vec![previous; 10].join(",")));
+        }
+        let message = parse_documents(&text).remove(0).content.unwrap_err();
+        assert!(message.contains("refused to protect memory"), "{message}");
+        assert!(!message.contains("Nodes {"), "{message}");
     }
 
     #[test]

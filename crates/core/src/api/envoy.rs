@@ -33,6 +33,7 @@ pub const READINESS_PORT: i32 = 9902;
     derive = "Default",
     shortname = "env",
     category = "envoy-operator",
+    validation = Rule::new("self.metadata.name.size() <= 63").message("must be no more than 63 characters: the name is the label value app.kubernetes.io/instance=<name> of the fleet's pods").field_path(".metadata.name"),
     doc = "An Envoy runs a fleet of Envoy proxies configured from an xDS server.",
     scale(
         spec_replicas_path = ".spec.replicas",
@@ -109,8 +110,10 @@ pub struct EnvoySpec {
     pub service_type: Option<ServiceType>,
 
     /// Compute resources of each Envoy container. Defaults to requests of 100m CPU and
-    /// 64Mi memory and a limit of 256Mi memory.
+    /// 64Mi memory and a limit of 256Mi memory. `claims` is not supported: the fleet's pods
+    /// declare no resource claims to refer to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("!has(self.claims)").message("claims are not supported: the fleet's pods declare no resourceClaims").field_path(".claims"))]
     pub resources: Option<ResourceRequirements>,
 }
 

@@ -11,10 +11,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{envoy, foo, status};
-use crate::admission::{AdmittedKind, parse};
+use crate::admission::{Admitted, AdmittedKind, defaulted_valid};
 use crate::api::{Envoy, Foo};
 use crate::manifest::{Outcome, display_name, to_yaml, type_meta};
-use crate::rules::{Defaulted, FieldErrors, Rules, defaulted};
+use crate::rules::{Defaulted, FieldErrors};
 
 /// A parent's children and the status the reconciler aims for once they are rolled out.
 #[derive(Debug, PartialEq)]
@@ -46,7 +46,7 @@ pub fn render_object(object: &Value, nginx_image: &str) -> Outcome {
 /// with the outcome to report.
 pub fn render(object: &Value, nginx_image: &str) -> Result<Children, Outcome> {
     let (api_version, kind) = type_meta(object)?;
-    match AdmittedKind::from_type_meta(api_version, kind) {
+    match AdmittedKind::resolve(api_version, kind).map_err(|message| Outcome::Rejected { message })? {
         Some(AdmittedKind::Foo) => typed::<Foo>(object, |foo| render_foo(foo, nginx_image)),
         Some(AdmittedKind::Envoy) => typed::<Envoy>(object, render_envoy),
         None => Err(Outcome::Skipped { note: format!("{api_version} {kind} has no children to render") }),
@@ -58,13 +58,12 @@ fn typed<K>(
     render: impl FnOnce(&Defaulted<K>) -> Result<Children, String>,
 ) -> Result<Children, Outcome>
 where
-    K: Rules + kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+    K: Admitted + kube::Resource<DynamicType = ()>,
 {
     let rejected = |errors: FieldErrors| Outcome::Rejected {
         message: errors.message(&K::kind(&()), &display_name(object)),
     };
-    let parsed = defaulted(parse::<K>(object).map_err(|error| rejected(vec![*error].into()))?);
-    parsed.validate(None).map_err(rejected)?;
+    let (parsed, _warnings) = defaulted_valid::<K>(object).map_err(rejected)?;
     if parsed.meta().name.is_none() {
         return Err(Outcome::Rejected {
             message: format!(

@@ -3,7 +3,10 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{FieldError, FieldErrors, Rules, Warnings, check_format, check_replicas, format, quantity};
+use super::{
+    FieldError, FieldErrors, Rules, Warnings, check_format, check_name_fits_label, check_replicas, format,
+    quantity,
+};
 use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
 use crate::api::{Envoy, ServicePort, ServiceType};
 use crate::bootstrap::XdsTarget;
@@ -89,8 +92,22 @@ impl Rules for Envoy {
         let mut warnings = Warnings::new();
         let spec = &self.spec;
 
+        let own_name = self.metadata.name.as_deref();
+        check_name_fits_label(&mut errors, own_name, "app.kubernetes.io/instance=<name> of the fleet's pods");
         if let Some(name) = &spec.name {
-            check_format(&mut errors, "spec.name", name, format::dns1123_label(name));
+            let reasons = format::dns1123_label(name);
+            if own_name == Some(name.as_str()) {
+                // The fleet is named after the Envoy: the fix is a name, or `spec.name`.
+                if !reasons.is_empty() && name.len() <= super::MAX_LABEL_VALUE {
+                    errors.push(FieldError::invalid(
+                        "metadata.name",
+                        name.as_str(),
+                        format!("{}: the Deployment and Service are named after the Envoy unless spec.name is set", reasons.join(", ")),
+                    ));
+                }
+            } else {
+                check_format(&mut errors, "spec.name", name, reasons);
+            }
         }
         if let Some(name) = &spec.config_map_name {
             check_format(&mut errors, "spec.configMapName", name, format::dns1123_subdomain(name));
@@ -189,6 +206,12 @@ fn validate_ports(errors: &mut FieldErrors, ports: &[ServicePort]) {
 }
 
 fn validate_resources(errors: &mut FieldErrors, resources: &ResourceRequirements) {
+    if resources.claims.as_ref().is_some_and(|claims| !claims.is_empty()) {
+        errors.push(FieldError::forbidden(
+            "spec.resources.claims",
+            "claims are not supported: the fleet's pods declare no resourceClaims",
+        ));
+    }
     let empty = BTreeMap::new();
     let requests = resources.requests.as_ref().unwrap_or(&empty);
     let limits = resources.limits.as_ref().unwrap_or(&empty);
@@ -339,6 +362,40 @@ mod tests {
             warnings[0].starts_with("spec.configMapName: changing from \"envoy-cfg-1\" to \"envoy-cfg-2\"")
         );
         assert!(warnings[1].starts_with("spec.xds: changing the xDS server rolls every proxy"));
+    }
+
+    #[test]
+    fn names_are_reported_where_they_are_set() {
+        let mut dotted = envoy(EnvoySpec::default());
+        dotted.metadata.name = Some("edge.envoy".into());
+        let errors = crate::rules::defaulted(dotted.clone()).validate(None).unwrap_err();
+        assert_eq!(errors.0.len(), 1, "{errors}");
+        assert_eq!(errors.0[0].path, "metadata.name", "not the defaulted spec.name");
+        dotted.spec.name = Some("edge".into());
+        assert!(crate::rules::defaulted(dotted).validate(None).is_ok(), "spec.name names the fleet");
+
+        let mut long = envoy(EnvoySpec { name: Some("edge".into()), ..Default::default() });
+        long.metadata.name = Some("e".repeat(64));
+        let errors = crate::rules::defaulted(long).validate(None).unwrap_err();
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["metadata.name"], "{errors}");
+    }
+
+    #[test]
+    fn resource_claims_are_refused() {
+        let mut object = seed();
+        object.spec.resources = Some(ResourceRequirements {
+            claims: Some(vec![k8s_openapi::api::core::v1::ResourceClaim {
+                name: "gpu".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        let errors = object.validate(None).unwrap_err();
+        assert_eq!(
+            errors.to_string(),
+            "spec.resources.claims: Forbidden: claims are not supported: the fleet's pods declare no resourceClaims"
+        );
     }
 
     #[test]

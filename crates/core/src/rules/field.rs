@@ -10,6 +10,8 @@ use serde_json::Value;
 pub enum FieldErrorKind {
     Required,
     Invalid,
+    /// A value outside the fixed set the field allows (`Unsupported value`).
+    NotSupported,
     Duplicate,
     Forbidden,
 }
@@ -39,6 +41,17 @@ impl FieldError {
         Self { path: path.into(), kind: FieldErrorKind::Required, value: None, detail: detail.into() }
     }
 
+    /// `value` is not one of `supported`, as the API server says of an enum.
+    pub fn not_supported(path: impl Into<String>, value: impl Into<Value>, supported: Vec<Value>) -> Self {
+        let supported: Vec<String> = supported.iter().map(Value::to_string).collect();
+        Self {
+            path: path.into(),
+            kind: FieldErrorKind::NotSupported,
+            value: Some(value.into()),
+            detail: format!("supported values: {}", supported.join(", ")),
+        }
+    }
+
     pub fn duplicate(path: impl Into<String>, value: impl Into<Value>) -> Self {
         Self {
             path: path.into(),
@@ -59,6 +72,7 @@ impl fmt::Display for FieldError {
         match self.kind {
             FieldErrorKind::Required => write!(f, "{}: Required value", self.path)?,
             FieldErrorKind::Invalid => write!(f, "{}: Invalid value: {value}", self.path)?,
+            FieldErrorKind::NotSupported => write!(f, "{}: Unsupported value: {value}", self.path)?,
             FieldErrorKind::Duplicate => write!(f, "{}: Duplicate value: {value}", self.path)?,
             FieldErrorKind::Forbidden => write!(f, "{}: Forbidden", self.path)?,
         }

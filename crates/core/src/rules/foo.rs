@@ -1,4 +1,4 @@
-use super::{FieldErrors, Rules, Warnings, check_format, check_replicas, format};
+use super::{FieldErrors, Rules, Warnings, check_format, check_name_fits_label, check_replicas, format};
 use crate::api::Foo;
 
 /// Replicas of a Foo that does not say.
@@ -32,6 +32,11 @@ impl Rules for Foo {
         let mut warnings = Warnings::new();
         let spec = &self.spec;
 
+        check_name_fits_label(
+            &mut errors,
+            self.metadata.name.as_deref(),
+            "controller=<name> of the Foo's pods",
+        );
         if let Some(name) = &spec.deployment_name {
             check_format(&mut errors, "spec.deploymentName", name, format::dns1123_subdomain(name));
         }
@@ -117,6 +122,18 @@ mod tests {
         assert!(
             message.ends_with("\n* spec.replicas: Invalid value: -1: must be greater than or equal to 0")
         );
+    }
+
+    #[test]
+    fn a_name_too_long_for_a_label_is_refused_at_metadata_name() {
+        let long = "a".repeat(64);
+        let object = super::super::defaulted(foo(Some(&long), FooSpec::default()));
+        let errors = object.validate(None).unwrap_err();
+        assert_eq!(errors.0.len(), 1, "{errors}");
+        assert_eq!(errors.0[0].path, "metadata.name");
+        assert!(errors.0[0].detail.contains("controller=<name>"), "{errors}");
+        let fits = super::super::defaulted(foo(Some(&"a".repeat(63)), FooSpec::default()));
+        assert!(fits.validate(None).is_ok());
     }
 
     #[test]

@@ -85,6 +85,24 @@ fn check_replicas(errors: &mut FieldErrors, path: &str, value: Option<i32>) {
     }
 }
 
+/// Longest label value: an object's name that becomes one must fit.
+pub const MAX_LABEL_VALUE: usize = 63;
+
+/// Checks that an object's name fits in a label value; `becomes` says which label.
+fn check_name_fits_label(errors: &mut FieldErrors, name: Option<&str>, becomes: &str) {
+    if let Some(name) = name
+        && name.len() > MAX_LABEL_VALUE
+    {
+        errors.push(FieldError::invalid(
+            "metadata.name",
+            name,
+            format!(
+                "must be no more than {MAX_LABEL_VALUE} characters: the name is the label value {becomes}"
+            ),
+        ));
+    }
+}
+
 /// Adds one `Invalid` error per reason a syntax check gave.
 fn check_format(errors: &mut FieldErrors, path: &str, value: &str, reasons: Vec<String>) {
     if !reasons.is_empty() {
