@@ -43,3 +43,20 @@ pub async fn expect(
 pub fn not_found() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"})
 }
+
+/// An external program a test needs (`promtool`, `envoy`): from the environment variable
+/// `env`, else `name` on `PATH`. Missing, the test fails under the test script
+/// (`ENVOY_OPERATOR_REQUIRE_TOOLS=1`, which installs them) and is otherwise skipped with a note
+/// on stderr, never silently.
+pub fn tool(env: &str, name: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os(env).map(std::path::PathBuf::from).or_else(|| {
+        std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file()))
+    });
+    if found.is_none() {
+        let required = std::env::var_os("ENVOY_OPERATOR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
+        assert!(!required, "{name} is not installed (set {env} or put it on PATH); .ci/test installs it");
+        eprintln!("SKIPPED: {name} is not installed (set {env} or put it on PATH); .ci/test installs it");
+    }
+    found
+}

@@ -117,3 +117,50 @@ fn the_deployment_passes_flags_that_run_accepts() {
         .expect("the binary runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+/// Kustomize's `namespace:` renames the Namespace and every namespaced object, but leaves the
+/// webhooks' selectors as generated: the operator's namespace must stay excluded by its label.
+#[test]
+fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
+    use kube::core::{Selector, SelectorExt};
+    let namespace =
+        documents("namespace.yaml").into_iter().find(|d| d["kind"] == "Namespace").expect("a Namespace");
+    let labels_of = |name: &str| {
+        let mut labels: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(namespace["metadata"]["labels"].clone()).expect("labels");
+        labels.insert("kubernetes.io/metadata.name".to_owned(), name.to_owned());
+        labels
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut selectors = Vec::new();
+    for file in ["mutating-webhook-configuration.yaml", "validating-webhook-configuration.yaml"] {
+        let text =
+            std::fs::read_to_string(root.join("webhook-config").join(file)).expect("generated webhooks");
+        let configuration = parse_documents(&text).remove(0).content.expect("YAML");
+        for webhook in configuration["webhooks"].as_array().expect("webhooks") {
+            let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+                serde_json::from_value(webhook["namespaceSelector"].clone()).expect("a namespaceSelector");
+            selectors
+                .push((webhook["name"].clone(), Selector::try_from(selector).expect("a valid selector")));
+        }
+    }
+    assert_eq!(selectors.len(), 6);
+    for name in ["envoy-operator", "platform-ops"] {
+        for (webhook, selector) in &selectors {
+            assert!(
+                !selector.matches(&labels_of(name)),
+                "{webhook} applies to the operator's namespace {name}"
+            );
+        }
+    }
+    // The same selectors do apply to an application namespace (so the check above can fail).
+    let shop: std::collections::BTreeMap<String, String> =
+        [("kubernetes.io/metadata.name", "shop"), ("envoy-injection", "enabled")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+    assert_eq!(
+        selectors.iter().filter(|(_, s)| s.matches(&shop)).count(),
+        5,
+        "Foo and Envoy (4) and namespace injection"
+    );
+}

@@ -431,7 +431,7 @@ fn cli_injects_the_example_deployment_once() {
     let second = cli(&["inject", "-f", "-"], Some(&injected));
     assert!(second.status.success());
     assert_eq!(stdout(&second), injected, "a second run changes nothing");
-    assert!(String::from_utf8_lossy(&second.stderr).contains("already-injected"));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already_injected"));
 
     let removed = cli(&["inject", "--uninject", "-f", "-"], Some(&injected));
     assert!(removed.status.success());
@@ -453,11 +453,36 @@ apiVersion: v1\nkind: Pod\nmetadata: {name: bad, annotations: {sidecar.example.c
         stderr.contains("Pod bad in namespace default: annotation sidecar.example.com/proxy-cpu"),
         "{stderr}"
     );
+    // All documents or none (issue #11): `inject | kubectl apply -f -` never applies part of a set.
+    assert!(stdout(&output).is_empty(), "nothing is printed when a document fails");
+    assert!(stderr.contains("nothing printed: every document or none, and 1 of 3 failed"), "{stderr}");
+
+    let without_the_bad_pod = manifest.rsplit_once("---\n").map(|(head, _)| head).unwrap();
+    let output = cli(&["inject", "-f", "-"], Some(without_the_bad_pod));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed = documents(&stdout(&output));
-    assert_eq!(printed.len(), 2, "the denied pod is not printed");
+    assert_eq!(printed.len(), 2);
     assert_eq!(printed[0], documents(manifest)[0], "the ConfigMap is unchanged");
+    // A Job's pod gets a native sidecar, so the Job can complete (issue #11).
     let job_pod = &printed[1]["spec"]["jobTemplate"]["spec"]["template"];
-    assert_eq!(names(&job_pod["spec"]["containers"]), ["report", "envoy"]);
+    assert_eq!(names(&job_pod["spec"]["containers"]), ["report"]);
+    assert_eq!(names(&job_pod["spec"]["initContainers"]), ["envoy"]);
+    assert_eq!(job_pod["spec"]["initContainers"][0]["restartPolicy"], "Always");
+}
+
+#[test]
+fn cli_leaves_job_pods_alone_on_clusters_without_native_sidecars() {
+    let manifest = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec:\n  template:\n    spec:\n      restartPolicy: OnFailure\n      containers: [{name: work, image: 'work:1'}]\n";
+    let output = cli(&["inject", "-f", "-", "--kube-version", "1.28"], Some(manifest));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = documents(&stdout(&output));
+    assert_eq!(
+        printed[0],
+        documents(manifest)[0],
+        "left alone: a regular sidecar would never let the Job finish"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("sidecar not injected (run_to_completion)"), "{stderr}");
 }
 
 #[test]

@@ -15,5 +15,5 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: &CheckArgs) -> super::Result<ExitCode> {
-    Pipeline { failed_as: "rejected" }.run(&args.files, check_object)
+    Pipeline { failed_as: "rejected", all_or_nothing: false }.run(&args.files, check_object)
 }

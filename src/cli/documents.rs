@@ -25,6 +25,10 @@ const STDIN: &str = "-";
 pub struct Pipeline {
     /// What a failed document is called in the summary: "rejected", "failed"…
     pub failed_as: &'static str,
+    /// Print every document or none: when any fails, stdout stays empty, so `… | kubectl
+    /// apply -f -` never applies part of a set (`inject`). Otherwise each document is printed
+    /// as soon as it is processed, holding nothing back (`check`, `render`).
+    pub all_or_nothing: bool,
 }
 
 /// One source of documents: a file or standard input, opened before anything is processed so
@@ -115,7 +119,8 @@ pub fn read_texts(paths: &[PathBuf]) -> Result<Vec<(String, String)>> {
 impl Pipeline {
     /// Runs `process` over every object of `paths`, printing as it goes.
     pub fn run(&self, paths: &[PathBuf], mut process: impl FnMut(Value) -> Outcome) -> Result<ExitCode> {
-        let mut out = Printer::new(std::io::stdout().lock());
+        let stdout = std::io::stdout().lock();
+        let mut out = if self.all_or_nothing { Printer::held(stdout) } else { Printer::new(stdout) };
         let mut err = std::io::stderr().lock();
         let (mut documents, mut failures) = (0usize, 0usize);
         for source in open_sources(paths)? {
@@ -138,6 +143,14 @@ impl Pipeline {
                     report(&mut out, &mut err, &origin, outcome)?;
                 }
             }
+        }
+        if failures > 0 && self.all_or_nothing {
+            out.discard();
+            eprintln!(
+                "nothing printed: every document or none, and {failures} of {documents} {}",
+                self.failed_as
+            );
+            return Ok(ExitCode::FAILURE);
         }
         out.finish()?;
         if documents == 0 {
@@ -208,11 +221,23 @@ fn report(out: &mut Printer<impl Write>, err: &mut impl Write, origin: &str, out
 struct Printer<W: Write> {
     out: W,
     printed: usize,
+    /// The stream held back until [`finish`](Self::finish), for all-or-nothing output.
+    held: Option<Vec<u8>>,
 }
 
 impl<W: Write> Printer<W> {
     fn new(out: W) -> Self {
-        Self { out, printed: 0 }
+        Self { out, printed: 0, held: None }
+    }
+
+    fn held(out: W) -> Self {
+        Self { out, printed: 0, held: Some(Vec::new()) }
+    }
+
+    /// Drops what was held back: nothing is printed.
+    fn discard(&mut self) {
+        self.held = Some(Vec::new());
+        self.printed = 0;
     }
 
     fn print(&mut self, comment: Option<&str>, object: &Value) -> Result<()> {
@@ -227,12 +252,18 @@ impl<W: Write> Printer<W> {
         if !text.ends_with('\n') {
             text.push('\n');
         }
-        self.out.write_all(text.as_bytes()).map_err(Error::Output)?;
+        match &mut self.held {
+            Some(held) => held.extend_from_slice(text.as_bytes()),
+            None => self.out.write_all(text.as_bytes()).map_err(Error::Output)?,
+        }
         self.printed += 1;
         Ok(())
     }
 
     fn finish(mut self) -> Result<()> {
+        if let Some(held) = self.held.take() {
+            self.out.write_all(&held).map_err(Error::Output)?;
+        }
         self.out.flush().map_err(Error::Output)
     }
 }

@@ -47,7 +47,8 @@ pub fn run(args: &InjectArgs) -> super::Result<ExitCode> {
     };
     let options =
         Options { config: &config, envoys, default_namespace: &args.namespace, uninject: args.uninject };
-    Pipeline { failed_as: "failed" }.run(&args.files, |object| process_object(object, &options))
+    Pipeline { failed_as: "failed", all_or_nothing: true }
+        .run(&args.files, |object| process_object(object, &options))
 }
 
 /// The `Envoy` documents of files, directories or `-`. Unreadable Envoys are errors: a catalog

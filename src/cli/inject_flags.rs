@@ -40,6 +40,13 @@ pub struct InjectFlags {
     #[arg(long)]
     pub native_sidecar: bool,
 
+    /// The Kubernetes version (`MAJOR.MINOR`) of the cluster the pods go to, where it cannot be
+    /// asked (`inject`, `webhook`; `run` asks the API server). Below 1.29 there are no native
+    /// sidecars: pods that run to completion (Jobs) are then left without one. Default: a
+    /// current cluster.
+    #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_kube_version)]
+    pub kube_version: Option<(u32, u32)>,
+
     /// The operator's namespace, never injected.
     #[arg(long, value_name = "NAMESPACE", default_value = OPERATOR_NAMESPACE)]
     pub operator_namespace: String,
@@ -68,11 +75,27 @@ impl InjectFlags {
             },
             default_xds: default_xds.transpose()?,
             native_sidecar: self.native_sidecar,
+            native_sidecars_supported: self.kube_version.is_none_or(supports_native_sidecars),
             operator_namespace: self.operator_namespace.clone(),
             extra_excluded_namespaces: self.exclude_namespaces.clone(),
         };
         config.validate()?;
         Ok(config)
+    }
+}
+
+/// Whether a Kubernetes `(major, minor)` runs native sidecars (on by default since 1.29).
+pub fn supports_native_sidecars(version: (u32, u32)) -> bool {
+    version >= (1, 29)
+}
+
+/// `1.28`, `v1.30` or `1.31.2` as `(major, minor)`.
+pub fn parse_kube_version(value: &str) -> Result<(u32, u32), String> {
+    let mut parts = value.trim_start_matches('v').split('.');
+    let number = |part: Option<&str>| part.and_then(|p| p.parse::<u32>().ok());
+    match (number(parts.next()), number(parts.next())) {
+        (Some(major), Some(minor)) => Ok((major, minor)),
+        _ => Err(format!("{value:?} is not a Kubernetes version such as 1.29")),
     }
 }
 
@@ -108,6 +131,16 @@ mod tests {
         assert_eq!(config.default_xds.unwrap().host, "xds.mesh");
         assert_eq!(config.resources.memory_limit, None);
         assert!(config.native_sidecar);
+        let old = Cli::parse_from(["test", "--kube-version", "1.28"]).flags.to_config().unwrap();
+        assert!(!old.native_sidecars_supported);
+        assert!(
+            Cli::parse_from(["test", "--kube-version", "v1.29.3"])
+                .flags
+                .to_config()
+                .unwrap()
+                .native_sidecars_supported
+        );
+        assert!(Cli::try_parse_from(["test", "--kube-version", "latest"]).is_err());
         let bad = Cli::parse_from(["test", "--xds", "nowhere", "--proxy-cpu", "x"]);
         assert!(bad.flags.to_config().unwrap_err().contains("--xds \"nowhere\""));
     }

@@ -20,6 +20,6 @@ pub struct RenderArgs {
 }
 
 pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
-    Pipeline { failed_as: "not rendered" }
+    Pipeline { failed_as: "not rendered", all_or_nothing: false }
         .run(&args.files, |object| render_object(&object, &args.nginx_image))
 }

@@ -50,6 +50,10 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every [`metric_label`](Self::metric_label).
+    pub const METRIC_LABELS: [&str; 6] =
+        ["conflict", "api", "name_clash", "missing_metadata", "cache_unavailable", "client"];
+
     /// A short, fixed label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -141,6 +145,8 @@ impl Backoff {
 pub trait Metrics: Send + Sync {
     /// A reconcile of `kind` finished; `error` is the failure's metric label.
     fn reconciled(&self, _kind: &'static str, _error: Option<&'static str>, _elapsed: Duration) {}
+    /// A write request (`apply`, `apply_status`, `delete`, `publish`) about an object of `kind`.
+    fn wrote(&self, _kind: &'static str, _verb: &'static str) {}
 }
 
 /// Metrics that go nowhere.
@@ -153,6 +159,10 @@ impl Metrics for NoMetrics {}
 impl Metrics for crate::ops::metrics::Metrics {
     fn reconciled(&self, kind: &'static str, error: Option<&'static str>, elapsed: Duration) {
         crate::ops::metrics::Metrics::reconciled(self, kind, elapsed, error);
+    }
+
+    fn wrote(&self, kind: &'static str, verb: &'static str) {
+        crate::ops::metrics::Metrics::wrote(self, kind, verb);
     }
 }
 
@@ -329,7 +339,8 @@ mod tests {
         let metrics: Arc<dyn Metrics> = Arc::new(registry.clone());
         metrics.reconciled("Foo", Some("conflict"), Duration::from_millis(3));
         let text = registry.encode();
-        let line = text.lines().find(|l| l.contains("reconcile") && l.contains("conflict"));
+        // Every series starts at zero: the Foo's conflict is the one that counted.
+        let line = text.lines().find(|l| l.contains("reconcile") && l.contains("conflict") && l.contains("Foo"));
         assert!(line.is_some_and(|l| l.contains("Foo") && l.ends_with(" 1")), "{text}");
     }
 

@@ -138,6 +138,7 @@ where
     };
     let mut applied =
         api.patch(&name, &params, &Patch::Apply(desired)).await.map_err(api_error("apply", kind, &name))?;
+    ctx.metrics.wrote(kind, "apply");
     info!(parent = parent.kind, namespace = %parent.namespace, name = %parent.name, child = kind, child_name = %name, created = current.is_none(), "applied child");
     strip_metadata(applied.meta_mut());
     Ok(Ensured::Applied(Arc::new(applied)))
@@ -164,7 +165,9 @@ where
             preconditions: Some(Preconditions { uid: child.meta().uid.clone(), resource_version: None }),
             ..DeleteParams::background()
         };
-        match api.delete(&name, &params).await {
+        let deleted_now = api.delete(&name, &params).await;
+        ctx.metrics.wrote(kind, "delete");
+        match deleted_now {
             Ok(_) => {
                 info!(parent = parent.kind, namespace = %parent.namespace, name = %parent.name, child = kind, child_name = %name, "deleted child left behind by a rename");
                 deleted.push(report::pruned(parent.kind, kind, &name, keep));
@@ -193,7 +196,9 @@ where
         "status": status,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api.patch_status(&who.name, &params, &Patch::Apply(&body)).await {
+    let written = api.patch_status(&who.name, &params, &Patch::Apply(&body)).await;
+    ctx.metrics.wrote(who.kind, "apply_status");
+    match written {
         Ok(_) => {
             debug!(kind = who.kind, namespace = %who.namespace, name = %who.name, "status written");
             Ok(true)
@@ -234,7 +239,9 @@ async fn publish<P: Resource<DynamicType = ()>>(ctx: &Context, parent: &P, notic
         action: notice.action.to_owned(),
         secondary: None,
     };
-    if let Err(error) = ctx.recorder.publish(&event, &parent.object_ref(&())).await {
+    let published = ctx.recorder.publish(&event, &parent.object_ref(&())).await;
+    ctx.metrics.wrote("Event", "publish");
+    if let Err(error) = published {
         warn!(%error, reason = notice.reason, "could not publish event");
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -64,23 +64,22 @@ impl Health {
 /// The operations router.
 pub fn router(metrics: Metrics, health: Health) -> Router {
     Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let body = metrics.encode();
-                async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        body,
-                    )
-                }
-            }),
-        )
+        .route("/metrics", get(move |headers: HeaderMap| exposition(metrics.clone(), headers)))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(move || readyz(health.clone())))
+}
+
+/// OpenMetrics for a scraper that asks for it (Prometheus does), the Prometheus text format
+/// for everyone else (`curl`, `promtool`, older scrapers).
+async fn exposition(metrics: Metrics, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if accept.contains("application/openmetrics-text") {
+        let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+        ([(header::CONTENT_TYPE, content_type)], metrics.encode()).into_response()
+    } else {
+        let content_type = "text/plain; version=0.0.4; charset=utf-8";
+        ([(header::CONTENT_TYPE, content_type)], metrics.encode_prometheus_text()).into_response()
+    }
 }
 
 async fn readyz(health: Health) -> Response {
@@ -143,10 +142,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn metrics_are_exposed_in_openmetrics_text() {
+    async fn metrics_are_exposed_in_the_format_asked_for() {
         let metrics = Metrics::new();
         metrics.admitted("validate", "denied", std::time::Duration::from_micros(30));
-        let (status, body) = get(router(metrics, Health::default()), "/metrics").await;
+        let app = router(metrics, Health::default());
+        let (status, body) = get(app.clone(), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("# TYPE envoy_operator_admission_requests_total counter"), "{body}");
+        assert!(!body.contains("# EOF"));
+        let request = Request::get("/metrics")
+            .header("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        let body =
+            String::from_utf8(axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap().to_vec())
+                .unwrap();
+        let status = StatusCode::OK;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains(
             "envoy_operator_admission_requests_total{endpoint=\"validate\",decision=\"denied\"} 1"

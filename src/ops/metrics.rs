@@ -39,7 +39,49 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub kind: &'static str,
+    pub verb: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// The label values every family starts with, at zero, so a dashboard or alert sees each
+/// series before its first event.
+pub mod series {
+    use envoy_operator_core::inject::{InjectError, SkipReason};
+
+    pub const KINDS: [&str; 2] = ["Foo", "Envoy"];
+    pub const ENDPOINTS: [&str; 3] = ["mutate", "validate", "inject"];
+    /// Every decision an admission endpoint answers with ([`crate::webhook::review::Outcome`],
+    /// and `malformed` for a request that is no review).
+    pub const DECISIONS: [&str; 5] = ["allowed", "patched", "denied", "rejected", "malformed"];
+    /// Objects the reconcilers write, and how.
+    pub const WRITES: [(&str, &str); 9] = [
+        ("Deployment", "apply"),
+        ("Deployment", "delete"),
+        ("ConfigMap", "apply"),
+        ("ConfigMap", "delete"),
+        ("Service", "apply"),
+        ("Service", "delete"),
+        ("Foo", "apply_status"),
+        ("Envoy", "apply_status"),
+        ("Event", "publish"),
+    ];
+
+    pub fn skip_reasons() -> impl Iterator<Item = &'static str> {
+        SkipReason::ALL.into_iter().map(SkipReason::as_str)
+    }
+
+    pub fn denial_reasons() -> impl Iterator<Item = &'static str> {
+        InjectError::METRIC_LABELS.into_iter()
+    }
+
+    pub fn reconcile_errors() -> impl Iterator<Item = &'static str> {
+        crate::controller::Error::METRIC_LABELS.into_iter()
+    }
+}
 
 /// Every metric the operator exports.
 #[derive(Clone)]
@@ -48,10 +90,12 @@ pub struct Metrics {
     reconciliations: Family<KindLabels, Counter>,
     reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     reconcile_duration: HistogramFamily<KindLabels>,
+    api_writes: Family<WriteLabels, Counter>,
     admission_requests: Family<AdmissionLabels, Counter>,
     admission_duration: HistogramFamily<EndpointLabels>,
     injections: Counter,
     injection_skips: Family<ReasonLabels, Counter>,
+    injection_denials: Family<ReasonLabels, Counter>,
     certificate_expiry: Gauge,
     leader: Gauge,
 }
@@ -62,8 +106,9 @@ fn reconcile_buckets() -> Histogram {
 }
 
 fn admission_buckets() -> Histogram {
-    // 10 µs to ~80 ms: reviews are answered from memory.
-    Histogram::new(exponential_buckets(0.00001, 2.0, 14))
+    // 10 µs to ~5.2 s: reviews are answered from memory, and the API server gives up after
+    // the webhooks' 5 s timeout, so the slowest answer that still counts has a bucket.
+    Histogram::new(exponential_buckets(0.00001, 2.0, 20))
 }
 
 impl std::fmt::Debug for Metrics {
@@ -95,6 +140,12 @@ impl Metrics {
             "Time spent in one reconciliation",
             reconcile_duration.clone(),
         );
+        let api_writes = Family::<WriteLabels, Counter>::default();
+        registry.register(
+            "api_writes",
+            "Write requests the reconcilers sent to the API server, per kind of object and verb",
+            api_writes.clone(),
+        );
         let admission_requests = Family::<AdmissionLabels, Counter>::default();
         registry.register(
             "admission_requests",
@@ -113,8 +164,14 @@ impl Metrics {
         let injection_skips = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "sidecar_skips",
-            "Pods left without a sidecar, per reason",
+            "Pods admitted without a sidecar, per reason",
             injection_skips.clone(),
+        );
+        let injection_denials = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "sidecar_denials",
+            "Pods refused because their sidecar cannot be injected as they ask, per reason",
+            injection_denials.clone(),
         );
         let certificate_expiry = Gauge::default();
         registry.register(
@@ -128,17 +185,46 @@ impl Metrics {
             "1 while this replica holds the leader lease and runs the controllers",
             leader.clone(),
         );
-        Self {
+        let metrics = Self {
             registry: Arc::new(registry),
             reconciliations,
             reconcile_errors,
             reconcile_duration,
+            api_writes,
             admission_requests,
             admission_duration,
             injections,
             injection_skips,
+            injection_denials,
             certificate_expiry,
             leader,
+        };
+        metrics.start_every_series_at_zero();
+        metrics
+    }
+
+    fn start_every_series_at_zero(&self) {
+        for kind in series::KINDS {
+            let _ = self.reconciliations.get_or_create(&KindLabels { kind });
+            let _ = self.reconcile_duration.get_or_create(&KindLabels { kind });
+            for error in series::reconcile_errors() {
+                let _ = self.reconcile_errors.get_or_create(&ReconcileErrorLabels { kind, error });
+            }
+        }
+        for (kind, verb) in series::WRITES {
+            let _ = self.api_writes.get_or_create(&WriteLabels { kind, verb });
+        }
+        for endpoint in series::ENDPOINTS {
+            let _ = self.admission_duration.get_or_create(&EndpointLabels { endpoint });
+            for decision in series::DECISIONS {
+                let _ = self.admission_requests.get_or_create(&AdmissionLabels { endpoint, decision });
+            }
+        }
+        for reason in series::skip_reasons() {
+            let _ = self.injection_skips.get_or_create(&ReasonLabels { reason });
+        }
+        for reason in series::denial_reasons() {
+            let _ = self.injection_denials.get_or_create(&ReasonLabels { reason });
         }
     }
 
@@ -150,12 +236,31 @@ impl Metrics {
         out
     }
 
+    /// The Prometheus text format (0.0.4) of every metric, for scrapers that do not ask for
+    /// OpenMetrics (and `promtool check metrics`).
+    pub fn encode_prometheus_text(&self) -> String {
+        openmetrics_to_prometheus_text(&self.encode())
+    }
+
     pub fn reconciled(&self, kind: &'static str, took: Duration, error: Option<&'static str>) {
         self.reconciliations.get_or_create(&KindLabels { kind }).inc();
         self.reconcile_duration.get_or_create(&KindLabels { kind }).observe(took.as_secs_f64());
         if let Some(error) = error {
             self.reconcile_errors.get_or_create(&ReconcileErrorLabels { kind, error }).inc();
         }
+    }
+
+    /// The reconcilers sent one write (`apply`, `apply_status`, `delete`, `publish`) for `kind`.
+    pub fn wrote(&self, kind: &'static str, verb: &'static str) {
+        self.api_writes.get_or_create(&WriteLabels { kind, verb }).inc();
+    }
+
+    /// Writes the reconcilers have sent, in all.
+    pub fn writes(&self) -> u64 {
+        series::WRITES
+            .iter()
+            .map(|&(kind, verb)| self.api_writes.get_or_create(&WriteLabels { kind, verb }).get())
+            .sum()
     }
 
     pub fn admitted(&self, endpoint: &'static str, decision: &'static str, took: Duration) {
@@ -167,8 +272,14 @@ impl Metrics {
         self.injections.inc();
     }
 
+    /// A pod admitted without a sidecar.
     pub fn injection_skipped(&self, reason: &'static str) {
         self.injection_skips.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// A pod refused: what it asks of its sidecar cannot be done.
+    pub fn injection_denied(&self, reason: &'static str) {
+        self.injection_denials.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     pub fn set_certificate_expiry(&self, seconds_left: i64) {
@@ -178,6 +289,35 @@ impl Metrics {
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
+}
+
+/// OpenMetrics text turned into the Prometheus text format: counters are declared under their
+/// `_total` name, `# UNIT` and `# EOF` go. Everything else is the same in both.
+fn openmetrics_to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let declared =
+            ["# HELP ", "# TYPE "].into_iter().find_map(|prefix| Some((prefix, line.strip_prefix(prefix)?)));
+        match declared {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let suffix = if counters.contains(name) { "_total" } else { "" };
+                out.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -191,7 +331,9 @@ mod tests {
         metrics.reconciled("Envoy", Duration::from_millis(5), Some("conflict"));
         metrics.admitted("validate", "denied", Duration::from_micros(40));
         metrics.injected();
-        metrics.injection_skipped("host-network");
+        metrics.injection_skipped("host_network");
+        metrics.injection_denied("unknown_envoy");
+        metrics.wrote("Deployment", "apply");
         metrics.set_certificate_expiry(86_400);
         metrics.set_leader(true);
         let text = metrics.encode();
@@ -202,12 +344,121 @@ mod tests {
             "envoy_operator_admission_requests_total{endpoint=\"validate\",decision=\"denied\"} 1",
             "envoy_operator_admission_duration_seconds_bucket{le=\"0.00004\",endpoint=\"validate\"} 1",
             "envoy_operator_sidecar_injections_total 1",
-            "envoy_operator_sidecar_skips_total{reason=\"host-network\"} 1",
+            "envoy_operator_sidecar_skips_total{reason=\"host_network\"} 1",
+            "envoy_operator_sidecar_denials_total{reason=\"unknown_envoy\"} 1",
+            "envoy_operator_api_writes_total{kind=\"Deployment\",verb=\"apply\"} 1",
             "envoy_operator_certificate_expiry_seconds 86400",
             "envoy_operator_leader 1",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+}
+
+#[cfg(test)]
+mod exposition {
+    use super::*;
+
+    #[test]
+    fn every_series_is_there_at_zero_before_its_first_event() {
+        let text = Metrics::new().encode();
+        for expected in [
+            "envoy_operator_reconciliations_total{kind=\"Envoy\"} 0",
+            "envoy_operator_reconcile_errors_total{kind=\"Foo\",error=\"conflict\"} 0",
+            "envoy_operator_admission_requests_total{endpoint=\"inject\",decision=\"denied\"} 0",
+            "envoy_operator_admission_duration_seconds_count{endpoint=\"validate\"} 0",
+            "envoy_operator_sidecar_skips_total{reason=\"run_to_completion\"} 0",
+            "envoy_operator_sidecar_denials_total{reason=\"invalid_annotation\"} 0",
+            "envoy_operator_api_writes_total{kind=\"Event\",verb=\"publish\"} 0",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit_once(' ').map(|(_, v)| v);
+            assert!(matches!(value, Some("0" | "0.0")), "not zero: {line}");
+        }
+    }
+
+    #[test]
+    fn the_admission_histogram_reaches_the_webhook_timeout() {
+        let text = Metrics::new().encode();
+        let largest = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("envoy_operator_admission_duration_seconds_bucket{le=\"") && !l.contains("+Inf")
+            })
+            .filter_map(|l| l.split('"').nth(1)?.parse::<f64>().ok())
+            .fold(0.0, f64::max);
+        assert!(largest >= f64::from(envoy_operator_core::names::WEBHOOK_TIMEOUT_SECONDS), "{largest}");
+    }
+
+    #[test]
+    fn label_values_are_snake_case() {
+        let text = Metrics::new().encode();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            for value in line.split('"').skip(1).step_by(2) {
+                let upper_kind = value.chars().next().is_some_and(char::is_uppercase);
+                assert!(upper_kind || !value.contains('-'), "{value} in {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_prometheus_text_format_declares_counters_by_their_sample_names() {
+        let metrics = Metrics::new();
+        metrics.injected();
+        let text = metrics.encode_prometheus_text();
+        assert!(
+            text.contains(
+                "# HELP envoy_operator_sidecar_injections_total Pods that received the Envoy sidecar."
+            ),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE envoy_operator_sidecar_injections_total counter\nenvoy_operator_sidecar_injections_total 1\n"), "{text}");
+        assert!(text.contains("# TYPE envoy_operator_leader gauge"), "{text}");
+        assert!(!text.contains("# EOF"));
+        // Every sample belongs to a family declared with HELP and TYPE.
+        let declared: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+        let helped: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next()).collect();
+        assert_eq!(declared, helped);
+        for sample in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = sample.split(['{', ' ']).next().unwrap_or_default();
+            assert!(
+                declared.iter().any(|family| name == *family
+                    || ["_bucket", "_sum", "_count"].iter().any(|s| name.strip_suffix(s) == Some(family))),
+                "{name} has no TYPE"
+            );
+        }
+    }
+
+    /// `promtool check metrics`, the linter Prometheus ships, on the text format. It comes with
+    /// Debian's `prometheus` package, which the test script installs.
+    #[test]
+    fn promtool_accepts_the_exposition() {
+        let Some(promtool) = crate::testing::tool("PROMTOOL", "promtool") else { return };
+        let metrics = Metrics::new();
+        metrics.reconciled("Foo", Duration::from_millis(2), Some("api"));
+        metrics.admitted("inject", "patched", Duration::from_micros(80));
+        let mut child = std::process::Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool starts");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(metrics.encode_prometheus_text().as_bytes())
+            .expect("written");
+        let output = child.wait_with_output().expect("promtool ends");
+        let said =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
     }
 }

@@ -80,10 +80,12 @@ pub fn admit_pod(
                 detail = %skip.detail,
                 "sidecar not injected"
             );
-            AdmissionResponse::allow(uid)
+            let warnings =
+                if skip.warn { vec![format!("sidecar not injected: {}", skip.detail)] } else { Vec::new() };
+            AdmissionResponse::allow(uid).with_warnings(warnings)
         }
         Err(error) => {
-            metrics.injection_skipped(error.metric_label());
+            metrics.injection_denied(error.metric_label());
             tracing::info!(
                 uid,
                 namespace = request.namespace.as_deref().unwrap_or(""),

@@ -53,7 +53,7 @@ async fn a_replicaset_pod_gets_the_sidecar_and_a_second_pass_changes_nothing() {
 
     let text = metrics.encode();
     assert!(text.contains("envoy_operator_sidecar_injections_total 1"), "{text}");
-    assert!(text.contains("envoy_operator_sidecar_skips_total{reason=\"already-injected\"} 1"), "{text}");
+    assert!(text.contains("envoy_operator_sidecar_skips_total{reason=\"already_injected\"} 1"), "{text}");
     assert!(
         text.contains("envoy_operator_admission_requests_total{endpoint=\"inject\",decision=\"patched\"} 1"),
         "{text}"
@@ -70,12 +70,23 @@ async fn skips_are_allowed_untouched_and_counted_by_reason() {
         assert!(patch_of(&response).is_none(), "{fixture} is left alone");
     }
     let text = metrics.encode();
-    for reason in ["host-network", "opted-out", "excluded-namespace"] {
+    for reason in ["host_network", "opted_out", "excluded_namespace"] {
         assert!(
             text.contains(&format!("envoy_operator_sidecar_skips_total{{reason=\"{reason}\"}} 1")),
             "{reason}: {text}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_pod_that_cannot_have_the_sidecar_it_asks_for_is_told_why() {
+    let metrics = Metrics::new();
+    let (_, response) = inject(&pod_fixture("pod-host-network.json"), &metrics).await;
+    assert_eq!(response["allowed"], true);
+    let warning = response["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.starts_with("sidecar not injected: the pod uses hostNetwork"), "{response}");
+    let (_, response) = inject(&pod_fixture("pod-opted-out.json"), &metrics).await;
+    assert!(response.get("warnings").is_none(), "an opt-out by label is as documented: {response}");
 }
 
 #[tokio::test]
@@ -87,6 +98,12 @@ async fn an_invalid_annotation_is_denied_with_its_reason() {
     assert_eq!(response["status"]["code"], 400);
     let message = response["status"]["message"].as_str().unwrap();
     assert!(message.contains("sidecar.example.com/xds"), "{message}");
+    let text = metrics.encode();
+    assert!(text.contains("envoy_operator_sidecar_denials_total{reason=\"invalid_annotation\"} 1"), "{text}");
+    assert!(
+        !text.contains("envoy_operator_sidecar_skips_total{reason=\"invalid_annotation\"}"),
+        "a denial is no skip"
+    );
 }
 
 #[tokio::test]

@@ -37,6 +37,10 @@ pub const EVENT_REPORTER: &str = "envoy-operator";
 /// Label the API server puts on every namespace (1.21+) with the namespace's own name: what
 /// the webhooks' `namespaceSelector` excludes namespaces by.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// Label of the namespace the operator runs in: every webhook excludes namespaces carrying it,
+/// so the exclusion follows the namespace wherever it is renamed (e.g. by a kustomization's
+/// `namespace:`). `deploy/namespace.yaml` sets it.
+pub const OPERATOR_NAMESPACE_LABEL: &str = "envoy-operator.example.com/operator-namespace";
 /// The API server's wait for a webhook's answer. Short, since every Foo, Envoy and Pod write
 /// waits on it (the API server's default is 10 s).
 pub const WEBHOOK_TIMEOUT_SECONDS: i32 = 5;

@@ -14,6 +14,9 @@ use crate::rules::{format, quantity};
 pub const NAMESPACE_LABEL: &str = "envoy-injection";
 /// Value of [`NAMESPACE_LABEL`] that turns injection on.
 pub const NAMESPACE_LABEL_ENABLED: &str = "enabled";
+/// Value of [`NAMESPACE_LABEL`] that keeps every pod of the namespace without a sidecar, even
+/// pods labelled to opt in.
+pub const NAMESPACE_LABEL_DISABLED: &str = "disabled";
 /// Pod label: `"false"` opts a pod out, `"true"` opts it in where the namespace is not labelled.
 /// A label rather than an annotation so the webhook's `objectSelector` can skip the call.
 pub const INJECT_LABEL: &str = "sidecar.example.com/inject";
@@ -109,7 +112,7 @@ pub fn warnings(annotations: Option<&Map<String, Value>>) -> Vec<String> {
         .filter(|key| key.starts_with(PREFIX) && !POD_ANNOTATIONS.contains(&key.as_str()))
         .map(|key| {
             if key == INJECT_LABEL {
-                format!("{INJECT_LABEL} is read as a label, not an annotation: the annotation is ignored")
+                format!("{INJECT_LABEL} is a label: as an annotation only \"false\" (opting out) is honoured")
             } else {
                 format!("unknown annotation {key} ignored (known: {})", POD_ANNOTATIONS.join(", "))
             }
@@ -189,7 +192,7 @@ mod tests {
         let warnings = warnings(typo.as_object());
         assert_eq!(warnings.len(), 2);
         assert!(warnings[0].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"));
-        assert!(warnings[1].contains("is read as a label, not an annotation"));
+        assert!(warnings[1].contains("is a label: as an annotation only \"false\""));
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct InjectConfig {
     /// Inject as a native sidecar (an init container with `restartPolicy: Always`, Kubernetes
     /// 1.29+) unless a pod says otherwise. Off by default: older API servers reject it.
     pub native_sidecar: bool,
+    /// Whether the cluster runs native sidecars (Kubernetes 1.29+): pods that run to
+    /// completion get one, whatever the default; without, they are left alone (a regular
+    /// sidecar would keep them from finishing), and native sidecars are never injected.
+    pub native_sidecars_supported: bool,
     /// The operator's own namespace, never injected: the injector must not depend on itself.
     pub operator_namespace: String,
     /// Further namespaces never injected, beyond [`SYSTEM_NAMESPACES`] and the operator's.
@@ -56,6 +60,7 @@ impl Default for InjectConfig {
             resources: ProxyResources::default(),
             default_xds: None,
             native_sidecar: false,
+            native_sidecars_supported: true,
             operator_namespace: OPERATOR_NAMESPACE.to_owned(),
             extra_excluded_namespaces: Vec::new(),
         }

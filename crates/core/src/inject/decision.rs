@@ -24,24 +24,30 @@ pub enum SkipReason {
     HostNetwork,
     /// An application container declares a port the sidecar needs.
     PortConflict,
+    /// The pod runs to completion (a Job's) and the cluster has no native sidecars (1.29+): a
+    /// regular sidecar would keep it running forever.
+    RunToCompletion,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 5] = [
+    pub const ALL: [SkipReason; 6] = [
         Self::ExcludedNamespace,
         Self::OptedOut,
         Self::AlreadyInjected,
         Self::HostNetwork,
         Self::PortConflict,
+        Self::RunToCompletion,
     ];
 
+    /// A stable label for logs and metrics, in the metrics' snake_case.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::ExcludedNamespace => "excluded-namespace",
-            Self::OptedOut => "opted-out",
-            Self::AlreadyInjected => "already-injected",
-            Self::HostNetwork => "host-network",
-            Self::PortConflict => "port-conflict",
+            Self::ExcludedNamespace => "excluded_namespace",
+            Self::OptedOut => "opted_out",
+            Self::AlreadyInjected => "already_injected",
+            Self::HostNetwork => "host_network",
+            Self::PortConflict => "port_conflict",
+            Self::RunToCompletion => "run_to_completion",
         }
     }
 }
@@ -57,12 +63,16 @@ impl std::fmt::Display for SkipReason {
 pub struct Skip {
     pub reason: SkipReason,
     pub detail: String,
+    /// Whether to say it back to the user (an admission warning), not only count it: the pod
+    /// was meant to get a sidecar it cannot have, or opted out in an undocumented way.
+    pub warn: bool,
 }
 
 /// `Some(skip)` when the pod must not be injected. `namespace` is where the pod is created.
 /// The first matching reason wins, already-injected first: reinvocation must be a no-op.
 pub fn skip(pod: &PodView<'_>, namespace: Option<&str>, config: &InjectConfig) -> Option<Skip> {
-    let skip = |reason, detail: String| Some(Skip { reason, detail });
+    let skip = |reason, detail: String| Some(Skip { reason, detail, warn: false });
+    let warn = |reason, detail: String| Some(Skip { reason, detail, warn: true });
     if pod.has_annotation(STATUS) {
         return skip(SkipReason::AlreadyInjected, format!("the pod has the {STATUS} annotation"));
     }
@@ -77,16 +87,33 @@ pub fn skip(pod: &PodView<'_>, namespace: Option<&str>, config: &InjectConfig) -
     if pod.label(INJECT_LABEL) == Some("false") {
         return skip(SkipReason::OptedOut, format!("the pod has the label {INJECT_LABEL}=false"));
     }
+    if pod.annotation(INJECT_LABEL) == Some("false") {
+        return warn(
+            SkipReason::OptedOut,
+            format!(
+                "the pod has the annotation {INJECT_LABEL}=false (the label is the documented form: it also spares the webhook call)"
+            ),
+        );
+    }
     if pod.host_network() {
-        return skip(
+        return warn(
             SkipReason::HostNetwork,
             format!(
                 "the pod uses hostNetwork: the sidecar's ports {ADMIN_PORT} and {READINESS_PORT} would be bound on the node"
             ),
         );
     }
+    if runs_to_completion(pod) && !config.native_sidecars_supported {
+        return warn(
+            SkipReason::RunToCompletion,
+            format!(
+                "the pod runs to completion (restartPolicy {}) and the cluster has no native sidecars (Kubernetes 1.29+): a regular sidecar would keep it from ever finishing",
+                pod.restart_policy().unwrap_or("Never")
+            ),
+        );
+    }
     if let Some((container, port)) = conflicting_port(pod) {
-        return skip(
+        return warn(
             SkipReason::PortConflict,
             format!(
                 "container {container} declares port {port}, which the sidecar needs ({ADMIN_PORT} admin, {READINESS_PORT} readiness)"
@@ -94,6 +121,12 @@ pub fn skip(pod: &PodView<'_>, namespace: Option<&str>, config: &InjectConfig) -
         );
     }
     None
+}
+
+/// Whether the pod is meant to finish (a Job's pod, or any pod with `restartPolicy` `Never` or
+/// `OnFailure`): a regular sidecar container would keep it running forever.
+pub fn runs_to_completion(pod: &PodView<'_>) -> bool {
+    matches!(pod.restart_policy(), Some("Never" | "OnFailure")) || pod.owned_by("batch", "Job")
 }
 
 /// The first container running alongside the sidecar that declares one of its ports.
@@ -152,6 +185,32 @@ mod tests {
     }
 
     #[test]
+    fn pods_that_run_to_completion_need_native_sidecars() {
+        let job_pod = json!({"restartPolicy": "Never", "containers": [{"name": "work"}]});
+        assert_eq!(decide(pod(job_pod.clone(), json!({})), "shop"), None, "1.29+: injected (natively)");
+        let old_cluster = InjectConfig { native_sidecars_supported: false, ..Default::default() };
+        let view = pod(job_pod, json!({}));
+        let skipped = skip(&PodView::new(&view).unwrap(), Some("shop"), &old_cluster).map(|s| s.reason);
+        assert_eq!(skipped, Some(SkipReason::RunToCompletion));
+        let owned = pod(
+            json!({"containers": [{"name": "work"}]}),
+            json!({"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]}),
+        );
+        assert!(runs_to_completion(&PodView::new(&owned).unwrap()));
+        let server = pod(json!({"restartPolicy": "Always", "containers": [{"name": "web"}]}), json!({}));
+        assert!(!runs_to_completion(&PodView::new(&server).unwrap()));
+    }
+
+    #[test]
+    fn the_opt_out_also_works_as_an_annotation() {
+        let plain = json!({"containers": [{"name": "app"}]});
+        assert_eq!(
+            decide(pod(plain, json!({"annotations": {INJECT_LABEL: "false"}})), "shop"),
+            Some(SkipReason::OptedOut)
+        );
+    }
+
+    #[test]
     fn only_concurrent_init_containers_conflict() {
         let init = |policy: Value| {
             json!({"containers": [{"name": "app"}],
@@ -166,7 +225,14 @@ mod tests {
         let labels: Vec<_> = SkipReason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(
             labels,
-            ["excluded-namespace", "opted-out", "already-injected", "host-network", "port-conflict"]
+            [
+                "excluded_namespace",
+                "opted_out",
+                "already_injected",
+                "host_network",
+                "port_conflict",
+                "run_to_completion"
+            ]
         );
     }
 }

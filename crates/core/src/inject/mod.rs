@@ -96,6 +96,16 @@ pub enum InjectError {
 }
 
 impl InjectError {
+    /// Every [`metric_label`](Self::metric_label).
+    pub const METRIC_LABELS: [&str; 6] = [
+        "malformed",
+        "invalid_annotation",
+        "request_over_limit",
+        "unknown_envoy",
+        "namespace_unknown",
+        "container_name_taken",
+    ];
+
     /// A short, fixed label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -134,7 +144,7 @@ pub fn inject(
     let mut notes = annotations::warnings(view.annotations);
     let (xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
     let resources = sidecar::resolve_resources(&config.resources, &overrides)?;
-    let native = overrides.native_sidecar.unwrap_or(config.native_sidecar);
+    let native = native_sidecar(&view, &overrides, config, &mut notes);
     let tmp_volume = free_volume_name(&view, &mut notes);
 
     let spec = SidecarSpec { image: config.image.clone(), resources, xds: xds.clone(), native, tmp_volume };
@@ -149,6 +159,32 @@ pub fn inject(
     };
     let patch = patch::sidecar_patch(&view, &sidecar, native, &status.to_annotation());
     Ok(Injection::Patched { patch, summary: Box::new(Summary { status, xds, xds_source, native, notes }) })
+}
+
+/// Whether the sidecar is a native one. A pod that runs to completion always gets one (the
+/// decision skipped it where the cluster has none); others as their annotation, else the
+/// configuration, say, where the cluster has them.
+fn native_sidecar(
+    pod: &PodView<'_>,
+    overrides: &Overrides,
+    config: &InjectConfig,
+    notes: &mut Vec<String>,
+) -> bool {
+    let asked = overrides.native_sidecar.unwrap_or(config.native_sidecar);
+    if decision::runs_to_completion(pod) {
+        if overrides.native_sidecar == Some(false) {
+            notes.push(format!(
+                "annotation {}=false ignored: the pod runs to completion, and a regular sidecar would keep it from finishing",
+                annotations::NATIVE_SIDECAR
+            ));
+        }
+        return true;
+    }
+    if asked && !config.native_sidecars_supported {
+        notes.push("native sidecars need Kubernetes 1.29+: injected as a regular container".to_owned());
+        return false;
+    }
+    asked
 }
 
 fn resolve_xds(

@@ -82,6 +82,21 @@ impl<'a> PodView<'a> {
         }
     }
 
+    /// `spec.restartPolicy` as written (the API server defaults it to `Always`).
+    pub fn restart_policy(&self) -> Option<&'a str> {
+        self.spec.get("restartPolicy").and_then(Value::as_str)
+    }
+
+    /// Whether an ownerReference names a `kind` of API `group` (any version).
+    pub fn owned_by(&self, group: &str, kind: &str) -> bool {
+        let owners = self.metadata.and_then(|m| m.get("ownerReferences")).and_then(Value::as_array);
+        owners.into_iter().flatten().any(|owner| {
+            let api_version = owner.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+            let owner_group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+            owner_group == group && owner.get("kind").and_then(Value::as_str) == Some(kind)
+        })
+    }
+
     pub fn host_network(&self) -> bool {
         self.spec.get("hostNetwork").and_then(Value::as_bool).unwrap_or(false)
     }

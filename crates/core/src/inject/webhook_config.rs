@@ -4,17 +4,19 @@
 //!
 //! - `namespace.sidecar.example.com`: namespaces labelled `envoy-injection=enabled`, except
 //!   pods labelled `sidecar.example.com/inject=false`;
-//! - `object.sidecar.example.com`: pods labelled `sidecar.example.com/inject=true` in other
-//!   namespaces (`NotIn` also matches namespaces without the label).
+//! - `object.sidecar.example.com`: pods labelled `sidecar.example.com/inject=true` in namespaces
+//!   not labelled `enabled` (those are the first webhook's) nor `disabled` (a namespace's opt-out
+//!   wins over a pod's opt-in); `NotIn` also matches namespaces without the label.
 //!
 //! Both exclude the system namespaces and the operator's own by name
-//! (`kubernetes.io/metadata.name`, set by the API server on every namespace since 1.21).
+//! (`kubernetes.io/metadata.name`, set by the API server on every namespace since 1.21), and
+//! the operator's namespace by its label wherever it is renamed.
 //! The two are disjoint, so no pod is sent twice.
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations, WebhookClientConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::annotations::{INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_LABEL_ENABLED};
+use super::annotations::{INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_LABEL_DISABLED, NAMESPACE_LABEL_ENABLED};
 use super::config::InjectConfig;
 use crate::names::{NAMESPACE_NAME_LABEL, WEBHOOK_TIMEOUT_SECONDS};
 
@@ -26,7 +28,10 @@ use crate::names::{NAMESPACE_NAME_LABEL, WEBHOOK_TIMEOUT_SECONDS};
 /// again, and the status annotation makes that pass a no-op.
 pub fn pod_webhooks(client_config: WebhookClientConfig, config: &InjectConfig) -> Vec<MutatingWebhook> {
     let excluded = requirement(NAMESPACE_NAME_LABEL, "NotIn", config.excluded_namespaces());
+    let operator = crate::webhook_config::operator_namespace_excluded();
     let enabled = vec![NAMESPACE_LABEL_ENABLED.to_owned()];
+    // A namespace labelled `disabled` is never injected, whatever its pods' labels say.
+    let enabled_or_disabled = vec![NAMESPACE_LABEL_ENABLED.to_owned(), NAMESPACE_LABEL_DISABLED.to_owned()];
     let webhook = |name: &str, namespace: Vec<LabelSelectorRequirement>, object: LabelSelectorRequirement| {
         MutatingWebhook {
             name: name.to_owned(),
@@ -58,12 +63,12 @@ pub fn pod_webhooks(client_config: WebhookClientConfig, config: &InjectConfig) -
     vec![
         webhook(
             "namespace.sidecar.example.com",
-            vec![requirement(NAMESPACE_LABEL, "In", enabled.clone()), excluded.clone()],
+            vec![requirement(NAMESPACE_LABEL, "In", enabled), excluded.clone(), operator.clone()],
             requirement(INJECT_LABEL, "NotIn", vec!["false".to_owned()]),
         ),
         webhook(
             "object.sidecar.example.com",
-            vec![requirement(NAMESPACE_LABEL, "NotIn", enabled), excluded],
+            vec![requirement(NAMESPACE_LABEL, "NotIn", enabled_or_disabled), excluded, operator],
             requirement(INJECT_LABEL, "In", vec!["true".to_owned()]),
         ),
     ]
@@ -112,5 +117,52 @@ mod tests {
             expressions.iter().find(|r| r.key == NAMESPACE_LABEL).unwrap().operator.clone()
         };
         assert_eq!((selector(0), selector(1)), ("In".to_owned(), "NotIn".to_owned()));
+    }
+
+    /// Which of the two webhooks a namespace with `labels` would send a pod with `pod_labels` to.
+    fn called(namespace: &[(&str, &str)], pod: &[(&str, &str)]) -> Vec<String> {
+        use kube::core::{Selector, SelectorExt};
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let client = WebhookClientConfig { url: Some("https://x/inject".into()), ..Default::default() };
+        pod_webhooks(client, &InjectConfig::default())
+            .into_iter()
+            .filter(|w| {
+                let namespace_selector = Selector::try_from(w.namespace_selector.clone().unwrap()).unwrap();
+                let object_selector = Selector::try_from(w.object_selector.clone().unwrap()).unwrap();
+                namespace_selector.matches(&map(namespace)) && object_selector.matches(&map(pod))
+            })
+            .map(|w| w.name)
+            .collect()
+    }
+
+    #[test]
+    fn who_is_sent_to_the_injector() {
+        let named = |name: &'static str| (NAMESPACE_NAME_LABEL, name);
+        let opt_in = [(INJECT_LABEL, "true")];
+        assert_eq!(
+            called(&[named("shop"), (NAMESPACE_LABEL, "enabled")], &[]),
+            ["namespace.sidecar.example.com"]
+        );
+        assert_eq!(called(&[named("shop")], &opt_in), ["object.sidecar.example.com"]);
+        assert!(called(&[named("shop")], &[]).is_empty());
+        assert!(
+            called(&[named("shop"), (NAMESPACE_LABEL, "disabled")], &opt_in).is_empty(),
+            "a namespace's opt-out wins over a pod's opt-in"
+        );
+        assert!(called(&[named("kube-system"), (NAMESPACE_LABEL, "enabled")], &opt_in).is_empty());
+        let renamed_operator_namespace = [
+            named("platform-ops"),
+            (crate::names::OPERATOR_NAMESPACE_LABEL, "true"),
+            (NAMESPACE_LABEL, "enabled"),
+        ];
+        assert!(
+            called(&renamed_operator_namespace, &opt_in).is_empty(),
+            "the operator's namespace, by its label"
+        );
     }
 }
