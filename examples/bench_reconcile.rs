@@ -12,9 +12,13 @@
 //! children); then checks every child exists. Reports objects/s, p50/p99/max time-to-status,
 //! write requests per object from the API server's `/metrics` (`apiserver_request_total`,
 //! cluster-wide: other clients writing the same resources meanwhile are counted too) when the
-//! caller may read them, and the process's peak RSS (bench and operator together). Then idles
-//! one resync period (`--idle`, the controllers' resync is set to it) and reports the writes
-//! made meanwhile: the goal is zero. Deletes everything it created, also on Ctrl-C or failure.
+//! caller may read them, the operator's own writes per object (its `api_writes` counter: what
+//! it sent, whoever else writes), and the process's peak RSS (bench and operator together).
+//! Then waits until the cluster is quiet (`--quiet` seconds without writes: the deployment
+//! controller finishes rollouts after the statuses converge), idles one resync period
+//! (`--idle`, the controllers' resync is set to it) and reports the operator's own writes
+//! meanwhile (the goal is zero) apart from every writer's. Deletes everything it created, also
+//! on Ctrl-C or failure.
 
 #[path = "../tests/e2e/harness.rs"]
 #[allow(dead_code)]
@@ -43,6 +47,9 @@ struct Args {
     /// Envoys to create (default: as many as Foos).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=5000))]
     envoys: Option<u32>,
+    /// Seconds without writes to the watched resources before the idle window starts.
+    #[arg(long, default_value_t = 15)]
+    quiet: u64,
     /// Seconds to idle afterwards: one resync period (the controllers' resync is set to it).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=1800))]
     idle: u64,
@@ -205,10 +212,18 @@ async fn bench(cluster: &harness::Cluster, args: &Args) -> Result<(), &'static s
     watching.abort();
     check_children(cluster, args.count as usize, envoy_count as usize).await?;
     let metrics_converged = api_server_writes(&client).await;
+    let operator_converged = operator_writes(cluster).await;
 
-    eprintln!("converged; idling {}s (one resync period)", args.idle);
+    // Other writers (the deployment controller finishing rollouts, the operator's status
+    // following them) go on for a while: the idle window starts once the cluster is quiet.
+    let quiet_after =
+        wait_until_quiet(&client, Duration::from_secs(args.quiet), Duration::from_secs(args.timeout)).await;
+    let metrics_quiet = api_server_writes(&client).await;
+    let operator_quiet = operator_writes(cluster).await;
+    eprintln!("converged; quiet after {quiet_after:.1?}; idling {}s (one resync period)", args.idle);
     tokio::time::sleep(Duration::from_secs(args.idle)).await;
     let metrics_idle = api_server_writes(&client).await;
+    let operator_idle = operator_writes(cluster).await;
 
     let mut sorted: Vec<Duration> = latencies.values().copied().collect();
     sorted.sort();
@@ -240,11 +255,27 @@ async fn bench(cluster: &harness::Cluster, args: &Args) -> Result<(), &'static s
             println!("| write requests per object | not exposed ({error}) |")
         }
     }
-    match (&metrics_converged, &metrics_idle) {
+    match operator_converged {
+        Ok(writes) => println!(
+            "| the operator's own writes per object (its api_writes counter) | {:.2} |",
+            writes / total as f64
+        ),
+        Err(error) => println!("| the operator's own writes | not read ({error}) |"),
+    }
+    println!("| cluster quiet after convergence | {quiet_after:.1?} |");
+    match (&operator_quiet, &operator_idle) {
+        (Ok(before), Ok(after)) => {
+            println!("| the operator's own writes during {}s idle (goal 0) | {} |", args.idle, after - before)
+        }
+        (Err(error), _) | (_, Err(error)) => {
+            println!("| the operator's own writes during idle | not read ({error}) |")
+        }
+    }
+    match (&metrics_quiet, &metrics_idle) {
         (Ok(before), Ok(after)) => {
             let writes = difference(before, after);
             let all: f64 = writes.values().sum();
-            println!("| writes during {}s idle (goal 0) | {all} |", args.idle);
+            println!("| all writers' writes during {}s idle (cluster-wide) | {all} |", args.idle);
             for ((verb, resource), count) in &writes {
                 println!("| idle writes {verb} {resource} | {count} |");
             }
@@ -257,6 +288,49 @@ async fn bench(cluster: &harness::Cluster, args: &Args) -> Result<(), &'static s
         peak.map_or("unknown".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
     );
     Ok(())
+}
+
+/// Waits until the API server records no write to the watched resources for `quiet` (or
+/// `limit` passes); returns how long it waited.
+async fn wait_until_quiet(client: &Client, quiet: Duration, limit: Duration) -> Duration {
+    let started = Instant::now();
+    let mut last = api_server_writes(client).await.ok();
+    let mut still_since = Instant::now();
+    while started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = api_server_writes(client).await.ok();
+        if now.is_none() {
+            break; // Not exposed: nothing to wait on.
+        }
+        if now != last {
+            still_since = Instant::now();
+            last = now;
+        } else if still_since.elapsed() >= quiet {
+            break;
+        }
+    }
+    started.elapsed()
+}
+
+/// The writes the in-process operator has sent, from its own `/metrics`
+/// (`envoy_operator_api_writes_total`, every kind and verb).
+async fn operator_writes(cluster: &harness::Cluster) -> Result<f64, String> {
+    let address =
+        cluster.operator.lock().await.as_ref().map(|o| o.metrics).ok_or("no in-process operator")?;
+    let mut stream = tokio::net::TcpStream::connect(address).await.map_err(|e| e.to_string())?;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: operator\r\n\r\n").await.map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.map_err(|e| e.to_string())?;
+    Ok(sum_of(&text, "envoy_operator_api_writes_total"))
+}
+
+/// The sum of every sample of a metric family in a text exposition.
+fn sum_of(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|line| line.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 /// Every Foo has its Deployment; every Envoy its ConfigMap, Deployment and Service.
@@ -454,6 +528,12 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="coord
             [(("PATCH".to_owned(), "foos/status".to_owned()), 2.0)]
         );
         assert!(difference(&before, &before).is_empty(), "no change, nothing reported");
+    }
+
+    #[test]
+    fn sums_a_family_of_samples() {
+        let text = "# TYPE envoy_operator_api_writes_total counter\nenvoy_operator_api_writes_total{kind=\"Deployment\",verb=\"apply\"} 3\nenvoy_operator_api_writes_total{kind=\"Foo\",verb=\"apply_status\"} 2\nenvoy_operator_api_writes_totally 9\n";
+        assert_eq!(sum_of(text, "envoy_operator_api_writes_total"), 5.0);
     }
 
     #[test]

@@ -19,6 +19,8 @@ fn main() -> ExitCode {
         Command::Crds(args) => cli::generate::crds(args).map_err(Into::into),
         Command::Certs(args) => cli::generate::certs(args).map_err(Into::into),
         Command::WebhookConfig(args) => cli::generate::webhook_config(args),
+        Command::Version => Ok(cli::version()),
+        Command::Completion { shell } => Ok(cli::completion(shell)),
     };
     result.unwrap_or_else(|error| {
         // A reader that went away (`… | head`) needs no message.

@@ -3,9 +3,9 @@
 //! operations port (metrics, health); the replica holding the leader Lease also runs the
 //! reconcilers and keeps the webhook certificate current.
 //!
-//! Without a reachable cluster it still serves the webhooks, from certificates in the
+//! Without any cluster configured it still serves the webhooks, from certificates in the
 //! certificate directory (generated there for development when absent), and says that
-//! reconciling is off.
+//! reconciling is off. A configured cluster that does not answer is waited for instead.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -56,6 +56,8 @@ pub struct RunConfig {
     pub service_name: String,
     /// Unique per replica (the pod name): the leader Lease's holder identity.
     pub identity: String,
+    /// The API server, as messages name it (its URL and context).
+    pub api_server: String,
     /// How often the leader checks the webhook certificate and `caBundle`.
     pub cert_check_interval: Duration,
     pub controllers: ControllerConfig,
@@ -106,26 +108,77 @@ impl RunError {
     }
 }
 
-/// How long to wait for the API server before deciding no cluster is reachable.
-const CLUSTER_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one probe of the API server may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest wait between two probes of an unreachable API server.
+const PROBE_BACKOFF_CAP: Duration = Duration::from_secs(30);
 
 /// A client for the cluster of the current kubeconfig context or the in-cluster
-/// configuration, when one answers.
+/// configuration, when one answers (for tools such as the reconcile benchmark).
 pub async fn reachable_cluster() -> Result<Client, String> {
-    let client = Client::try_default().await.map_err(|e| format!("no Kubernetes configuration: {e}"))?;
-    match tokio::time::timeout(CLUSTER_PROBE_TIMEOUT, client.apiserver_version()).await {
+    let config = kube::Config::infer().await.map_err(|e| format!("no Kubernetes configuration: {e}"))?;
+    let server = config.cluster_url.to_string();
+    let client = Client::try_from(config).map_err(|e| format!("{server}: {e}"))?;
+    match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(version)) => {
-            info!(version = %version.git_version, "connected to the Kubernetes API server");
+            info!(version = %version.git_version, %server, "connected to the Kubernetes API server");
             Ok(client)
         }
-        Ok(Err(error)) => Err(format!("the Kubernetes API server did not answer: {error}")),
-        Err(_) => Err(format!("the Kubernetes API server did not answer within {CLUSTER_PROBE_TIMEOUT:?}")),
+        Ok(Err(error)) => Err(format!("the Kubernetes API server at {server} did not answer: {error}")),
+        Err(_) => {
+            Err(format!("the Kubernetes API server at {server} did not answer within {PROBE_TIMEOUT:?}"))
+        }
+    }
+}
+
+/// Waits, retrying with backoff, until the API server answers; `/readyz` says `api-server`
+/// is not ready meanwhile. `None` when shut down first.
+async fn wait_for_api_server(
+    client: &Client,
+    server: &str,
+    health: &Health,
+    shutdown: impl Future<Output = ()>,
+) -> Option<k8s_openapi::apimachinery::pkg::version::Info> {
+    let reachable = Readiness::default();
+    health.add_readiness("api-server", &reachable);
+    tokio::pin!(shutdown);
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let reason = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+            Ok(Ok(version)) => {
+                reachable.set(true);
+                info!(version = %version.git_version, %server, "connected to the Kubernetes API server");
+                return Some(version);
+            }
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
+        };
+        warn!(%server, %reason, retry_in = ?delay, "the Kubernetes API server cannot be reached; retrying");
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = &mut shutdown => return None,
+        }
+        delay = (delay * 2).min(PROBE_BACKOFF_CAP);
+    }
+}
+
+/// Whether a server version (`major`, `minor` such as `"29+"`) runs native sidecars.
+fn runs_native_sidecars(version: &k8s_openapi::apimachinery::pkg::version::Info) -> bool {
+    let number = |text: &str| text.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u32>().ok();
+    match (number(&version.major), number(&version.minor)) {
+        (Some(major), Some(minor)) => (major, minor) >= (1, 29),
+        // An API server that does not say: assume a current one, as `--kube-version` does.
+        _ => true,
     }
 }
 
 /// Runs the operator until `shutdown` resolves, then shuts down gracefully: the webhook stops
 /// accepting, closes idle connections and finishes the reviews in flight; the controllers
 /// stop and the leader Lease is released.
+///
+/// With a client, the API server is waited for (retrying with backoff, reported not ready)
+/// before anything else; only without one (no cluster configured at all) does the operator
+/// serve the webhooks alone, from development certificates.
 pub async fn run(
     config: RunConfig,
     client: Option<Client>,
@@ -136,13 +189,37 @@ pub async fn run(
     let health = Health::default();
     let mut background = tokio::task::JoinSet::new();
 
+    // The operations port first, so that `/readyz` says what is being waited for.
+    let operations = health::bind(config.metrics_listen)
+        .await
+        .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
+    info!(listen = %config.metrics_listen, "serving /metrics, /healthz and /readyz");
+    let operations =
+        tokio::spawn(health::serve(operations, metrics.clone(), health.clone(), shutdown.clone()));
+    let operations_result = |joined: Result<std::io::Result<()>, tokio::task::JoinError>| {
+        joined
+            .map_err(std::io::Error::other)
+            .and_then(|served| served)
+            .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })
+    };
+
+    let mut inject = config.inject.clone();
     let envoys: SharedEnvoys = match &client {
         Some(client) => {
+            let Some(version) =
+                wait_for_api_server(client, &config.api_server, &health, shutdown.clone()).await
+            else {
+                info!("stopped before the API server answered");
+                return operations_result(operations.await);
+            };
+            inject.native_sidecars_supported = runs_native_sidecars(&version);
             prepare_certificates(&config, client, &mut background).await?;
             Arc::new(envoy_cache(client, &health, &mut background))
         }
         None => {
-            warn!("no cluster reachable: serving the admission webhooks only; reconciling is OFF");
+            warn!(
+                "no cluster configured: serving the admission webhooks only, from development certificates; reconciling is OFF"
+            );
             ensure_development_certificates(&config)?;
             Arc::new(NoEnvoys)
         }
@@ -154,20 +231,14 @@ pub async fn run(
         metrics.clone(),
         Duration::from_secs(30),
     ));
-    let endpoints = webhook::endpoints(config.inject.clone(), envoys, &metrics);
+    let endpoints = webhook::endpoints(inject, envoys, &metrics);
     let serve =
         ServeConfig { listen: config.listen, endpoints, metrics: metrics.clone(), ..config.serve.clone() };
     let server = WebhookServer::bind(serve, certificate)?;
     health.add_readiness("webhook", &server.readiness());
     info!(listen = %config.listen, "serving the admission webhooks");
 
-    let operations = health::bind(config.metrics_listen)
-        .await
-        .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
-    info!(listen = %config.metrics_listen, "serving /metrics, /healthz and /readyz");
-
     let webhook = server.run(shutdown.clone());
-    let operations = health::serve(operations, metrics.clone(), health.clone(), shutdown.clone());
     let leading = async {
         match &client {
             Some(client) => lead(&config, client.clone(), &metrics, &health, shutdown.clone()).await,
@@ -177,7 +248,7 @@ pub async fn run(
     let (webhook, operations, leading) = tokio::join!(webhook, operations, leading);
     background.shutdown().await;
     webhook?;
-    operations.map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
+    operations_result(operations)?;
     leading?;
     info!("stopped");
     Ok(())

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 
+use super::cluster::ClusterFlags;
 use crate::controller::{self, ControllerConfig, Settings};
 use crate::ops::logging::{self, LogFormat};
 use crate::ops::signal;
@@ -12,7 +13,7 @@ use crate::ops::signal;
 #[derive(clap::Args)]
 pub struct ControllerFlags {
     /// Reconcile only this namespace (default: all namespaces).
-    #[arg(long = "watch-namespace", visible_alias = "namespace", short = 'n', env = "WATCH_NAMESPACE")]
+    #[arg(long = "watch-namespace", value_name = "NAMESPACE", env = "WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
     /// Reconciles running at once, per kind (0: unbounded).
     #[arg(long, default_value_t = 4)]
@@ -35,6 +36,8 @@ impl ControllerFlags {
 #[derive(clap::Args)]
 pub struct ControllerArgs {
     #[command(flatten)]
+    pub cluster: ClusterFlags,
+    #[command(flatten)]
     pub reconcile: ControllerFlags,
     /// Log format (filter with RUST_LOG, default `info`).
     #[arg(long, value_enum, default_value = "text")]
@@ -44,10 +47,14 @@ pub struct ControllerArgs {
 pub fn run(args: ControllerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     logging::init(args.log_format);
     let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
-    let result = runtime.block_on(async {
-        let client = kube::Client::try_default().await.map_err(controller::Error::Client)?;
-        controller::run(client, args.reconcile.to_config(), signal::shutdown_signal(), |ctx| ctx).await
-    });
+    let cluster = runtime.block_on(args.cluster.require())?;
+    tracing::info!(server = %cluster.server, "reconciling");
+    let result = runtime.block_on(controller::run(
+        cluster.client,
+        args.reconcile.to_config(),
+        signal::shutdown_signal(),
+        |ctx| ctx,
+    ));
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(error) => {

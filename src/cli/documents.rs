@@ -21,6 +21,29 @@ pub const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
 /// Standard input, as `-f -` names it.
 const STDIN: &str = "-";
 
+/// The flags of the commands over manifests: which inputs, and how to print the results.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ManifestArgs {
+    /// Files or directories of YAML/JSON manifests (repeat the flag or separate with commas);
+    /// `-` reads standard input.
+    #[arg(short = 'f', long = "filename", required = true, value_delimiter = ',')]
+    pub files: Vec<PathBuf>,
+    /// Read the directories given with -f and their subdirectories.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// Output format of the printed objects: a YAML stream, or a JSON `v1 List` as `kubectl
+    /// get -o json` prints (render's target statuses, YAML comments, are left out of JSON).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    pub output: OutputFormat,
+}
+
+/// How printed objects are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Yaml,
+    Json,
+}
+
 /// How a command over manifests reports.
 pub struct Pipeline {
     /// What a failed document is called in the summary: "rejected", "failed"…
@@ -62,26 +85,15 @@ impl Source {
 }
 
 /// The sources `paths` name: `-` (standard input), files, and directories (their `.yaml`,
-/// `.yml` and `.json` files, sorted, not recursing).
-fn open_sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
+/// `.yml` and `.json` files, sorted; their subdirectories too when `recursive`, as `kubectl
+/// apply -R` reads them).
+fn open_sources(paths: &[PathBuf], recursive: bool) -> Result<Vec<Source>> {
     let mut sources = Vec::new();
-    let open = |path: &Path| {
-        let file =
-            std::fs::File::open(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
-        Ok::<_, Error>(Source::File { path: path.to_owned(), file })
-    };
     for path in paths {
         if path.as_os_str() == STDIN {
             sources.push(Source::Stdin);
         } else if path.is_dir() {
-            let entries =
-                std::fs::read_dir(path).map_err(|source| Error::Read { path: path.clone(), source })?;
-            let mut files: Vec<PathBuf> = entries
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && has_manifest_extension(p))
-                .collect();
-            files.sort();
-            for file in files {
+            for file in manifest_files(path, recursive)? {
                 sources.push(open(&file)?);
             }
         } else {
@@ -89,6 +101,27 @@ fn open_sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
         }
     }
     Ok(sources)
+}
+
+fn open(path: &Path) -> Result<Source> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    Ok(Source::File { path: path.to_owned(), file })
+}
+
+/// The manifest files of a directory, sorted, then those of its subdirectories when
+/// `recursive`.
+fn manifest_files(dir: &Path, recursive: bool) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::Read { path: dir.to_owned(), source })?;
+    let mut entries: Vec<PathBuf> = entries.filter_map(|entry| entry.ok().map(|e| e.path())).collect();
+    entries.sort();
+    let mut files: Vec<PathBuf> =
+        entries.iter().filter(|p| p.is_file() && has_manifest_extension(p)).cloned().collect();
+    if recursive {
+        for subdirectory in entries.iter().filter(|p| p.is_dir()) {
+            files.extend(manifest_files(subdirectory, true)?);
+        }
+    }
+    Ok(files)
 }
 
 fn has_manifest_extension(path: &Path) -> bool {
@@ -113,17 +146,22 @@ fn read_limited(path: &Path, reader: impl Read) -> Result<String> {
 
 /// Every text of `paths`, read one at a time (see [`open_sources`]), as `(name, text)`.
 pub fn read_texts(paths: &[PathBuf]) -> Result<Vec<(String, String)>> {
-    open_sources(paths)?.into_iter().map(|source| Ok((source.name(), source.read()?))).collect()
+    open_sources(paths, false)?.into_iter().map(|source| Ok((source.name(), source.read()?))).collect()
 }
 
 impl Pipeline {
     /// Runs `process` over every object of `paths`, printing as it goes.
-    pub fn run(&self, paths: &[PathBuf], mut process: impl FnMut(Value) -> Outcome) -> Result<ExitCode> {
+    pub fn run(&self, args: &ManifestArgs, mut process: impl FnMut(Value) -> Outcome) -> Result<ExitCode> {
+        let paths = &args.files;
         let stdout = std::io::stdout().lock();
-        let mut out = if self.all_or_nothing { Printer::held(stdout) } else { Printer::new(stdout) };
+        let mut out = match args.output {
+            OutputFormat::Json => Printer::json(stdout),
+            OutputFormat::Yaml if self.all_or_nothing => Printer::held(stdout),
+            OutputFormat::Yaml => Printer::new(stdout),
+        };
         let mut err = std::io::stderr().lock();
         let (mut documents, mut failures) = (0usize, 0usize);
-        for source in open_sources(paths)? {
+        for source in open_sources(paths, args.recursive)? {
             let name = source.name();
             let text = source.read()?;
             for document in parse_documents(&text) {
@@ -217,30 +255,43 @@ fn report(out: &mut Printer<impl Write>, err: &mut impl Write, origin: &str, out
     }
 }
 
-/// A YAML stream on stdout: `---` between documents, a comment's lines as `# …`.
+/// The printed objects on stdout: a YAML stream (`---` between documents, a comment's lines
+/// as `# …`), or a JSON `v1 List` written at the end.
 struct Printer<W: Write> {
     out: W,
     printed: usize,
     /// The stream held back until [`finish`](Self::finish), for all-or-nothing output.
     held: Option<Vec<u8>>,
+    /// The objects of a JSON list, when JSON is asked for.
+    json: Option<Vec<Value>>,
 }
 
 impl<W: Write> Printer<W> {
     fn new(out: W) -> Self {
-        Self { out, printed: 0, held: None }
+        Self { out, printed: 0, held: None, json: None }
     }
 
     fn held(out: W) -> Self {
-        Self { out, printed: 0, held: Some(Vec::new()) }
+        Self { held: Some(Vec::new()), ..Self::new(out) }
+    }
+
+    fn json(out: W) -> Self {
+        Self { json: Some(Vec::new()), ..Self::new(out) }
     }
 
     /// Drops what was held back: nothing is printed.
     fn discard(&mut self) {
-        self.held = Some(Vec::new());
+        self.held = self.held.as_ref().map(|_| Vec::new());
+        self.json = None;
         self.printed = 0;
     }
 
     fn print(&mut self, comment: Option<&str>, object: &Value) -> Result<()> {
+        if let Some(items) = &mut self.json {
+            items.push(object.clone());
+            self.printed += 1;
+            return Ok(());
+        }
         let mut text = String::new();
         if self.printed > 0 {
             text.push_str("---\n");
@@ -263,6 +314,12 @@ impl<W: Write> Printer<W> {
     fn finish(mut self) -> Result<()> {
         if let Some(held) = self.held.take() {
             self.out.write_all(&held).map_err(Error::Output)?;
+        }
+        if let Some(items) = self.json.take() {
+            let list =
+                serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
+            let text = serde_json::to_string_pretty(&list).map_err(|e| Error::Output(e.into()))?;
+            writeln!(self.out, "{text}").map_err(Error::Output)?;
         }
         self.out.flush().map_err(Error::Output)
     }

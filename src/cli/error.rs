@@ -20,6 +20,10 @@ pub enum Error {
     #[error(transparent)]
     Yaml(#[from] envoy_operator_core::manifest::YamlError),
 
+    /// A flag value that cannot work, with what to give instead.
+    #[error("{0}")]
+    Invalid(String),
+
     #[error("writing to standard output: {0}")]
     Output(std::io::Error),
 

@@ -6,16 +6,16 @@ use std::process::ExitCode;
 
 use envoy_operator_core::inject::workload::{Options, process_object};
 use envoy_operator_core::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+use envoy_operator_core::names;
 
-use super::documents::{Pipeline, read_texts};
+use super::documents::{ManifestArgs, Pipeline, read_texts};
 use super::inject_flags::InjectFlags;
 use super::usage_error;
 
 #[derive(clap::Args)]
 pub struct InjectArgs {
-    /// Files or directories of YAML/JSON manifests; `-` reads standard input.
-    #[arg(short = 'f', long = "filename", required = true)]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub manifests: ManifestArgs,
     /// Manifests of the Envoy resources that pods name with sidecar.example.com/envoy.
     #[arg(long)]
     pub envoys: Vec<PathBuf>,
@@ -25,12 +25,15 @@ pub struct InjectArgs {
     /// Remove the sidecars a previous injection recorded instead of adding them.
     #[arg(long)]
     pub uninject: bool,
+    /// The operator's namespace, never injected (as the webhook leaves it alone).
+    #[arg(long, value_name = "NAMESPACE", default_value = names::OPERATOR_NAMESPACE)]
+    pub operator_namespace: String,
     #[command(flatten)]
     pub flags: InjectFlags,
 }
 
 pub fn run(args: &InjectArgs) -> super::Result<ExitCode> {
-    let config = match args.flags.to_config() {
+    let config = match args.flags.to_config(&args.operator_namespace) {
         Ok(config) => config,
         Err(message) => return Ok(usage_error(&message)),
     };
@@ -48,7 +51,7 @@ pub fn run(args: &InjectArgs) -> super::Result<ExitCode> {
     let options =
         Options { config: &config, envoys, default_namespace: &args.namespace, uninject: args.uninject };
     Pipeline { failed_as: "failed", all_or_nothing: true }
-        .run(&args.files, |object| process_object(object, &options))
+        .run(&args.manifests, |object| process_object(object, &options))
 }
 
 /// The `Envoy` documents of files, directories or `-`. Unreadable Envoys are errors: a catalog

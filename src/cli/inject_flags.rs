@@ -4,7 +4,7 @@
 use envoy_operator_core::inject::annotations::parse_xds;
 use envoy_operator_core::inject::{InjectConfig, ProxyResources};
 use envoy_operator_core::names::{
-    DEFAULT_ENVOY_IMAGE, OPERATOR_NAMESPACE, PROXY_CPU_REQUEST, PROXY_MEMORY_LIMIT, PROXY_MEMORY_REQUEST,
+    DEFAULT_ENVOY_IMAGE, PROXY_CPU_REQUEST, PROXY_MEMORY_LIMIT, PROXY_MEMORY_REQUEST,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -47,10 +47,6 @@ pub struct InjectFlags {
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_kube_version)]
     pub kube_version: Option<(u32, u32)>,
 
-    /// The operator's namespace, never injected.
-    #[arg(long, value_name = "NAMESPACE", default_value = OPERATOR_NAMESPACE)]
-    pub operator_namespace: String,
-
     /// Another namespace never injected (repeatable), beyond kube-system, kube-public,
     /// kube-node-lease and the operator's.
     #[arg(long = "exclude-namespace", value_name = "NAMESPACE")]
@@ -58,8 +54,9 @@ pub struct InjectFlags {
 }
 
 impl InjectFlags {
-    /// The configuration these flags describe, checked.
-    pub fn to_config(&self) -> Result<InjectConfig, String> {
+    /// The configuration these flags describe for an operator in `operator_namespace` (never
+    /// injected), checked.
+    pub fn to_config(&self, operator_namespace: &str) -> Result<InjectConfig, String> {
         let quantity = |value: &str| (!value.is_empty()).then(|| Quantity(value.to_owned()));
         let default_xds = self
             .xds
@@ -76,7 +73,7 @@ impl InjectFlags {
             default_xds: default_xds.transpose()?,
             native_sidecar: self.native_sidecar,
             native_sidecars_supported: self.kube_version.is_none_or(supports_native_sidecars),
-            operator_namespace: self.operator_namespace.clone(),
+            operator_namespace: operator_namespace.to_owned(),
             extra_excluded_namespaces: self.exclude_namespaces.clone(),
         };
         config.validate()?;
@@ -102,6 +99,7 @@ pub fn parse_kube_version(value: &str) -> Result<(u32, u32), String> {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use envoy_operator_core::names::OPERATOR_NAMESPACE;
 
     use super::*;
 
@@ -114,7 +112,7 @@ mod tests {
     #[test]
     fn defaults_match_the_default_configuration() {
         let cli = Cli::parse_from(["test"]);
-        assert_eq!(cli.flags.to_config().unwrap(), InjectConfig::default());
+        assert_eq!(cli.flags.to_config(OPERATOR_NAMESPACE).unwrap(), InjectConfig::default());
     }
 
     #[test]
@@ -127,21 +125,22 @@ mod tests {
             "",
             "--native-sidecar",
         ]);
-        let config = cli.flags.to_config().unwrap();
+        let config = cli.flags.to_config(OPERATOR_NAMESPACE).unwrap();
         assert_eq!(config.default_xds.unwrap().host, "xds.mesh");
         assert_eq!(config.resources.memory_limit, None);
         assert!(config.native_sidecar);
-        let old = Cli::parse_from(["test", "--kube-version", "1.28"]).flags.to_config().unwrap();
+        let old =
+            Cli::parse_from(["test", "--kube-version", "1.28"]).flags.to_config(OPERATOR_NAMESPACE).unwrap();
         assert!(!old.native_sidecars_supported);
         assert!(
             Cli::parse_from(["test", "--kube-version", "v1.29.3"])
                 .flags
-                .to_config()
+                .to_config(OPERATOR_NAMESPACE)
                 .unwrap()
                 .native_sidecars_supported
         );
         assert!(Cli::try_parse_from(["test", "--kube-version", "latest"]).is_err());
         let bad = Cli::parse_from(["test", "--xds", "nowhere", "--proxy-cpu", "x"]);
-        assert!(bad.flags.to_config().unwrap_err().contains("--xds \"nowhere\""));
+        assert!(bad.flags.to_config(OPERATOR_NAMESPACE).unwrap_err().contains("--xds \"nowhere\""));
     }
 }

@@ -2,6 +2,7 @@
 //! the pure core. `main.rs` only parses and dispatches.
 
 pub mod check;
+pub mod cluster;
 pub mod controller;
 pub mod documents;
 pub mod error;
@@ -62,10 +63,37 @@ pub enum Command {
     Crds(generate::CrdsArgs),
     /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).
     Certs(generate::CertsArgs),
-    /// Serve the Foo and Envoy admission webhooks over TLS (POST /mutate, /validate).
+    /// Serve the admission webhooks alone over TLS: Foo and Envoy defaults (POST /mutate) and
+    /// rules (POST /validate), and the sidecar injector (POST /inject).
     Webhook(webhook::WebhookArgs),
-    /// Print or write the Mutating/ValidatingWebhookConfigurations for Foo and Envoy.
+    /// Print or write the Mutating/ValidatingWebhookConfigurations for Foo, Envoy and pods.
     WebhookConfig(generate::WebhookConfigArgs),
+    /// Print the version, and the API versions and defaults it serves.
+    Version,
+    /// Print a shell completion script, e.g. `envoy-operator completion bash >
+    /// /etc/bash_completion.d/envoy-operator`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `envoy-operator version`.
+pub fn version() -> ExitCode {
+    use envoy_operator_core::admission::AdmittedKind;
+    println!("envoy-operator {}", env!("CARGO_PKG_VERSION"));
+    for kind in AdmittedKind::ALL {
+        println!("  serves {} {}", kind.api_version(), kind.kind());
+    }
+    println!("  default Envoy image {}", envoy_operator_core::names::DEFAULT_ENVOY_IMAGE);
+    ExitCode::SUCCESS
+}
+
+/// `envoy-operator completion SHELL`.
+pub fn completion(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "envoy-operator", &mut std::io::stdout());
+    ExitCode::SUCCESS
 }
 
 /// A flag combination that cannot work: said on stderr, exit code 2 (as clap's own).

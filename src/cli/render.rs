@@ -1,19 +1,17 @@
 //! `envoy-operator render`: the children the reconcilers would apply for manifests' Foos and
 //! Envoys.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use envoy_operator_core::children::render::render_object;
 use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 
-use super::documents::Pipeline;
+use super::documents::{ManifestArgs, Pipeline};
 
 #[derive(clap::Args)]
 pub struct RenderArgs {
-    /// Files or directories of YAML/JSON manifests; `-` reads standard input.
-    #[arg(short = 'f', long = "filename", required = true)]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub manifests: ManifestArgs,
     /// Image of a Foo's nginx pods.
     #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
     pub nginx_image: String,
@@ -21,5 +19,5 @@ pub struct RenderArgs {
 
 pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
     Pipeline { failed_as: "not rendered", all_or_nothing: false }
-        .run(&args.files, |object| render_object(&object, &args.nginx_image))
+        .run(&args.manifests, |object| render_object(&object, &args.nginx_image))
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use envoy_operator_core::names;
 
+use super::cluster::ClusterFlags;
 use super::controller::ControllerFlags;
 use super::inject_flags::InjectFlags;
 use super::usage_error;
@@ -35,6 +36,13 @@ pub struct RunArgs {
     /// This replica's identity for leader election (default: the host name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// The operator's own namespace: it holds the certificate Secret (self-managed mode) and
+    /// the leader Lease, and the webhook Service is in it; it is never injected nor sent to the
+    /// webhooks.
+    #[arg(long, value_name = "NAMESPACE", default_value = names::OPERATOR_NAMESPACE)]
+    pub operator_namespace: String,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
     #[command(flatten)]
     pub reconcile: ControllerFlags,
     /// Log format (filter with RUST_LOG, default `info`).
@@ -46,7 +54,7 @@ pub struct RunArgs {
 
 pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     logging::init(args.log_format);
-    let inject = match args.inject.to_config() {
+    let inject = match args.inject.to_config(&args.operator_namespace) {
         Ok(config) => config,
         Err(message) => return Ok(usage_error(&message)),
     };
@@ -54,7 +62,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .identity
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("envoy-operator-{}", std::process::id()));
+    let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
+    let cluster = runtime.block_on(args.cluster.connect())?;
     let config = RunConfig {
+        api_server: cluster.as_ref().map_or_else(|| "none".to_owned(), |c| c.server.clone()),
         listen: args.listen,
         metrics_listen: args.metrics_listen,
         cert_mode: args.cert_mode,
@@ -66,17 +77,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         inject,
         serve: ServeConfig::default(),
     };
-    let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
-    let result = runtime.block_on(async {
-        let client = match run::reachable_cluster().await {
-            Ok(client) => Some(client),
-            Err(reason) => {
-                tracing::warn!(%reason, "no Kubernetes cluster reachable");
-                None
-            }
-        };
-        run::run(config, client, signal::shutdown_signal()).await
-    });
+    let result = runtime.block_on(run::run(config, cluster.map(|c| c.client), signal::shutdown_signal()));
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(error) => {

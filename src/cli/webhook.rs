@@ -42,6 +42,9 @@ pub struct WebhookArgs {
     /// cluster, there is no Envoy cache to look them up in).
     #[arg(long = "envoys", value_name = "FILE")]
     pub envoys: Vec<PathBuf>,
+    /// The operator's namespace, whose pods the injector never touches.
+    #[arg(long, value_name = "NAMESPACE", default_value = names::OPERATOR_NAMESPACE)]
+    pub operator_namespace: String,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -51,7 +54,7 @@ pub struct WebhookArgs {
 
 pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     logging::init(args.log_format);
-    let inject_config = match args.inject.to_config() {
+    let inject_config = match args.inject.to_config(&args.operator_namespace) {
         Ok(config) => config,
         Err(message) => return Ok(usage_error(&message)),
     };

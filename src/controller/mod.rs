@@ -340,7 +340,8 @@ mod tests {
         metrics.reconciled("Foo", Some("conflict"), Duration::from_millis(3));
         let text = registry.encode();
         // Every series starts at zero: the Foo's conflict is the one that counted.
-        let line = text.lines().find(|l| l.contains("reconcile") && l.contains("conflict") && l.contains("Foo"));
+        let line =
+            text.lines().find(|l| l.contains("reconcile") && l.contains("conflict") && l.contains("Foo"));
         assert!(line.is_some_and(|l| l.contains("Foo") && l.ends_with(" 1")), "{text}");
     }
 

@@ -71,6 +71,10 @@ fn free_port(host: IpAddr) -> SocketAddr {
 /// released, the Lease stays held until it expires.
 pub struct Operator {
     pub identity: String,
+    /// The operator's operations port (`/metrics`, `/readyz`); read by the reconcile
+    /// benchmark, which shares this harness.
+    #[allow(dead_code)]
+    pub metrics: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), String>>>,
     runtime: Option<tokio::runtime::Runtime>,
@@ -95,6 +99,7 @@ impl OperatorSetup {
             cert_dir: self.cert_dir.clone(),
             service_name: "envoy-operator-e2e".to_owned(),
             identity: identity.to_owned(),
+            api_server: "the e2e cluster (current kubeconfig context)".to_owned(),
             cert_check_interval: Duration::from_secs(60),
             controllers: ControllerConfig {
                 namespace: self.watch_namespace.clone(),
@@ -114,6 +119,7 @@ impl Operator {
     pub async fn start(setup: &OperatorSetup, identity: &str) -> Operator {
         let (stop, stopped) = oneshot::channel::<()>();
         let config = setup.config(identity);
+        let metrics_listen = config.metrics_listen;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name(format!("operator-{identity}"))
@@ -126,6 +132,7 @@ impl Operator {
         });
         let mut operator = Operator {
             identity: identity.to_owned(),
+            metrics: metrics_listen,
             stop: Some(stop),
             task: Some(task),
             runtime: Some(runtime),

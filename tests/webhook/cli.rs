@@ -15,7 +15,7 @@ fn certs_writes_a_private_key_and_refuses_to_overwrite_without_force() {
             .arg("certs")
             .arg("--out")
             .arg(&out)
-            .args(["--namespace", "ops"])
+            .args(["--operator-namespace", "ops"])
             .args(extra)
             .output()
             .unwrap()

@@ -114,3 +114,72 @@ async fn run_without_a_cluster_serves_the_webhooks() {
     assert!(stderr.contains("reconciling is OFF"), "{stderr}");
     assert!(stderr.contains("SIGTERM received"), "{stderr}");
 }
+
+/// A configured cluster that does not answer is no development mode: no certificates are
+/// generated, the API server (named) is retried, and the operator reports not ready.
+#[tokio::test]
+async fn run_with_an_unreachable_cluster_waits_for_it_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let dead = free_port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: down\nclusters:\n- name: c\n  cluster: {{server: 'https://127.0.0.1:{dead}'}}\n\
+             contexts:\n- name: down\n  context: {{cluster: c, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let (webhook, operations) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .args(["run", "--listen", &format!("127.0.0.1:{webhook}"), "--metrics-listen"])
+        .arg(format!("127.0.0.1:{operations}"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .current_dir(dir.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut operator = Operator(child);
+    let operations = SocketAddr::from(([127, 0, 0, 1], operations));
+
+    // The operations port answers, not ready, saying what it waits for: twice, a retry apart.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = 0;
+    while seen < 2 {
+        if let Some((status, body)) = http_get(operations, "/readyz").await {
+            assert_eq!(status, 503, "{body}");
+            assert!(body.contains("[-] api-server"), "{body}");
+            seen += 1;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the operations port never answered");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert!(!dir.path().join("certs").exists(), "no development certificates for a configured cluster");
+    assert!(
+        tokio::net::TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], webhook))).await.is_err(),
+        "the webhook does not serve before the cluster answers"
+    );
+
+    let pid = operator.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = operator.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "run did not stop after SIGTERM while waiting");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(operator.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("https://127.0.0.1:{dead}/ (context down)")),
+        "names the server: {stderr}"
+    );
+    assert!(stderr.contains("cannot be reached; retrying"), "{stderr}");
+    assert!(!stderr.contains("reconciling is OFF"), "{stderr}");
+}
