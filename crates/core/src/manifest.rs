@@ -87,22 +87,24 @@ fn json_type(value: &Value) -> &'static str {
 /// YAML documents separated by `---` lines otherwise. Documents that hold nothing (blank,
 /// comments only, or `null`) are left out.
 pub fn parse_documents(text: &str) -> Vec<Document> {
+    documents(text).collect()
+}
+
+/// The documents of a text one at a time, each parsed only when asked for: a large input is
+/// never held parsed in memory all at once.
+pub fn documents(text: &str) -> Box<dyn Iterator<Item = Document> + '_> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with(['{', '[']) {
-        return parse_json_stream(text);
+        return Box::new(JsonDocuments::new(text));
     }
-    split_yaml(text)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, part)| {
-            let content = serde_saphyr::from_str::<Value>(&part.text)
-                .map_err(|e| yaml_error_message(&e, part.first_line - 1));
-            match &content {
-                Ok(Value::Null) => None,
-                _ => Some(Document { index: i + 1, line: part.line, content }),
-            }
-        })
-        .collect()
+    Box::new(YamlParts::new(text).enumerate().filter_map(|(i, part)| {
+        let content = serde_saphyr::from_str::<Value>(&part.text)
+            .map_err(|e| yaml_error_message(&e, part.first_line - 1));
+        match &content {
+            Ok(Value::Null) => None,
+            _ => Some(Document { index: i + 1, line: part.line, content }),
+        }
+    }))
 }
 
 /// A YAML error as the user should read it: lines and the snippet counted in the whole input
@@ -145,31 +147,47 @@ impl serde_saphyr::MessageFormatter for KubernetesWording {
     }
 }
 
-fn parse_json_stream(text: &str) -> Vec<Document> {
-    let mut documents = Vec::new();
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    loop {
-        let offset = stream.byte_offset();
-        let rest = &text[offset..];
-        let start = offset + (rest.len() - rest.trim_start().len());
-        let line = 1 + text[..start].matches('\n').count();
-        match stream.next() {
-            None => break,
-            Some(Ok(value)) => {
-                documents.push(Document { index: documents.len() + 1, line, content: Ok(value) })
-            }
-            Some(Err(error)) => {
-                // The stream cannot resume after a syntax error: report it and stop.
-                documents.push(Document {
-                    index: documents.len() + 1,
-                    line,
-                    content: Err(error.to_string()),
-                });
-                break;
-            }
-        }
+/// A stream of JSON values, with the line each starts on (counted as the stream advances).
+struct JsonDocuments<'a> {
+    text: &'a str,
+    stream: serde_json::StreamDeserializer<'a, serde_json::de::StrRead<'a>, Value>,
+    index: usize,
+    /// Lines counted up to `counted` (a byte offset).
+    line: usize,
+    counted: usize,
+    failed: bool,
+}
+
+impl<'a> JsonDocuments<'a> {
+    fn new(text: &'a str) -> Self {
+        let stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+        Self { text, stream, index: 0, line: 1, counted: 0, failed: false }
     }
-    documents
+}
+
+impl Iterator for JsonDocuments<'_> {
+    type Item = Document;
+
+    fn next(&mut self) -> Option<Document> {
+        if self.failed {
+            return None;
+        }
+        let offset = self.stream.byte_offset();
+        let rest = &self.text[offset..];
+        let start = offset + (rest.len() - rest.trim_start().len());
+        self.line += self.text[self.counted..start].matches('\n').count();
+        self.counted = start;
+        let content = match self.stream.next()? {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                // The stream cannot resume after a syntax error: report it and stop.
+                self.failed = true;
+                Err(error.to_string())
+            }
+        };
+        self.index += 1;
+        Some(Document { index: self.index, line: self.line, content })
+    }
 }
 
 /// YAML documents with the line each starts on. A line beginning with `---` (followed by
@@ -179,38 +197,59 @@ fn parse_json_stream(text: &str) -> Vec<Document> {
 /// Split by hand rather than with the YAML library's multi-document reader, deliberately: a
 /// syntax error there ends the whole stream, and the documents after it, with their
 /// positions, are lost.
-fn split_yaml(text: &str) -> Vec<YamlPart> {
-    let mut documents = Vec::new();
-    let mut current = YamlPart { line: 1, first_line: 1, text: String::new() };
-    let mut ended = false;
-    let is_blank = |doc: &str| doc.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
-    for (i, line) in text.lines().enumerate() {
-        let marker_rest =
-            line.strip_prefix("---").filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t']));
-        if let Some(rest) = marker_rest {
-            // The part's text starts with what follows the marker on its line.
-            let next = YamlPart {
-                // Content starts on the marker line only when it follows the marker there.
-                line: if rest.trim().is_empty() { i + 2 } else { i + 1 },
-                first_line: i + 1,
-                text: format!("{rest}\n"),
-            };
-            let done = std::mem::replace(&mut current, next);
-            if !is_blank(&done.text) {
-                documents.push(done);
+struct YamlParts<'a> {
+    lines: std::iter::Enumerate<std::str::Lines<'a>>,
+    current: YamlPart,
+    ended: bool,
+    finished: bool,
+}
+
+impl<'a> YamlParts<'a> {
+    fn new(text: &'a str) -> Self {
+        let current = YamlPart { line: 1, first_line: 1, text: String::new() };
+        Self { lines: text.lines().enumerate(), current, ended: false, finished: false }
+    }
+}
+
+fn is_blank(document: &str) -> bool {
+    document.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+}
+
+impl Iterator for YamlParts<'_> {
+    type Item = YamlPart;
+
+    fn next(&mut self) -> Option<YamlPart> {
+        for (i, line) in self.lines.by_ref() {
+            let marker_rest =
+                line.strip_prefix("---").filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t']));
+            if let Some(rest) = marker_rest {
+                // The part's text starts with what follows the marker on its line.
+                let next = YamlPart {
+                    // Content starts on the marker line only when it follows the marker there.
+                    line: if rest.trim().is_empty() { i + 2 } else { i + 1 },
+                    first_line: i + 1,
+                    text: format!("{rest}\n"),
+                };
+                let done = std::mem::replace(&mut self.current, next);
+                self.ended = false;
+                if !is_blank(&done.text) {
+                    return Some(done);
+                }
+            } else if line == "..." {
+                self.ended = true;
+            } else if !self.ended {
+                self.current.text.push_str(line);
+                self.current.text.push('\n');
             }
-            ended = false;
-        } else if line == "..." {
-            ended = true;
-        } else if !ended {
-            current.text.push_str(line);
-            current.text.push('\n');
         }
+        if self.finished {
+            return None;
+        }
+        self.finished = true;
+        let last =
+            std::mem::replace(&mut self.current, YamlPart { line: 0, first_line: 0, text: String::new() });
+        (!is_blank(&last.text)).then_some(last)
     }
-    if !is_blank(&current.text) {
-        documents.push(current);
-    }
-    documents
 }
 
 /// One YAML document's text and where it stands in its input.
