@@ -80,19 +80,21 @@ fn benches(c: &mut Criterion) {
     };
     c.bench_function("envoy: bootstrap YAML + hash (part of the above)", |b| {
         b.iter(|| {
-            let bootstrap = envoy_operator_core::bootstrap::bootstrap(Some(black_box(&xds)));
+            let bootstrap = envoy_operator_core::bootstrap::bootstrap(
+                envoy_operator_core::bootstrap::Xds::External(black_box(&xds)),
+            );
             black_box((bootstrap.to_yaml(), bootstrap.hash()))
         })
     });
 
     let parent = envoy();
-    let children = envoy::desired_children(&defaulted(parent.clone()));
+    let children = envoy::desired_children(&defaulted(parent.clone()), None);
     let cached = rolled_out(children.deployment.clone());
     c.bench_function("envoy: desired children + status", |b| {
         b.iter(|| {
             let defaulted = defaulted(black_box(&parent).clone());
             let _ = defaulted.validate(None);
-            let children = envoy::desired_children(&defaulted);
+            let children = envoy::desired_children(&defaulted, None);
             let status = status::envoy_status(
                 &defaulted,
                 envoy::selector(&parent),
@@ -108,7 +110,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| {
             let defaulted = defaulted(black_box(&parent).clone());
             let _ = defaulted.validate(None);
-            let desired = envoy::desired_children(&defaulted);
+            let desired = envoy::desired_children(&defaulted, None);
             let changed = needs_apply(&desired.config_map, &children.config_map)
                 || needs_apply(&desired.deployment, &cached)
                 || needs_apply(&desired.service, &children.service);

@@ -599,7 +599,7 @@ fn envoy(xds_port: i32) -> Envoy {
 
 fn envoy_stores(envoy: &Envoy) -> Stores {
     let defaulted = rules::defaulted(envoy.clone());
-    let children = desired_children(&defaulted);
+    let children = desired_children(&defaulted, None);
     Stores::new(
         store(vec![]),
         store(vec![served(children.deployment, 2)]),
@@ -647,7 +647,7 @@ async fn envoy_steady_state_makes_no_requests() {
     let stores = envoy_stores(&envoy);
     let deployment = stores.envoy_deployments.state().pop().unwrap();
     let defaulted = rules::defaulted(envoy.clone());
-    let hash = desired_children(&defaulted).config_hash;
+    let hash = desired_children(&defaulted, None).config_hash;
     envoy.status = Some(status::envoy_status(
         &rules::defaulted(envoy.clone()),
         "app.kubernetes.io/instance=edge,app.kubernetes.io/name=envoy".into(),
@@ -666,7 +666,7 @@ async fn a_bootstrap_change_updates_the_config_map_and_rolls_the_pods() {
     let before = envoy(19000);
     let stores = envoy_stores(&before);
     let defaulted = rules::defaulted(before.clone());
-    let old_hash = desired_children(&defaulted).config_hash;
+    let old_hash = desired_children(&defaulted, None).config_hash;
     let mut envoy = envoy(19001);
     envoy.metadata.generation = Some(2);
     let parent = serde_json::to_value(&envoy).unwrap();

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use envoy_operator_core::manifest::{Outcome, parse_documents, to_yaml};
+use envoy_operator_core::manifest::{self, Outcome, to_yaml};
 use serde_json::Value;
 
 use super::error::{Error, Result};
@@ -164,7 +164,7 @@ impl Pipeline {
         for source in open_sources(paths, args.recursive)? {
             let name = source.name();
             let text = source.read()?;
-            for document in parse_documents(&text) {
+            for document in manifest::documents(&text) {
                 let origin = format!("{name} (document {}, line {})", document.index, document.line);
                 let objects = match document.content {
                     Ok(object) => expand_list(object, &origin),
@@ -327,7 +327,8 @@ impl<W: Write> Printer<W> {
 
 #[cfg(test)]
 mod tests {
-    use envoy_operator_core::children::render::render_object;
+    use envoy_operator_core::children::render::{Settings, render_object};
+    use envoy_operator_core::manifest::parse_documents;
     use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
     use serde_json::json;
 
@@ -341,7 +342,8 @@ mod tests {
         let mut out = Printer::new(Vec::new());
         let mut err = Vec::new();
         for document in parse_documents(&format!("{FOO}\n---\n{ENVOY}")) {
-            let outcome = render_object(&document.content.unwrap(), DEFAULT_NGINX_IMAGE);
+            let settings = Settings { nginx_image: DEFAULT_NGINX_IMAGE, control_plane: None };
+            let outcome = render_object(&document.content.unwrap(), &settings);
             report(&mut out, &mut err, "example", outcome).unwrap();
         }
         let stream = String::from_utf8(out.out).unwrap();

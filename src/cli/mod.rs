@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod cluster;
+pub mod control_plane;
 pub mod controller;
 pub mod documents;
 pub mod error;

@@ -1,12 +1,16 @@
 //! `envoy-operator render`: the children the reconcilers would apply for manifests' Foos and
 //! Envoys.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use envoy_operator_core::children::render::render_object;
-use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
+use envoy_operator_core::children::envoy::ControlPlaneTrust;
+use envoy_operator_core::children::render::{Settings, render_object};
+use envoy_operator_core::names::{self, DEFAULT_NGINX_IMAGE};
 
+use super::control_plane::AdvertiseFlags;
 use super::documents::{ManifestArgs, Pipeline};
+use super::usage_error;
 
 #[derive(clap::Args)]
 pub struct RenderArgs {
@@ -15,9 +19,28 @@ pub struct RenderArgs {
     /// Image of a Foo's nginx pods.
     #[arg(long, default_value = DEFAULT_NGINX_IMAGE)]
     pub nginx_image: String,
+    /// The operator's namespace (where its xDS Service is).
+    #[arg(long, value_name = "NAMESPACE", default_value = names::OPERATOR_NAMESPACE)]
+    pub operator_namespace: String,
+    #[command(flatten)]
+    pub advertise: AdvertiseFlags,
+    /// The CA of the operator's xDS server (PEM), for the CA file of the bootstrap ConfigMaps of
+    /// Envoys without `spec.xds`; without it that file is left out (the operator adds it).
+    #[arg(long, value_name = "FILE")]
+    pub xds_ca_file: Option<PathBuf>,
 }
 
 pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
+    let control_plane = match args.advertise.control_plane(&args.operator_namespace) {
+        Ok(control_plane) => control_plane,
+        Err(message) => return Ok(usage_error(&message)),
+    };
+    let ca_pem = match &args.xds_ca_file {
+        Some(path) => Some(String::from_utf8_lossy(&super::generate::read_ca_bundle(path)?).into_owned()),
+        None => None,
+    };
+    let trust = ControlPlaneTrust { control_plane, ca_pem };
+    let settings = Settings { nginx_image: &args.nginx_image, control_plane: Some(&trust) };
     Pipeline { failed_as: "not rendered", all_or_nothing: false }
-        .run(&args.manifests, |object| render_object(&object, &args.nginx_image))
+        .run(&args.manifests, |object| render_object(&object, &settings))
 }

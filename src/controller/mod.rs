@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use envoy_operator_core::children::envoy::ControlPlaneTrust;
 use envoy_operator_core::names::{DEFAULT_NGINX_IMAGE, EVENT_REPORTER};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -248,6 +249,9 @@ pub struct Context {
     pub stores: Stores,
     pub backoff: Backoff,
     pub metrics: Arc<dyn Metrics>,
+    /// The operator's control plane, with its current CA, for Envoys without `spec.xds`; `None`
+    /// where none runs (their proxies are then admin-only).
+    pub control_plane: Option<tokio::sync::watch::Receiver<ControlPlaneTrust>>,
 }
 
 impl Context {
@@ -260,7 +264,16 @@ impl Context {
             stores,
             backoff: Backoff::default(),
             metrics: Arc::new(NoMetrics),
+            control_plane: None,
         }
+    }
+
+    /// Envoys without `spec.xds` use the operator's control plane, trusting the CA `trust`
+    /// holds (it changes when the certificate rotates).
+    #[must_use]
+    pub fn with_control_plane(mut self, trust: tokio::sync::watch::Receiver<ControlPlaneTrust>) -> Self {
+        self.control_plane = Some(trust);
+        self
     }
 
     #[must_use]

@@ -341,7 +341,8 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
         return report_invalid_spec(&ctx, &parent, envoy.as_ref(), current_status, &status, &blocker).await;
     }
 
-    let children = envoy::desired_children(&defaulted);
+    let trust = ctx.control_plane.as_ref().map(|trust| trust.borrow().clone());
+    let children = envoy::desired_children(&defaulted, trust.as_ref());
     let stores = &ctx.stores;
     // The ConfigMap first: new pods mount it. Each next child only when the one before is ours.
     let config_map = ensure(&ctx, &stores.config_maps, &parent, &children.config_map).await?;

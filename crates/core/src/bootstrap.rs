@@ -2,11 +2,15 @@
 //! by the Envoy reconciler (the fleet's ConfigMap) and by the sidecar injector (inline
 //! `--config-yaml`), so both run the same configuration.
 //!
-//! Every bootstrap has the admin interface on 127.0.0.1 and a readiness listener on
-//! [`READINESS_PORT`] that forwards only `GET /ready` to the admin interface: the kubelet
-//! probes the pod IP, which the loopback-bound admin interface cannot be reached on. With an
-//! xDS server, a static cluster for it (STRICT_DNS, HTTP/2) carries ADS for listeners and
-//! clusters.
+//! Every bootstrap has the admin interface on 127.0.0.1 and a listener on [`READINESS_PORT`]
+//! that forwards only `GET /ready` (the kubelet probes the pod IP, which the loopback-bound
+//! admin interface cannot be reached on) and `GET /stats/prometheus` (for scraping) to the
+//! admin interface, nothing else of it. Where the configuration comes from ([`Xds`]):
+//! - an external xDS server (`spec.xds`): a static cluster for it (STRICT_DNS, HTTP/2,
+//!   plaintext) carries state-of-the-world ADS, as before the operator had its own;
+//! - the operator's own control plane: delta ADS over TLS, trusting the operator's CA from an
+//!   SDS file Envoy watches ([`ca_sds_file`], kept next to the bootstrap), so a rotated CA
+//!   reaches running proxies without a restart; the node names its fleet in its metadata.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -22,30 +26,92 @@ pub struct XdsTarget {
     pub port: u16,
 }
 
-/// Builds the bootstrap for a proxy that takes its configuration from `xds`, or an
-/// admin-only bootstrap without one.
-pub fn bootstrap(xds: Option<&XdsTarget>) -> Bootstrap {
+/// The operator's own xDS server, as proxies reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlPlane {
+    /// DNS name (or IP) and port proxies dial; the server's certificate names the host.
+    pub host: String,
+    pub port: u16,
+}
+
+/// Where a proxy takes its configuration from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Xds<'a> {
+    /// Nowhere: the admin interface only.
+    None,
+    /// A user's xDS server (`spec.xds`, the `sidecar.example.com/xds` annotation, `--xds`).
+    External(&'a XdsTarget),
+    /// The operator's control plane, serving the fleet `fleet` (`<namespace>/<Envoy>`); the CA
+    /// is read from the SDS file at `ca_sds_path`.
+    Operator { control_plane: &'a ControlPlane, fleet: &'a str, ca_sds_path: &'a str },
+}
+
+/// Name of the static cluster of the operator's control plane.
+pub const OPERATOR_XDS_CLUSTER: &str = "envoy_operator_xds";
+/// Node metadata key naming the fleet a proxy belongs to (`<namespace>/<Envoy>`).
+pub const FLEET_METADATA_KEY: &str = "envoy-operator.example.com/fleet";
+/// Name of the SDS secret holding the control plane's CA.
+pub const CA_SECRET_NAME: &str = "envoy_operator_xds_ca";
+
+/// Builds the bootstrap for a proxy that takes its configuration from `xds`.
+pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
     let mut clusters = vec![Cluster::static_loopback(ADMIN_CLUSTER, ADMIN_PORT as u16)];
-    let dynamic_resources = xds.map(|xds| {
-        clusters.push(Cluster::xds(xds));
-        DynamicResources {
-            ads_config: ApiConfigSource {
-                api_type: "GRPC",
-                transport_api_version: "V3",
-                set_node_on_first_message_only: true,
-                grpc_services: vec![GrpcService {
-                    envoy_grpc: EnvoyGrpc { cluster_name: xds.cluster_name.clone() },
-                }],
-            },
-            lds_config: ConfigSource::ads(),
-            cds_config: ConfigSource::ads(),
+    let ads = |api_type, cluster_name: &str| DynamicResources {
+        ads_config: ApiConfigSource {
+            api_type,
+            transport_api_version: "V3",
+            set_node_on_first_message_only: true,
+            grpc_services: vec![GrpcService {
+                envoy_grpc: EnvoyGrpc { cluster_name: cluster_name.to_owned() },
+            }],
+        },
+        lds_config: ConfigSource::ads(),
+        cds_config: ConfigSource::ads(),
+    };
+    let (node, dynamic_resources) = match xds {
+        Xds::None => (None, None),
+        Xds::External(target) => {
+            clusters.push(Cluster::xds(&target.cluster_name, &target.host, target.port, None));
+            (None, Some(ads("GRPC", &target.cluster_name)))
         }
-    });
+        Xds::Operator { control_plane, fleet, ca_sds_path } => {
+            let tls = TransportSocket::upstream_tls(&control_plane.host, ca_sds_path);
+            clusters.push(Cluster::xds(
+                OPERATOR_XDS_CLUSTER,
+                &control_plane.host,
+                control_plane.port,
+                Some(tls),
+            ));
+            let node = Node { metadata: [(FLEET_METADATA_KEY.to_owned(), fleet.to_owned())].into() };
+            (Some(node), Some(ads("DELTA_GRPC", OPERATOR_XDS_CLUSTER)))
+        }
+    };
     Bootstrap {
+        node,
         admin: Admin { address: Address::socket("127.0.0.1", ADMIN_PORT as u16) },
         static_resources: StaticResources { listeners: vec![Listener::readiness()], clusters },
         dynamic_resources,
     }
+}
+
+/// The SDS file that gives Envoy the control plane's CA (`ca_pem`, one or more PEM certificates)
+/// and the name the server's certificate must carry. Envoy watches its directory, so a rotated CA
+/// is picked up without a restart.
+pub fn ca_sds_file(ca_pem: &str, server_name: &str) -> String {
+    let file = SdsFile {
+        resources: vec![SdsSecret {
+            type_url: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
+            name: CA_SECRET_NAME,
+            validation_context: CertificateValidationContext {
+                trusted_ca: DataSource { inline_string: ca_pem.to_owned() },
+                match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
+                    san_type: "DNS",
+                    matcher: StringMatcher { exact: server_name.to_owned() },
+                }],
+            },
+        }],
+    };
+    serde_saphyr::to_string(&file).unwrap_or_default()
 }
 
 /// Name of the static cluster that points at the admin interface.
@@ -73,10 +139,19 @@ impl Bootstrap {
 /// `envoy.config.bootstrap.v3.Bootstrap`, the parts this operator sets.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bootstrap {
+    /// Only its metadata: the id and cluster come from `--service-node`/`--service-cluster`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Node>,
     pub admin: Admin,
     pub static_resources: StaticResources,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamic_resources: Option<DynamicResources>,
+}
+
+/// `envoy.config.core.v3.Node`, its metadata only.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Node {
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -114,13 +189,20 @@ pub struct Listener {
     pub filter_chains: Vec<FilterChain>,
 }
 
+/// The admin paths the readiness listener exposes: readiness for the kubelet, statistics for
+/// Prometheus. Nothing else of the admin interface is reachable from outside the pod.
+pub const EXPOSED_ADMIN_PATHS: [&str; 2] = ["/ready", "/stats/prometheus"];
+
 impl Listener {
-    /// `0.0.0.0:9902`, routing exactly `/ready` to the admin interface.
+    /// `0.0.0.0:9902`, routing exactly [`EXPOSED_ADMIN_PATHS`] to the admin interface.
     fn readiness() -> Self {
-        let route = Route {
-            r#match: RouteMatch { path: "/ready".to_owned() },
-            route: RouteAction { cluster: ADMIN_CLUSTER.to_owned() },
-        };
+        let routes = EXPOSED_ADMIN_PATHS
+            .iter()
+            .map(|path| Route {
+                r#match: RouteMatch { path: (*path).to_owned() },
+                route: RouteAction { cluster: ADMIN_CLUSTER.to_owned() },
+            })
+            .collect();
         let manager = HttpConnectionManager {
             type_url: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
             stat_prefix: "readiness".to_owned(),
@@ -128,7 +210,7 @@ impl Listener {
                 virtual_hosts: vec![VirtualHost {
                     name: "readiness".to_owned(),
                     domains: vec!["*".to_owned()],
-                    routes: vec![route],
+                    routes,
                 }],
             },
             http_filters: vec![HttpFilter {
@@ -220,6 +302,8 @@ pub struct Cluster {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub typed_extension_protocol_options: Option<ProtocolOptions>,
     pub load_assignment: LoadAssignment,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport_socket: Option<TransportSocket>,
 }
 
 impl Cluster {
@@ -230,13 +314,15 @@ impl Cluster {
             connect_timeout: "1s",
             typed_extension_protocol_options: None,
             load_assignment: LoadAssignment::single(name, "127.0.0.1", port),
+            transport_socket: None,
         }
     }
 
-    /// The xDS server's cluster: resolved by DNS (STRICT_DNS), spoken to over HTTP/2 (gRPC).
-    fn xds(xds: &XdsTarget) -> Self {
+    /// An xDS server's cluster: resolved by DNS (STRICT_DNS), spoken to over HTTP/2 (gRPC),
+    /// over `tls` when given.
+    fn xds(name: &str, host: &str, port: u16, tls: Option<TransportSocket>) -> Self {
         Self {
-            name: xds.cluster_name.clone(),
+            name: name.to_owned(),
             r#type: "STRICT_DNS",
             connect_timeout: "5s",
             typed_extension_protocol_options: Some(ProtocolOptions {
@@ -245,9 +331,119 @@ impl Cluster {
                     explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
                 },
             }),
-            load_assignment: LoadAssignment::single(&xds.cluster_name, &xds.host, xds.port),
+            load_assignment: LoadAssignment::single(name, host, port),
+            transport_socket: tls,
         }
     }
+}
+
+/// `envoy.config.core.v3.TransportSocket` with an `UpstreamTlsContext`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TransportSocket {
+    pub name: &'static str,
+    pub typed_config: UpstreamTlsContext,
+}
+
+impl TransportSocket {
+    /// TLS to `server_name` (SNI, and the name its certificate must carry), h2 by ALPN, the CA
+    /// from the SDS file at `ca_sds_path` (its directory watched).
+    fn upstream_tls(server_name: &str, ca_sds_path: &str) -> Self {
+        let directory =
+            ca_sds_path.rsplit_once('/').map_or(".", |(dir, _)| if dir.is_empty() { "/" } else { dir });
+        Self {
+            name: "envoy.transport_sockets.tls",
+            typed_config: UpstreamTlsContext {
+                type_url: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                sni: server_name.to_owned(),
+                common_tls_context: CommonTlsContext {
+                    alpn_protocols: vec!["h2".to_owned()],
+                    validation_context_sds_secret_config: SdsSecretConfig {
+                        name: CA_SECRET_NAME,
+                        sds_config: SdsConfigSource {
+                            path_config_source: PathConfigSource {
+                                path: ca_sds_path.to_owned(),
+                                watched_directory: WatchedDirectory { path: directory.to_owned() },
+                            },
+                            resource_api_version: "V3",
+                        },
+                    },
+                },
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UpstreamTlsContext {
+    #[serde(rename = "@type")]
+    pub type_url: &'static str,
+    pub sni: String,
+    pub common_tls_context: CommonTlsContext,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CommonTlsContext {
+    pub alpn_protocols: Vec<String>,
+    pub validation_context_sds_secret_config: SdsSecretConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SdsSecretConfig {
+    pub name: &'static str,
+    pub sds_config: SdsConfigSource,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SdsConfigSource {
+    pub path_config_source: PathConfigSource,
+    pub resource_api_version: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathConfigSource {
+    pub path: String,
+    pub watched_directory: WatchedDirectory,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WatchedDirectory {
+    pub path: String,
+}
+
+/// An SDS file: a `DiscoveryResponse`-shaped list of `envoy.extensions.transport_sockets.tls.v3.Secret`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct SdsFile {
+    resources: Vec<SdsSecret>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct SdsSecret {
+    #[serde(rename = "@type")]
+    type_url: &'static str,
+    name: &'static str,
+    validation_context: CertificateValidationContext,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct CertificateValidationContext {
+    trusted_ca: DataSource,
+    match_typed_subject_alt_names: Vec<SubjectAltNameMatcher>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct DataSource {
+    inline_string: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct SubjectAltNameMatcher {
+    san_type: &'static str,
+    matcher: StringMatcher,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct StringMatcher {
+    exact: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -368,7 +564,7 @@ mod tests {
 
     #[test]
     fn xds_bootstrap_structure() {
-        let config = parsed(&bootstrap(Some(&xds())));
+        let config = parsed(&bootstrap(Xds::External(&xds())));
         assert_eq!(
             config["admin"]["address"]["socket_address"],
             json!({"address": "127.0.0.1", "port_value": 9901})
@@ -397,15 +593,16 @@ mod tests {
     }
 
     #[test]
-    fn readiness_listener_exposes_only_ready() {
-        let config = parsed(&bootstrap(None));
+    fn the_readiness_listener_exposes_only_readiness_and_statistics() {
+        let config = parsed(&bootstrap(Xds::None));
         let listener = &config["static_resources"]["listeners"][0];
         assert_eq!(listener["address"]["socket_address"]["port_value"], 9902);
         let manager = &listener["filter_chains"][0]["filters"][0]["typed_config"];
         let routes = manager["route_config"]["virtual_hosts"][0]["routes"].as_array().unwrap();
-        assert_eq!(routes.len(), 1);
+        assert_eq!(routes.len(), 2);
         assert_eq!(routes[0]["match"], json!({"path": "/ready"}));
-        assert_eq!(routes[0]["route"]["cluster"], ADMIN_CLUSTER);
+        assert_eq!(routes[1]["match"], json!({"path": "/stats/prometheus"}));
+        assert!(routes.iter().all(|route| route["route"]["cluster"] == ADMIN_CLUSTER));
         let admin = cluster(&config, ADMIN_CLUSTER);
         assert_eq!(
             admin["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
@@ -416,25 +613,53 @@ mod tests {
 
     #[test]
     fn admin_only_without_xds() {
-        let config = parsed(&bootstrap(None));
+        let config = parsed(&bootstrap(Xds::None));
         assert!(config.get("dynamic_resources").is_none());
         assert_eq!(config["static_resources"]["clusters"].as_array().unwrap().len(), 1);
     }
 
     #[test]
+    fn the_operators_control_plane_is_delta_ads_over_tls_naming_the_fleet() {
+        let control_plane = ControlPlane { host: "envoy-operator-xds.ops.svc".into(), port: 18000 };
+        let xds = Xds::Operator {
+            control_plane: &control_plane,
+            fleet: "shop/edge",
+            ca_sds_path: "/etc/envoy/xds-ca.yaml",
+        };
+        let config = parsed(&bootstrap(xds));
+        assert_eq!(config["node"]["metadata"][FLEET_METADATA_KEY], "shop/edge");
+        assert_eq!(config["dynamic_resources"]["ads_config"]["api_type"], "DELTA_GRPC");
+        let cluster = cluster(&config, OPERATOR_XDS_CLUSTER);
+        let tls = &cluster["transport_socket"]["typed_config"];
+        assert_eq!(tls["sni"], "envoy-operator-xds.ops.svc");
+        assert_eq!(tls["common_tls_context"]["alpn_protocols"], json!(["h2"]));
+        let sds = &tls["common_tls_context"]["validation_context_sds_secret_config"];
+        assert_eq!(sds["name"], CA_SECRET_NAME);
+        assert_eq!(sds["sds_config"]["path_config_source"]["watched_directory"]["path"], "/etc/envoy");
+        let file: Value = serde_saphyr::from_str(&ca_sds_file("PEM", "envoy-operator-xds.ops.svc")).unwrap();
+        let secret = &file["resources"][0];
+        assert_eq!(secret["name"], CA_SECRET_NAME);
+        assert_eq!(secret["validation_context"]["trusted_ca"]["inline_string"], "PEM");
+        assert_eq!(
+            secret["validation_context"]["match_typed_subject_alt_names"][0]["matcher"]["exact"],
+            "envoy-operator-xds.ops.svc"
+        );
+    }
+
+    #[test]
     fn json_and_yaml_forms_agree() {
-        let config = bootstrap(Some(&xds()));
+        let config = bootstrap(Xds::External(&xds()));
         let from_json: Value = serde_json::from_str(&config.to_json()).unwrap();
         assert_eq!(from_json, parsed(&config));
     }
 
     #[test]
     fn hash_follows_the_configuration() {
-        let one = bootstrap(Some(&xds()));
-        assert_eq!(one.hash(), bootstrap(Some(&xds())).hash());
+        let one = bootstrap(Xds::External(&xds()));
+        assert_eq!(one.hash(), bootstrap(Xds::External(&xds())).hash());
         assert_eq!(one.hash().len(), 16);
         let moved = XdsTarget { port: 19001, ..xds() };
-        assert_ne!(one.hash(), bootstrap(Some(&moved)).hash());
-        assert_ne!(one.hash(), bootstrap(None).hash());
+        assert_ne!(one.hash(), bootstrap(Xds::External(&moved)).hash());
+        assert_ne!(one.hash(), bootstrap(Xds::None).hash());
     }
 }

@@ -50,6 +50,12 @@ pub const MUTATE_PATH: &str = "/mutate";
 pub const VALIDATE_PATH: &str = "/validate";
 pub const INJECT_PATH: &str = "/inject";
 
+/// The Service fleets reach the operator's xDS server through, and its port.
+pub const XDS_SERVICE: &str = "envoy-operator-xds";
+pub const XDS_PORT: u16 = 18000;
+/// Where `run` serves xDS unless told otherwise.
+pub const XDS_LISTEN: &str = "0.0.0.0:18000";
+
 /// Where `run` and `webhook` listen unless told otherwise: the webhooks' TLS port and the
 /// plain-HTTP operations port.
 pub const WEBHOOK_LISTEN: &str = "0.0.0.0:8443";
@@ -83,6 +89,7 @@ mod tests {
     #[test]
     fn addresses_agree_with_their_ports() {
         assert!(WEBHOOK_LISTEN.ends_with(&format!(":{WEBHOOK_PORT}")));
+        assert!(XDS_LISTEN.ends_with(&format!(":{XDS_PORT}")));
         assert!(LOCAL_WEBHOOK_URL.ends_with(&format!(":{WEBHOOK_PORT}")));
         assert!(LOCAL_CA_FILE.starts_with(&format!("{CERT_DIR}/")) && LOCAL_CA_FILE.ends_with(CA_KEY));
     }

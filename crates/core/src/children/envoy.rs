@@ -16,14 +16,46 @@ use kube::{Resource, ResourceExt};
 
 use super::labels;
 use crate::api::Envoy;
-use crate::bootstrap::bootstrap;
+use crate::bootstrap::{ControlPlane, Xds, bootstrap, ca_sds_file};
 use crate::proxy::{self, PROXY_UID};
 use crate::rules::Defaulted;
 
 /// Key of the bootstrap in the ConfigMap, and so its file name in the pods.
 pub const BOOTSTRAP_KEY: &str = "envoy.yaml";
+/// Key of the SDS file with the control plane's CA in the ConfigMap (fleets of the operator's
+/// control plane only). Not part of the config hash: a rotated CA reaches running proxies
+/// through the mounted file, without rolling them.
+pub const CA_SDS_KEY: &str = "xds-ca.yaml";
 /// Where the ConfigMap is mounted: a whole directory, so updates reach running pods.
 pub const CONFIG_DIR: &str = "/etc/envoy";
+
+/// The operator's control plane as a fleet's bootstrap needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlPlaneTrust {
+    pub control_plane: ControlPlane,
+    /// The CA bundle (PEM) the control plane's certificate chains to; `None` where it is not
+    /// known (`render` without `--xds-ca-file`): the ConfigMap then lacks the CA file, which
+    /// the operator adds.
+    pub ca_pem: Option<String>,
+}
+
+/// The fleet key the control plane serves an Envoy under: `<namespace>/<name>`.
+pub fn fleet_key(envoy: &Envoy) -> String {
+    format!("{}/{}", envoy.namespace().unwrap_or_default(), envoy.name_any())
+}
+
+/// Prometheus' conventional scrape annotations, pointing at the statistics the readiness
+/// listener exposes.
+pub fn scrape_annotations() -> BTreeMap<String, String> {
+    [
+        ("prometheus.io/scrape", "true".to_owned()),
+        ("prometheus.io/port", crate::api::envoy::READINESS_PORT.to_string()),
+        ("prometheus.io/path", "/stats/prometheus".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
 
 /// The three children of an Envoy and the hash of the bootstrap they carry.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,14 +66,36 @@ pub struct EnvoyChildren {
     pub config_hash: String,
 }
 
-/// The children a (valid) Envoy asks for.
-pub fn desired_children(envoy: &Defaulted<Envoy>) -> EnvoyChildren {
+/// The children a (valid) Envoy asks for. Its proxies take their configuration from its
+/// `spec.xds`; without one, from the operator's control plane (`control_plane`), or from
+/// nowhere (admin only) when the operator runs none.
+pub fn desired_children(
+    envoy: &Defaulted<Envoy>,
+    control_plane: Option<&ControlPlaneTrust>,
+) -> EnvoyChildren {
     let instance = envoy.name_any();
     let spec = envoy.effective();
     let fleet = spec.name.clone();
     let config_map_name = spec.config_map_name.clone();
-    let bootstrap = bootstrap(spec.xds.as_ref());
+    let fleet_key = fleet_key(envoy);
+    let ca_sds_path = format!("{CONFIG_DIR}/{CA_SDS_KEY}");
+    let xds = match (&spec.xds, control_plane) {
+        (Some(external), _) => Xds::External(external),
+        (None, Some(trust)) => Xds::Operator {
+            control_plane: &trust.control_plane,
+            fleet: &fleet_key,
+            ca_sds_path: &ca_sds_path,
+        },
+        (None, None) => Xds::None,
+    };
+    let bootstrap = bootstrap(xds);
     let config_hash = bootstrap.hash();
+    let mut data = BTreeMap::from([(BOOTSTRAP_KEY.to_owned(), bootstrap.to_yaml())]);
+    if let (Xds::Operator { .. }, Some(trust)) = (xds, control_plane)
+        && let Some(ca_pem) = &trust.ca_pem
+    {
+        data.insert(CA_SDS_KEY.to_owned(), ca_sds_file(ca_pem, &trust.control_plane.host));
+    }
     let meta = |name: &str| ObjectMeta {
         name: Some(name.to_owned()),
         namespace: envoy.namespace(),
@@ -49,11 +103,7 @@ pub fn desired_children(envoy: &Defaulted<Envoy>) -> EnvoyChildren {
         owner_references: envoy.controller_owner_ref(&()).map(|owner: OwnerReference| vec![owner]),
         ..Default::default()
     };
-    let config_map = ConfigMap {
-        metadata: meta(&config_map_name),
-        data: Some(BTreeMap::from([(BOOTSTRAP_KEY.to_owned(), bootstrap.to_yaml())])),
-        ..Default::default()
-    };
+    let config_map = ConfigMap { metadata: meta(&config_map_name), data: Some(data), ..Default::default() };
     let deployment = Deployment {
         metadata: meta(&fleet),
         spec: Some(DeploymentSpec {
@@ -65,10 +115,11 @@ pub fn desired_children(envoy: &Defaulted<Envoy>) -> EnvoyChildren {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels::envoy_labels(&instance)),
-                    annotations: Some(BTreeMap::from([(
-                        labels::CONFIG_HASH_ANNOTATION.to_owned(),
-                        config_hash.clone(),
-                    )])),
+                    annotations: Some({
+                        let mut annotations = scrape_annotations();
+                        annotations.insert(labels::CONFIG_HASH_ANNOTATION.to_owned(), config_hash.clone());
+                        annotations
+                    }),
                     ..Default::default()
                 }),
                 spec: Some(pod_spec(envoy, &fleet, &config_map_name)),
@@ -228,7 +279,7 @@ mod tests {
 
     #[test]
     fn config_map_holds_the_bootstrap() {
-        let children = desired_children(&envoy("edge-envoy"));
+        let children = desired_children(&envoy("edge-envoy"), None);
         let cm = json(&children.config_map);
         assert_eq!(cm["metadata"]["name"], "envoy-cfg-1");
         assert_eq!(cm["metadata"]["ownerReferences"][0]["kind"], "Envoy");
@@ -248,7 +299,7 @@ mod tests {
 
     #[test]
     fn deployment_mounts_the_whole_config_directory_and_carries_the_hash() {
-        let children = desired_children(&envoy("edge-envoy"));
+        let children = desired_children(&envoy("edge-envoy"), None);
         assert_eq!(config_hash_of(&children.deployment), Some(children.config_hash.clone()));
         let d = json(&children.deployment);
         assert_eq!(d["metadata"]["name"], "webserver-beta");
@@ -298,7 +349,7 @@ mod tests {
 
     #[test]
     fn service_selects_only_this_envoys_pods() {
-        let (a, b) = (desired_children(&envoy("a")), desired_children(&envoy("b")));
+        let (a, b) = (desired_children(&envoy("a"), None), desired_children(&envoy("b"), None));
         let selector = |c: &EnvoyChildren| c.service.spec.as_ref().unwrap().selector.clone().unwrap();
         assert_ne!(selector(&a), selector(&b));
         let pod_labels =
@@ -333,12 +384,12 @@ mod tests {
         let mut scaled = raw_envoy("edge");
         scaled.spec.replicas = Some(5);
         let scaled = defaulted(scaled);
-        let template = |e: &Defaulted<Envoy>| desired_children(e).deployment.spec.unwrap().template;
+        let template = |e: &Defaulted<Envoy>| desired_children(e, None).deployment.spec.unwrap().template;
         assert_eq!(template(&base), template(&scaled));
         let mut moved = raw_envoy("edge");
         moved.spec.xds.as_mut().unwrap().port = 19001;
         let moved = defaulted(moved);
-        assert_ne!(desired_children(&base).config_hash, desired_children(&moved).config_hash);
+        assert_ne!(desired_children(&base, None).config_hash, desired_children(&moved, None).config_hash);
         assert_ne!(template(&base), template(&moved));
     }
 }

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::envoy::ControlPlaneTrust;
 use super::{envoy, foo, status};
 use crate::admission::{Admitted, AdmittedKind, defaulted_valid};
 use crate::api::{Envoy, Foo};
@@ -37,18 +38,29 @@ impl Children {
     }
 }
 
+/// What the reconcilers are run with, as far as their children depend on it.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings<'a> {
+    /// Image of a Foo's nginx pods.
+    pub nginx_image: &'a str,
+    /// The operator's control plane, for Envoys without `spec.xds`.
+    pub control_plane: Option<&'a ControlPlaneTrust>,
+}
+
 /// Renders one object: its children, or why there are none.
-pub fn render_object(object: &Value, nginx_image: &str) -> Outcome {
-    render(object, nginx_image).map_or_else(|outcome| outcome, Children::into_outcome)
+pub fn render_object(object: &Value, settings: &Settings<'_>) -> Outcome {
+    render(object, settings).map_or_else(|outcome| outcome, Children::into_outcome)
 }
 
 /// The children of a Foo or Envoy; other kinds, invalid and unreadable objects are `Err`
 /// with the outcome to report.
-pub fn render(object: &Value, nginx_image: &str) -> Result<Children, Outcome> {
+pub fn render(object: &Value, settings: &Settings<'_>) -> Result<Children, Outcome> {
     let (api_version, kind) = type_meta(object)?;
     match AdmittedKind::resolve(api_version, kind).map_err(|message| Outcome::Rejected { message })? {
-        Some(AdmittedKind::Foo) => typed::<Foo>(object, |foo| render_foo(foo, nginx_image)),
-        Some(AdmittedKind::Envoy) => typed::<Envoy>(object, render_envoy),
+        Some(AdmittedKind::Foo) => typed::<Foo>(object, |foo| render_foo(foo, settings.nginx_image)),
+        Some(AdmittedKind::Envoy) => {
+            typed::<Envoy>(object, |envoy| render_envoy(envoy, settings.control_plane))
+        }
         None => Err(Outcome::Skipped { note: format!("{api_version} {kind} has no children to render") }),
     }
 }
@@ -117,8 +129,11 @@ fn render_foo(foo: &Defaulted<Foo>, nginx_image: &str) -> Result<Children, Strin
     })
 }
 
-fn render_envoy(envoy: &Defaulted<Envoy>) -> Result<Children, String> {
-    let children = envoy::desired_children(envoy);
+fn render_envoy(
+    envoy: &Defaulted<Envoy>,
+    control_plane: Option<&ControlPlaneTrust>,
+) -> Result<Children, String> {
+    let children = envoy::desired_children(envoy, control_plane);
     let rolled_out = rolled_out(&children.deployment, envoy.effective().replicas);
     let status = status::envoy_status(
         envoy,
@@ -141,6 +156,8 @@ mod tests {
     use crate::manifest::parse_documents;
     use crate::names::DEFAULT_NGINX_IMAGE;
 
+    const SETTINGS: Settings<'static> = Settings { nginx_image: DEFAULT_NGINX_IMAGE, control_plane: None };
+
     const FOO: &str = include_str!("../../../../examples/foo.yaml");
     const ENVOY: &str = include_str!("../../../../examples/envoy.yaml");
 
@@ -151,7 +168,7 @@ mod tests {
     fn rendered(text: &str) -> (Vec<Value>, Value) {
         let objects = objects(text);
         assert_eq!(objects.len(), 1);
-        match render(&objects[0], DEFAULT_NGINX_IMAGE) {
+        match render(&objects[0], &SETTINGS) {
             Ok(Children { children, status, .. }) => (children, status),
             Err(other) => panic!("not rendered: {other:?}"),
         }
@@ -189,16 +206,14 @@ mod tests {
     #[test]
     fn invalid_and_foreign_documents_are_reported() {
         let text = "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: bad}\nspec: {replicas: -1}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
-        let out: Vec<Outcome> = objects(text).iter().map(|o| render_object(o, DEFAULT_NGINX_IMAGE)).collect();
+        let out: Vec<Outcome> = objects(text).iter().map(|o| render_object(o, &SETTINGS)).collect();
         assert!(matches!(&out[0], Outcome::Rejected { message } if message.contains("spec.replicas")));
         assert!(matches!(&out[1], Outcome::Skipped { .. }));
     }
 
     #[test]
     fn the_target_status_is_the_comment_before_the_children() {
-        let Outcome::Rendered { comment, objects } =
-            render_object(&self::objects(FOO)[0], DEFAULT_NGINX_IMAGE)
-        else {
+        let Outcome::Rendered { comment, objects } = render_object(&self::objects(FOO)[0], &SETTINGS) else {
             panic!("not rendered");
         };
         assert!(

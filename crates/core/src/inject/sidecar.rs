@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::InjectError;
 use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PROXY_MEMORY_LIMIT};
 use super::config::ProxyResources;
-use crate::bootstrap::{XdsTarget, bootstrap};
+use crate::bootstrap::{Xds, XdsTarget, bootstrap};
 use crate::proxy;
 use crate::rules::quantity;
 
@@ -45,7 +45,7 @@ pub struct Sidecar {
 
 /// Builds the sidecar for `spec`. Deterministic: the same spec gives byte-identical JSON.
 pub fn build(spec: &SidecarSpec) -> Sidecar {
-    let bootstrap = bootstrap(spec.xds.as_ref());
+    let bootstrap = bootstrap(spec.xds.as_ref().map_or(Xds::None, Xds::External));
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(spec.image.clone()),
