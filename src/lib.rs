@@ -10,3 +10,4 @@ pub mod run;
 mod testing;
 pub mod tls;
 pub mod webhook;
+pub mod xds_server;

@@ -1,0 +1,550 @@
+//! What one stream's proxy has, what it asked for, and what to send it next, in an order that
+//! never leaves traffic without a destination. Both protocol variants share it; they differ in
+//! how requests change it (`sotw.rs`, `delta.rs`) and how a [`Push`] becomes a response.
+//!
+//! # Ordering
+//!
+//! Each stream moves its proxy toward the newest snapshot (the target) in three phases, each
+//! started only once the previous one is settled (every response of its types ACKed):
+//!
+//! 1. **Upstream additions**: new and changed secrets, clusters and endpoints (CDS before EDS).
+//!    Nothing is removed. Settled also requires that every EDS cluster the proxy has holds the
+//!    target's endpoints, so a new cluster is warm before any route can point at it.
+//! 2. **Downstream**: listeners (additions, changes and removals in one response, so Envoy can
+//!    replace a listener by another on the same address) then route configurations. Settled also
+//!    requires every listener's route configuration to be delivered, so a replacing listener is
+//!    warm (and the one it replaces gone) before phase 3.
+//! 3. **Upstream removals**: clusters the target no longer has, now that no route uses them.
+//!
+//! In state-of-the-world a CDS response is the full set, so during phases 1 and 2 the set is
+//! the target's clusters *plus* the clusters the proxy still has; phase 3 sends the target's.
+//!
+//! Types requested by name (RDS, EDS) are never removed by the server: Envoy unsubscribes from
+//! them when the listener or cluster using them goes, and until then they are in use.
+//!
+//! # NACKs
+//!
+//! A NACK marks the response's resources rejected: they are not sent again for the same target,
+//! no later phase starts and, for a wildcard type, nothing of it is removed (so a rejected
+//! listener never costs the proxy the one it was meant to replace). Which of them the proxy
+//! applied anyway is unknown (Envoy applies the valid clusters and listeners of a rejected
+//! response), so the next target sends all of them again, or removes those it no longer has.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::cache::Published;
+use super::resource::{Resource, Stage, push_rank, stage, type_url};
+use super::snapshot::Snapshot;
+use super::tracker::Protocol;
+
+/// Limits on what a client can make a stream hold.
+pub(crate) const MAX_TYPES: usize = 32;
+pub(crate) const MAX_NAMES_PER_TYPE: usize = 100_000;
+
+/// A request that cannot be honoured.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum PlanError {
+    #[error("more than {MAX_TYPES} resource types on one stream")]
+    TooManyTypes,
+
+    #[error("more than {MAX_NAMES_PER_TYPE} resource names of type {type_url} on one stream")]
+    TooManyNames { type_url: String },
+}
+
+/// A resource the proxy has, as far as this stream knows.
+#[derive(Clone, Debug)]
+enum Held {
+    /// Sent on this stream.
+    Sent(Arc<Resource>),
+    /// Reported by the proxy on reconnecting (delta `initial_resource_versions`): only the
+    /// version is known.
+    Reported(Arc<str>),
+    /// Part of a NACKed response. Envoy may have applied some of its resources anyway (CDS
+    /// and LDS apply the valid ones), so the proxy may have the resource it had before (kept,
+    /// for state-of-the-world full sets) or the new one: it matches no version, so the next
+    /// target sends it (or removes it) again.
+    Uncertain(Option<Arc<Resource>>),
+}
+
+impl Held {
+    /// The version the proxy has; empty (matching no resource) when uncertain.
+    fn version(&self) -> &str {
+        match self {
+            Held::Sent(resource) => resource.version(),
+            Held::Reported(version) => version,
+            Held::Uncertain(_) => "",
+        }
+    }
+
+    fn resource(&self) -> Option<&Arc<Resource>> {
+        match self {
+            Held::Sent(resource) | Held::Uncertain(Some(resource)) => Some(resource),
+            Held::Reported(_) | Held::Uncertain(None) => None,
+        }
+    }
+}
+
+/// One name's change in a response, to undo it on a NACK.
+#[derive(Debug)]
+struct Change {
+    name: Arc<str>,
+    before: Option<Held>,
+    after: Option<Arc<Resource>>,
+}
+
+/// A response waiting for its ACK or NACK.
+#[derive(Debug)]
+struct InFlight {
+    nonce: String,
+    version: Arc<str>,
+    since: Instant,
+    changes: Vec<Change>,
+}
+
+/// How a response was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Settled {
+    Acked {
+        version: Arc<str>,
+        since: Instant,
+    },
+    Nacked {
+        version: Arc<str>,
+    },
+    /// Answers a response this stream did not send or that a later one superseded.
+    Unknown,
+}
+
+/// What to send for one type: the changed resources and the names to remove (delta), or the
+/// whole set the proxy should have (state of the world), with the nonce already recorded.
+#[derive(Debug)]
+pub(crate) struct Push {
+    pub type_url: Arc<str>,
+    pub nonce: String,
+    pub version: Arc<str>,
+    /// Delta: resources to add or update.
+    pub upserts: Vec<Arc<Resource>>,
+    /// Delta: names to remove, or requested names that do not exist.
+    pub removals: Vec<Arc<str>>,
+    /// State of the world: every resource of the type the proxy should have.
+    pub full_set: Vec<Arc<Resource>>,
+    /// When what this push delivers was asked for: the snapshot's publication, or the stream's
+    /// start when later.
+    pub since: Instant,
+}
+
+/// Per type: subscription, the proxy's resources, and the response in flight.
+#[derive(Debug)]
+pub(crate) struct TypeState {
+    type_url: Arc<str>,
+    requested: bool,
+    wildcard: bool,
+    /// State of the world: a request has named resources, so an empty list no longer means `*`.
+    named_explicitly: bool,
+    names: HashSet<Arc<str>>,
+    held: HashMap<Arc<str>, Held>,
+    in_flight: Option<InFlight>,
+    /// Nonce of the newest response (state of the world: requests naming older ones are stale).
+    last_nonce: Option<String>,
+    /// Resources (name, version) NACKed for the current target.
+    rejected: HashMap<Arc<str>, Arc<str>>,
+    answered: bool,
+    /// Delta: requested names already reported as not existing.
+    reported_absent: HashSet<Arc<str>>,
+}
+
+impl TypeState {
+    fn new(type_url: &str) -> Self {
+        Self {
+            type_url: type_url.into(),
+            requested: false,
+            wildcard: false,
+            named_explicitly: false,
+            names: HashSet::new(),
+            held: HashMap::new(),
+            in_flight: None,
+            last_nonce: None,
+            rejected: HashMap::new(),
+            answered: false,
+            reported_absent: HashSet::new(),
+        }
+    }
+
+    pub fn last_nonce(&self) -> Option<&str> {
+        self.last_nonce.as_deref()
+    }
+
+    fn in_scope(&self, name: &str) -> bool {
+        self.wildcard || self.names.contains(name)
+    }
+
+    /// State of the world: the request names the complete subscription. An empty list is a
+    /// wildcard only as long as the client never named anything (the protocol's legacy rule).
+    pub fn replace_subscription(&mut self, names: Vec<String>) -> Result<(), PlanError> {
+        self.check_size(names.len())?;
+        self.requested = true;
+        self.named_explicitly |= !names.is_empty();
+        self.wildcard = !self.named_explicitly || names.iter().any(|name| name == "*");
+        let names: HashSet<Arc<str>> = names.into_iter().filter(|name| name != "*").map(Arc::from).collect();
+        self.resend_newly_requested(&names);
+        self.names = names;
+        self.forget_out_of_scope();
+        Ok(())
+    }
+
+    /// Delta: names to add and remove, and on the type's first request the versions the proxy
+    /// already has. A first request subscribing to nothing is a wildcard subscription, which
+    /// names subscribed later add to (the protocol's legacy rule) until `*` is unsubscribed.
+    pub fn update_subscription(
+        &mut self,
+        subscribe: Vec<String>,
+        unsubscribe: Vec<String>,
+        initial_versions: HashMap<String, String>,
+    ) -> Result<(), PlanError> {
+        self.check_size(self.names.len() + subscribe.len())?;
+        self.check_size(initial_versions.len())?;
+        let mut names = self.names.clone();
+        if !self.requested {
+            self.requested = true;
+            self.wildcard = subscribe.is_empty();
+            self.held = initial_versions
+                .into_iter()
+                .map(|(name, version)| (Arc::from(name), Held::Reported(version.into())))
+                .collect();
+        }
+        for name in subscribe {
+            if name == "*" {
+                self.wildcard = true;
+            } else {
+                names.insert(name.into());
+            }
+        }
+        for name in unsubscribe {
+            if name == "*" {
+                self.wildcard = false;
+            } else {
+                names.remove(name.as_str());
+                self.reported_absent.remove(name.as_str());
+            }
+        }
+        self.resend_newly_requested(&names);
+        self.names = names;
+        self.forget_out_of_scope();
+        Ok(())
+    }
+
+    /// The protocol wants newly requested resources sent again even if the proxy got them
+    /// before (e.g. through the wildcard); not those it just reported having on reconnecting.
+    fn resend_newly_requested(&mut self, names: &HashSet<Arc<str>>) {
+        for name in names.difference(&self.names) {
+            if !self.held.get(name).is_some_and(|held| matches!(held, Held::Reported(_))) {
+                self.held.remove(name);
+            }
+        }
+    }
+
+    fn check_size(&self, names: usize) -> Result<(), PlanError> {
+        if names > MAX_NAMES_PER_TYPE {
+            return Err(PlanError::TooManyNames { type_url: self.type_url.to_string() });
+        }
+        Ok(())
+    }
+
+    /// The proxy drops what it no longer subscribes to.
+    fn forget_out_of_scope(&mut self) {
+        if !self.wildcard {
+            let names = &self.names;
+            self.held.retain(|name, _| names.contains(name));
+        }
+    }
+
+    /// Applies the ACK or NACK carried by a request naming `nonce`.
+    pub fn settle(&mut self, nonce: &str, rejected: bool) -> Settled {
+        let Some(in_flight) = self.in_flight.take_if(|in_flight| in_flight.nonce == nonce) else {
+            return Settled::Unknown;
+        };
+        if !rejected {
+            return Settled::Acked { version: in_flight.version, since: in_flight.since };
+        }
+        for change in in_flight.changes.into_iter().rev() {
+            let current = self.held.get(&change.name).map(Held::version);
+            // Only what no later response changed again and is still subscribed.
+            if current == change.after.as_ref().map(|resource| resource.version())
+                && self.in_scope(&change.name)
+            {
+                let before = change.before.as_ref().and_then(Held::resource).cloned();
+                self.held.insert(change.name.clone(), Held::Uncertain(before));
+            }
+            if let Some(after) = change.after {
+                self.rejected.insert(change.name, after.shared_version().clone());
+            }
+        }
+        Settled::Nacked { version: in_flight.version }
+    }
+
+    fn settled(&self) -> bool {
+        self.in_flight.is_none() && self.rejected.is_empty()
+    }
+
+    /// The response this type needs to move toward `target`, if any; `remove` allows removing
+    /// what the target no longer has (wildcard types only).
+    fn push(&mut self, target: &Snapshot, remove: bool, protocol: Protocol) -> Option<PushDraft> {
+        if !self.requested || self.in_flight.is_some() {
+            return None;
+        }
+        let resources = target.resources(&self.type_url);
+        let candidates: Vec<&Arc<Resource>> = if self.wildcard {
+            resources.iter().collect()
+        } else {
+            self.names.iter().filter_map(|name| resources.get(name)).collect()
+        };
+        let mut upserts = Vec::new();
+        for resource in candidates {
+            if self.rejected.get(resource.name()).is_some_and(|version| **version == *resource.version()) {
+                continue;
+            }
+            match self.held.get_mut(resource.name()) {
+                Some(held) if held.version() == resource.version() => {
+                    // Same content as reported on reconnect: now known in full.
+                    *held = Held::Sent(resource.clone());
+                }
+                _ => upserts.push(resource.clone()),
+            }
+        }
+
+        let mut removals = Vec::new();
+        if remove && self.wildcard && self.rejected.is_empty() {
+            removals = self
+                .held
+                .keys()
+                .filter(|name| resources.get(name).is_none() && !self.names.contains(*name))
+                .cloned()
+                .collect();
+            removals.sort();
+        }
+        let mut absent = Vec::new();
+        if protocol == Protocol::Delta {
+            let mut newly_absent: Vec<Arc<str>> = self
+                .names
+                .iter()
+                .filter(|name| {
+                    resources.get(name).is_none()
+                        && !self.held.contains_key(*name)
+                        && !self.reported_absent.contains(*name)
+                })
+                .cloned()
+                .collect();
+            newly_absent.sort();
+            self.reported_absent.extend(newly_absent.iter().cloned());
+            absent = newly_absent;
+        }
+
+        // The first request of a type is always answered, so Envoy's initial fetch completes
+        // even when there is nothing to send (delta: its named requests get `absent` instead).
+        let first_answer = !self.answered && (protocol == Protocol::StateOfTheWorld || self.wildcard);
+        if upserts.is_empty() && removals.is_empty() && absent.is_empty() && !first_answer {
+            return None;
+        }
+        self.answered = true;
+        Some(PushDraft { upserts, removals, absent })
+    }
+
+    /// Records a drafted push as sent with `nonce` and returns it.
+    fn record(
+        &mut self,
+        draft: PushDraft,
+        protocol: Protocol,
+        nonce: String,
+        version: &Arc<str>,
+        since: Instant,
+    ) -> Push {
+        let mut changes = Vec::with_capacity(draft.upserts.len() + draft.removals.len());
+        for resource in &draft.upserts {
+            let name = resource.shared_name().clone();
+            self.reported_absent.remove(&name);
+            let before = self.held.insert(name.clone(), Held::Sent(resource.clone()));
+            changes.push(Change { name, before, after: Some(resource.clone()) });
+        }
+        for name in &draft.removals {
+            let before = self.held.remove(name);
+            changes.push(Change { name: name.clone(), before, after: None });
+        }
+        let mut full_set = Vec::new();
+        if protocol == Protocol::StateOfTheWorld {
+            full_set.extend(self.held.values().filter_map(Held::resource).cloned());
+            full_set.sort_by(|a, b| a.name().cmp(b.name()));
+        }
+        self.in_flight = Some(InFlight { nonce: nonce.clone(), version: version.clone(), since, changes });
+        self.last_nonce = Some(nonce.clone());
+        let mut removals = draft.removals;
+        removals.extend(draft.absent);
+        Push {
+            type_url: self.type_url.clone(),
+            nonce,
+            version: version.clone(),
+            upserts: draft.upserts,
+            removals,
+            full_set,
+            since,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct PushDraft {
+    upserts: Vec<Arc<Resource>>,
+    removals: Vec<Arc<str>>,
+    absent: Vec<Arc<str>>,
+}
+
+/// Everything one stream knows about its proxy.
+#[derive(Debug)]
+pub(crate) struct StreamState {
+    protocol: Protocol,
+    started: Instant,
+    /// By push order, then type URL.
+    types: BTreeMap<(u8, Arc<str>), TypeState>,
+    target: Option<Published>,
+    next_nonce: u64,
+}
+
+impl StreamState {
+    pub fn new(protocol: Protocol, started: Instant) -> Self {
+        Self { protocol, started, types: BTreeMap::new(), target: None, next_nonce: 0 }
+    }
+
+    /// Moves toward a new snapshot (or, with `None`, stops pushing: the fleet was removed).
+    pub fn set_target(&mut self, target: Option<Published>) {
+        let unchanged = match (&self.target, &target) {
+            (Some(current), Some(new)) => current.snapshot.version() == new.snapshot.version(),
+            _ => false,
+        };
+        if !unchanged {
+            for state in self.types.values_mut() {
+                state.rejected.clear();
+            }
+        }
+        self.target = target;
+    }
+
+    /// When the proxy was first owed the current target: its publication, or the stream's
+    /// start when later.
+    pub fn target_since(&self) -> Option<Instant> {
+        self.target.as_ref().map(|target| target.set_at.max(self.started))
+    }
+
+    pub fn type_state(&mut self, type_url: &str) -> Result<&mut TypeState, PlanError> {
+        let key = (push_rank(type_url), Arc::<str>::from(type_url));
+        if !self.types.contains_key(&key) && self.types.len() >= MAX_TYPES {
+            return Err(PlanError::TooManyTypes);
+        }
+        Ok(self.types.entry(key).or_insert_with(|| TypeState::new(type_url)))
+    }
+
+    /// The responses to send now, in order, each recorded as in flight.
+    pub fn plan(&mut self) -> Vec<Push> {
+        let (Some(target), Some(since)) = (self.target.clone(), self.target_since()) else {
+            return Vec::new();
+        };
+        let snapshot = &target.snapshot;
+        let mut pushes = self.plan_stage(Stage::Upstream, false, snapshot, since);
+        if !pushes.is_empty() || !self.stage_settled(Stage::Upstream, snapshot) {
+            return pushes;
+        }
+        pushes = self.plan_stage(Stage::Downstream, true, snapshot, since);
+        if !pushes.is_empty() || !self.stage_settled(Stage::Downstream, snapshot) {
+            return pushes;
+        }
+        self.plan_stage(Stage::Upstream, true, snapshot, since)
+    }
+
+    fn plan_stage(&mut self, wanted: Stage, remove: bool, snapshot: &Snapshot, since: Instant) -> Vec<Push> {
+        let mut pushes = Vec::new();
+        let protocol = self.protocol;
+        for ((_, type_url), state) in &mut self.types {
+            if stage(type_url) != wanted {
+                continue;
+            }
+            if let Some(draft) = state.push(snapshot, remove, protocol) {
+                self.next_nonce += 1;
+                pushes.push(state.record(
+                    draft,
+                    protocol,
+                    self.next_nonce.to_string(),
+                    snapshot.shared_version(),
+                    since,
+                ));
+            }
+        }
+        pushes
+    }
+
+    fn stage_settled(&self, wanted: Stage, snapshot: &Snapshot) -> bool {
+        let types_settled =
+            self.types.iter().filter(|((_, url), _)| stage(url) == wanted).all(|(_, s)| s.settled());
+        let referrer = match wanted {
+            Stage::Upstream => type_url::CLUSTER,
+            Stage::Downstream => type_url::LISTENER,
+        };
+        types_settled && self.references_delivered(referrer, snapshot)
+    }
+
+    /// Whether everything the proxy's `referrer_type` resources make it request (and the target
+    /// has) was delivered at the target's version.
+    fn references_delivered(&self, referrer_type: &str, snapshot: &Snapshot) -> bool {
+        let Some(referrers) = self.get(referrer_type) else { return true };
+        let references = referrers.held.iter().filter_map(|(name, held)| match held {
+            Held::Sent(resource) | Held::Uncertain(Some(resource)) => Some(resource),
+            Held::Uncertain(None) => None,
+            Held::Reported(version) => snapshot
+                .resources(referrer_type)
+                .get(name)
+                .filter(|resource| resource.version() == &**version),
+        });
+        references.flat_map(|resource| resource.references()).all(|reference| {
+            let Some(wanted) = snapshot.resources(reference.type_url).get(&reference.name) else {
+                return true;
+            };
+            self.get(reference.type_url)
+                .and_then(|state| state.held.get(reference.name.as_str()))
+                .is_some_and(|held| held.version() == wanted.version())
+        })
+    }
+
+    fn get(&self, type_url: &str) -> Option<&TypeState> {
+        self.types.get(&(push_rank(type_url), Arc::from(type_url)))
+    }
+
+    /// The target's version once the proxy has all of it: nothing in flight or rejected, every
+    /// reference delivered, and the listeners and clusters requested if the target has some.
+    pub fn synced_version(&self) -> Option<Arc<str>> {
+        let target = self.target.as_ref()?;
+        let snapshot = &target.snapshot;
+        let wildcard_types_requested = [type_url::LISTENER, type_url::CLUSTER].into_iter().all(|type_url| {
+            snapshot.resources(type_url).is_empty() || self.get(type_url).is_some_and(|state| state.requested)
+        });
+        let settled =
+            self.stage_settled(Stage::Upstream, snapshot) && self.stage_settled(Stage::Downstream, snapshot);
+        (wildcard_types_requested && settled && self.nothing_to_send(snapshot))
+            .then(|| snapshot.shared_version().clone())
+    }
+
+    fn nothing_to_send(&self, snapshot: &Snapshot) -> bool {
+        self.types.values().all(|state| {
+            let resources = snapshot.resources(&state.type_url);
+            let current = |resource: &Arc<Resource>| {
+                state.held.get(resource.name()).is_some_and(|held| held.version() == resource.version())
+            };
+            let all_delivered = if state.wildcard {
+                resources.iter().all(current)
+            } else {
+                state.names.iter().filter_map(|name| resources.get(name)).all(current)
+            };
+            let nothing_extra = !state.wildcard
+                || state.held.keys().all(|name| resources.get(name).is_some() || state.names.contains(name));
+            all_delivered && nothing_extra
+        })
+    }
+}

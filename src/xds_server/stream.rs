@@ -1,0 +1,262 @@
+//! The task behind one ADS stream, whichever the protocol variant: authorize on the first
+//! request, then react to requests and snapshot changes, sending what the plan says.
+//!
+//! One task per stream owns all of the stream's state, so nothing is locked across streams.
+//! Responses go through a small bounded channel: a proxy that stops reading stalls its own
+//! task only, and when it reads again the task plans from the newest snapshot.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
+use futures::{Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+use tracing::{debug, info, warn};
+
+use super::cache::FleetKey;
+use super::plan::{PlanError, Push, Settled, StreamState};
+use super::service::Shared;
+use super::tracker::{Protocol, StreamId};
+
+/// A request the server cannot honour; the stream ends with the matching gRPC status.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestError {
+    #[error("the first request of a stream must carry the node")]
+    MissingNode,
+
+    #[error("the node has an empty id")]
+    EmptyNodeId,
+
+    #[error("a request without type_url: on ADS it tells the resource types apart")]
+    MissingTypeUrl,
+
+    #[error(transparent)]
+    Limit(#[from] PlanError),
+}
+
+impl From<RequestError> for Status {
+    fn from(error: RequestError) -> Self {
+        match error {
+            RequestError::Limit(_) => Status::resource_exhausted(error.to_string()),
+            _ => Status::invalid_argument(error.to_string()),
+        }
+    }
+}
+
+/// The ACK or NACK a request carried.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub type_url: String,
+    pub settled: Settled,
+    /// The NACK's `error_detail.message`.
+    pub error: Option<String>,
+}
+
+/// What differs between the two protocol variants.
+pub(crate) trait Wire: Send + 'static {
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    const PROTOCOL: Protocol;
+
+    fn node(request: &Self::Request) -> Option<&Node>;
+
+    /// Applies a request's ACK or NACK (returned) and subscription change.
+    fn apply(state: &mut StreamState, request: Self::Request) -> Result<Option<Answer>, RequestError>;
+
+    fn response(push: Push, control_plane: Option<&ControlPlane>) -> Self::Response;
+}
+
+/// Where a stream task starts from.
+pub(crate) struct StreamContext {
+    pub id: StreamId,
+    pub peer: Option<SocketAddr>,
+    pub shared: Arc<Shared>,
+    pub shutdown: CancellationToken,
+}
+
+pub(crate) async fn run<W, S>(
+    context: StreamContext,
+    mut requests: S,
+    tx: mpsc::Sender<Result<W::Response, Status>>,
+) where
+    W: Wire,
+    S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
+{
+    let started = Instant::now();
+    let outbox = Outbox { tx, shutdown: context.shutdown.clone() };
+    let first = tokio::select! {
+        _ = context.shutdown.cancelled() => return,
+        request = requests.next() => match request {
+            Some(Ok(request)) => request,
+            _ => return,
+        },
+    };
+    let (key, node_id) = match authorize::<W>(&context, &first) {
+        Ok(identity) => identity,
+        Err(status) => {
+            warn!(peer = ?context.peer, code = ?status.code(), message = status.message(), "xDS stream refused");
+            context.shared.metrics.stream_refused(status.code());
+            outbox.fail(status).await;
+            return;
+        }
+    };
+    let mut session = Session::open(&context, key, node_id, W::PROTOCOL);
+    let mut snapshots = context.shared.cache.subscribe(&session.key);
+    let mut state = StreamState::new(W::PROTOCOL, started);
+    state.set_target(snapshots.borrow_and_update().clone());
+    let control_plane = context.shared.control_plane.as_ref();
+
+    let mut next = Some(first);
+    loop {
+        if let Some(request) = next.take() {
+            match W::apply(&mut state, request) {
+                Ok(Some(answer)) => session.answered(answer),
+                Ok(None) => {}
+                Err(error) => {
+                    warn!(fleet = %session.key, node = %session.node_id, %error, "ending xDS stream");
+                    outbox.fail(error.into()).await;
+                    return;
+                }
+            }
+        }
+        for push in state.plan() {
+            session.sending(&push);
+            if !outbox.send(W::response(push, control_plane)).await {
+                return;
+            }
+        }
+        session.check_applied(&state);
+
+        tokio::select! {
+            _ = context.shutdown.cancelled() => {
+                outbox.fail(Status::unavailable("the xDS server is shutting down")).await;
+                return;
+            }
+            request = requests.next() => match request {
+                Some(Ok(request)) => next = Some(request),
+                Some(Err(status)) => {
+                    debug!(fleet = %session.key, node = %session.node_id, %status, "xDS stream broke");
+                    return;
+                }
+                None => return,
+            },
+            changed = snapshots.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                state.set_target(snapshots.borrow_and_update().clone());
+            }
+        }
+    }
+}
+
+fn authorize<W: Wire>(context: &StreamContext, first: &W::Request) -> Result<(FleetKey, String), Status> {
+    let node = W::node(first).ok_or(RequestError::MissingNode)?;
+    if node.id.is_empty() {
+        return Err(RequestError::EmptyNodeId.into());
+    }
+    let key = context.shared.authorizer.authorize(node, context.peer)?;
+    Ok((key, node.id.clone()))
+}
+
+/// The response side of a stream: sends give up when the server shuts down.
+struct Outbox<T> {
+    tx: mpsc::Sender<Result<T, Status>>,
+    shutdown: CancellationToken,
+}
+
+impl<T> Outbox<T> {
+    /// Whether the response was queued (false: the client is gone or the server stopping).
+    async fn send(&self, response: T) -> bool {
+        tokio::select! {
+            sent = self.tx.send(Ok(response)) => sent.is_ok(),
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
+
+    async fn fail(&self, status: Status) {
+        // Best effort: the client may be gone, and a full buffer must not hold up shutdown.
+        let _ = self.tx.try_send(Err(status));
+    }
+}
+
+/// A stream's life as the tracker and the metrics see it, from authorization to its end.
+struct Session {
+    key: FleetKey,
+    node_id: String,
+    id: StreamId,
+    protocol: Protocol,
+    shared: Arc<Shared>,
+    applied: Option<Arc<str>>,
+}
+
+impl Session {
+    fn open(context: &StreamContext, key: FleetKey, node_id: String, protocol: Protocol) -> Self {
+        info!(fleet = %key, node = %node_id, peer = ?context.peer, protocol = protocol.label(), "xDS stream opened");
+        let shared = context.shared.clone();
+        shared.tracker.connected(&key, context.id, &node_id, context.peer, protocol);
+        shared.metrics.stream_opened(&key, protocol);
+        Self { key, node_id, id: context.id, protocol, shared, applied: None }
+    }
+
+    fn answered(&self, answer: Answer) {
+        let Answer { type_url, settled, error } = answer;
+        match settled {
+            Settled::Acked { version, since } => {
+                debug!(fleet = %self.key, node = %self.node_id, type_url, %version, "ACK");
+                self.shared.tracker.acked(&self.key, self.id, &type_url, &version);
+                self.shared.metrics.response_acked(&self.key, &type_url, since.elapsed());
+            }
+            Settled::Nacked { version } => {
+                let message = error.unwrap_or_default();
+                warn!(fleet = %self.key, node = %self.node_id, type_url, %version, message, "NACK");
+                self.shared.tracker.nacked(&self.key, self.id, &type_url, &version, &message);
+                self.shared.metrics.response_nacked(&self.key, &type_url);
+            }
+            Settled::Unknown => {
+                debug!(fleet = %self.key, node = %self.node_id, type_url, "answer to an unknown nonce")
+            }
+        }
+    }
+
+    fn sending(&self, push: &Push) {
+        debug!(
+            fleet = %self.key,
+            node = %self.node_id,
+            type_url = %push.type_url,
+            version = %push.version,
+            nonce = push.nonce,
+            upserts = push.upserts.len(),
+            removals = push.removals.len(),
+            "sending"
+        );
+        self.shared.metrics.response_sent(&self.key, &push.type_url, push.since.elapsed());
+    }
+
+    /// Records a newly applied snapshot. The record is sticky: while the proxy works toward a
+    /// newer snapshot (or after it rejected one), it still runs the last one it applied.
+    fn check_applied(&mut self, state: &StreamState) {
+        let Some(applied) = state.synced_version() else { return };
+        if self.applied.as_ref() == Some(&applied) {
+            return;
+        }
+        debug!(fleet = %self.key, node = %self.node_id, version = %applied, "snapshot applied");
+        if let Some(since) = state.target_since() {
+            self.shared.metrics.snapshot_applied(&self.key, since.elapsed());
+        }
+        self.shared.tracker.applied(&self.key, self.id, &applied);
+        self.applied = Some(applied);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        info!(fleet = %self.key, node = %self.node_id, "xDS stream closed");
+        self.shared.tracker.disconnected(&self.key, self.id);
+        self.shared.metrics.stream_closed(&self.key, self.protocol);
+        self.shared.cache.release(&self.key);
+    }
+}
