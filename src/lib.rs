@@ -3,6 +3,7 @@
 //! health) and the command line.
 
 pub mod cli;
+pub mod control_plane;
 pub mod controller;
 pub mod ops;
 pub mod run;

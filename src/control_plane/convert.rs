@@ -1,0 +1,357 @@
+//! The translation's Envoy resources ([`envoy_operator_core::xds::model`], Envoy's JSON form)
+//! as the protobuf messages the xDS server sends: a field-by-field copy, one function per
+//! message, no decisions. Hand-written rather than a JSON-to-protobuf transcoder: envoy-types
+//! carries no descriptors or serde support, and the model is small and typed, so the compiler
+//! checks every field here. A real Envoy is the test (`tests/xds_envoy.rs`).
+
+use envoy_operator_core::xds::model as m;
+use envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, access_log};
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, AggregatedConfigSource, ApiVersion, ConfigSource, HeaderValue, HeaderValueOption, SocketAddress,
+    SubstitutionFormatString, address, config_source, header_value_option, socket_address,
+    substitution_format_string,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, Route, RouteAction,
+    RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
+    redirect_action, route, route_action, route_match, weighted_cluster,
+};
+use envoy_types::pb::envoy::extensions::access_loggers::stream::v3::{StdoutAccessLog, stdout_access_log};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{
+    RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher,
+};
+use envoy_types::pb::google::protobuf::{self, BoolValue, Struct, UInt32Value, value};
+use envoy_types::util::pack_any;
+
+pub fn listener(from: &m::Listener) -> Listener {
+    Listener {
+        name: from.name.clone(),
+        address: Some(address_of(&from.address)),
+        filter_chains: from.filter_chains.iter().map(filter_chain).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn route_configuration(from: &m::RouteConfiguration) -> RouteConfiguration {
+    RouteConfiguration {
+        name: from.name.clone(),
+        virtual_hosts: from.virtual_hosts.iter().map(virtual_host).collect(),
+        ignore_port_in_host_matching: from.ignore_port_in_host_matching,
+        validate_clusters: from.validate_clusters.map(|value| BoolValue { value }),
+        ..Default::default()
+    }
+}
+
+pub fn cluster(from: &m::Cluster) -> Cluster {
+    let discovery_type = match from.discovery_type {
+        m::DiscoveryType::Static => cluster::DiscoveryType::Static,
+        m::DiscoveryType::Eds => cluster::DiscoveryType::Eds,
+    };
+    let lb_policy = match from.lb_policy {
+        m::LbPolicy::RoundRobin => cluster::LbPolicy::RoundRobin,
+    };
+    Cluster {
+        name: from.name.clone(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(discovery_type as i32)),
+        connect_timeout: Some(duration(from.connect_timeout)),
+        lb_policy: lb_policy as i32,
+        eds_cluster_config: from.eds_cluster_config.as_ref().map(|eds| cluster::EdsClusterConfig {
+            eds_config: Some(config_source_of(&eds.eds_config)),
+            service_name: eds.service_name.clone(),
+        }),
+        load_assignment: from.load_assignment.as_ref().map(cluster_load_assignment),
+        ..Default::default()
+    }
+}
+
+pub fn cluster_load_assignment(from: &m::ClusterLoadAssignment) -> ClusterLoadAssignment {
+    ClusterLoadAssignment {
+        cluster_name: from.cluster_name.clone(),
+        endpoints: from
+            .endpoints
+            .iter()
+            .map(|locality| LocalityLbEndpoints {
+                lb_endpoints: locality
+                    .lb_endpoints
+                    .iter()
+                    .map(|lb| LbEndpoint {
+                        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                            address: Some(address_of(&lb.endpoint.address)),
+                            ..Default::default()
+                        })),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn duration(from: m::Duration) -> protobuf::Duration {
+    protobuf::Duration { seconds: from.seconds, nanos: from.nanos }
+}
+
+fn address_of(from: &m::Address) -> Address {
+    Address {
+        address: Some(address::Address::SocketAddress(SocketAddress {
+            address: from.socket_address.address.clone(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(from.socket_address.port_value)),
+            ..Default::default()
+        })),
+    }
+}
+
+fn config_source_of(from: &m::ConfigSource) -> ConfigSource {
+    let m::ApiVersion::V3 = from.resource_api_version;
+    ConfigSource {
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
+        resource_api_version: ApiVersion::V3 as i32,
+        ..Default::default()
+    }
+}
+
+fn filter_chain(from: &m::FilterChain) -> FilterChain {
+    FilterChain {
+        filters: from
+            .filters
+            .iter()
+            .map(|network| Filter {
+                name: network.name.clone(),
+                config_type: Some(filter::ConfigType::TypedConfig(match &network.typed_config {
+                    m::NetworkFilterConfig::HttpConnectionManager(manager) => {
+                        pack_any(http_connection_manager(manager))
+                    }
+                })),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn http_connection_manager(from: &m::HttpConnectionManager) -> HttpConnectionManager {
+    let route_specifier = match &from.route_specifier {
+        m::RouteSpecifier::Rds(rds) => http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(config_source_of(&rds.config_source)),
+            route_config_name: rds.route_config_name.clone(),
+        }),
+        m::RouteSpecifier::RouteConfig(config) => {
+            http_connection_manager::RouteSpecifier::RouteConfig(route_configuration(config))
+        }
+    };
+    HttpConnectionManager {
+        stat_prefix: from.stat_prefix.clone(),
+        route_specifier: Some(route_specifier),
+        http_filters: from
+            .http_filters
+            .iter()
+            .map(|http| HttpFilter {
+                name: http.name.clone(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(match &http.typed_config {
+                    m::HttpFilterConfig::Router(m::Router {}) => pack_any(Router::default()),
+                })),
+                ..Default::default()
+            })
+            .collect(),
+        access_log: from.access_log.iter().map(access_log_of).collect(),
+        normalize_path: from.normalize_path.map(|value| BoolValue { value }),
+        merge_slashes: from.merge_slashes,
+        ..Default::default()
+    }
+}
+
+fn access_log_of(from: &m::AccessLog) -> AccessLog {
+    let config = match &from.typed_config {
+        m::AccessLogConfig::Stdout(stdout) => {
+            let fields = stdout
+                .log_format
+                .json_format
+                .iter()
+                .map(|(key, format)| {
+                    (key.clone(), protobuf::Value { kind: Some(value::Kind::StringValue(format.clone())) })
+                })
+                .collect();
+            pack_any(StdoutAccessLog {
+                access_log_format: Some(stdout_access_log::AccessLogFormat::LogFormat(SubstitutionFormatString {
+                    format: Some(substitution_format_string::Format::JsonFormat(Struct { fields })),
+                    ..Default::default()
+                })),
+            })
+        }
+    };
+    AccessLog {
+        name: from.name.clone(),
+        config_type: Some(access_log::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    }
+}
+
+fn virtual_host(from: &m::VirtualHost) -> VirtualHost {
+    VirtualHost {
+        name: from.name.clone(),
+        domains: from.domains.clone(),
+        routes: from.routes.iter().map(route_of).collect(),
+        ..Default::default()
+    }
+}
+
+fn route_of(from: &m::Route) -> Route {
+    let action = match &from.action {
+        m::Action::Route(action) => route::Action::Route(route_action(action)),
+        m::Action::Redirect(redirect) => route::Action::Redirect(redirect_action(redirect)),
+        m::Action::DirectResponse(direct) => {
+            route::Action::DirectResponse(DirectResponseAction { status: direct.status, ..Default::default() })
+        }
+    };
+    Route {
+        name: from.name.clone(),
+        r#match: Some(route_match_of(&from.route_match)),
+        action: Some(action),
+        request_headers_to_add: from.request_headers_to_add.iter().map(header_value_option).collect(),
+        request_headers_to_remove: from.request_headers_to_remove.clone(),
+        ..Default::default()
+    }
+}
+
+fn route_match_of(from: &m::RouteMatch) -> RouteMatch {
+    let path = match &from.path_specifier {
+        m::PathSpecifier::Prefix(prefix) => route_match::PathSpecifier::Prefix(prefix.clone()),
+        m::PathSpecifier::Path(path) => route_match::PathSpecifier::Path(path.clone()),
+        m::PathSpecifier::SafeRegex(regex) => route_match::PathSpecifier::SafeRegex(regex_matcher(regex)),
+        m::PathSpecifier::PathSeparatedPrefix(prefix) => {
+            route_match::PathSpecifier::PathSeparatedPrefix(prefix.clone())
+        }
+    };
+    RouteMatch {
+        path_specifier: Some(path),
+        headers: from
+            .headers
+            .iter()
+            .map(|header| HeaderMatcher {
+                name: header.name.clone(),
+                header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(string_matcher_of(
+                    &header.string_match,
+                ))),
+                ..Default::default()
+            })
+            .collect(),
+        query_parameters: from
+            .query_parameters
+            .iter()
+            .map(|query| QueryParameterMatcher {
+                name: query.name.clone(),
+                query_parameter_match_specifier: Some(
+                    query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(string_matcher_of(
+                        &query.string_match,
+                    )),
+                ),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn route_action(from: &m::RouteAction) -> RouteAction {
+    let cluster_specifier = match &from.cluster_specifier {
+        m::ClusterSpecifier::Cluster(name) => route_action::ClusterSpecifier::Cluster(name.clone()),
+        m::ClusterSpecifier::WeightedClusters(weighted) => {
+            route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
+                clusters: weighted
+                    .clusters
+                    .iter()
+                    .map(|cluster| weighted_cluster::ClusterWeight {
+                        name: cluster.name.clone(),
+                        weight: Some(UInt32Value { value: cluster.weight }),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+        }
+    };
+    let cluster_not_found = from.cluster_not_found_response_code.map(|code| match code {
+        m::ClusterNotFoundResponseCode::InternalServerError => {
+            route_action::ClusterNotFoundResponseCode::InternalServerError
+        }
+    });
+    RouteAction {
+        cluster_specifier: Some(cluster_specifier),
+        cluster_not_found_response_code: cluster_not_found.map_or(0, |code| code as i32),
+        timeout: from.timeout.map(duration),
+        prefix_rewrite: from.prefix_rewrite.clone().unwrap_or_default(),
+        regex_rewrite: from.regex_rewrite.as_ref().map(regex_match_and_substitute),
+        host_rewrite_specifier: from
+            .host_rewrite_literal
+            .clone()
+            .map(route_action::HostRewriteSpecifier::HostRewriteLiteral),
+        ..Default::default()
+    }
+}
+
+fn redirect_action(from: &m::RedirectAction) -> RedirectAction {
+    let response_code = match from.response_code {
+        m::RedirectResponseCode::MovedPermanently => redirect_action::RedirectResponseCode::MovedPermanently,
+        m::RedirectResponseCode::Found => redirect_action::RedirectResponseCode::Found,
+    };
+    let path_rewrite = from.path_rewrite_specifier.as_ref().map(|rewrite| match rewrite {
+        m::RedirectPathRewrite::PathRedirect(path) => redirect_action::PathRewriteSpecifier::PathRedirect(path.clone()),
+        m::RedirectPathRewrite::PrefixRewrite(prefix) => {
+            redirect_action::PathRewriteSpecifier::PrefixRewrite(prefix.clone())
+        }
+        m::RedirectPathRewrite::RegexRewrite(regex) => {
+            redirect_action::PathRewriteSpecifier::RegexRewrite(regex_match_and_substitute(regex))
+        }
+    });
+    RedirectAction {
+        scheme_rewrite_specifier: from.scheme_redirect.clone().map(redirect_action::SchemeRewriteSpecifier::SchemeRedirect),
+        host_redirect: from.host_redirect.clone().unwrap_or_default(),
+        port_redirect: from.port_redirect.unwrap_or_default(),
+        path_rewrite_specifier: path_rewrite,
+        response_code: response_code as i32,
+        ..Default::default()
+    }
+}
+
+fn header_value_option(from: &m::HeaderValueOption) -> HeaderValueOption {
+    let append_action = match from.append_action {
+        m::HeaderAppendAction::AppendIfExistsOrAdd => header_value_option::HeaderAppendAction::AppendIfExistsOrAdd,
+        m::HeaderAppendAction::OverwriteIfExistsOrAdd => {
+            header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
+        }
+    };
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: from.header.key.clone(),
+            value: from.header.value.clone(),
+            ..Default::default()
+        }),
+        append_action: append_action as i32,
+        ..Default::default()
+    }
+}
+
+fn regex_matcher(from: &m::RegexMatcher) -> RegexMatcher {
+    RegexMatcher { regex: from.regex.clone(), ..Default::default() }
+}
+
+fn regex_match_and_substitute(from: &m::RegexMatchAndSubstitute) -> RegexMatchAndSubstitute {
+    RegexMatchAndSubstitute { pattern: Some(regex_matcher(&from.pattern)), substitution: from.substitution.clone() }
+}
+
+fn string_matcher_of(from: &m::StringMatcher) -> StringMatcher {
+    let pattern = match from {
+        m::StringMatcher::Exact(exact) => string_matcher::MatchPattern::Exact(exact.clone()),
+        m::StringMatcher::SafeRegex(regex) => string_matcher::MatchPattern::SafeRegex(regex_matcher(regex)),
+    };
+    StringMatcher { match_pattern: Some(pattern), ..Default::default() }
+}

@@ -1,0 +1,6 @@
+//! The operator as the xDS control plane of the fleets it runs: informer caches of Envoys,
+//! EnvoyRoutes, Services and EndpointSlices in, one snapshot per Envoy out (the pure
+//! translation of [`envoy_operator_core::xds`], converted to Envoy's protobuf messages), served
+//! by [`crate::xds_server`] on every replica.
+
+pub mod convert;
