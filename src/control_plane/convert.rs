@@ -182,10 +182,12 @@ fn access_log_of(from: &m::AccessLog) -> AccessLog {
                 })
                 .collect();
             pack_any(StdoutAccessLog {
-                access_log_format: Some(stdout_access_log::AccessLogFormat::LogFormat(SubstitutionFormatString {
-                    format: Some(substitution_format_string::Format::JsonFormat(Struct { fields })),
-                    ..Default::default()
-                })),
+                access_log_format: Some(stdout_access_log::AccessLogFormat::LogFormat(
+                    SubstitutionFormatString {
+                        format: Some(substitution_format_string::Format::JsonFormat(Struct { fields })),
+                        ..Default::default()
+                    },
+                )),
             })
         }
     };
@@ -209,9 +211,10 @@ fn route_of(from: &m::Route) -> Route {
     let action = match &from.action {
         m::Action::Route(action) => route::Action::Route(route_action(action)),
         m::Action::Redirect(redirect) => route::Action::Redirect(redirect_action(redirect)),
-        m::Action::DirectResponse(direct) => {
-            route::Action::DirectResponse(DirectResponseAction { status: direct.status, ..Default::default() })
-        }
+        m::Action::DirectResponse(direct) => route::Action::DirectResponse(DirectResponseAction {
+            status: direct.status,
+            ..Default::default()
+        }),
     };
     Route {
         name: from.name.clone(),
@@ -239,9 +242,9 @@ fn route_match_of(from: &m::RouteMatch) -> RouteMatch {
             .iter()
             .map(|header| HeaderMatcher {
                 name: header.name.clone(),
-                header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(string_matcher_of(
-                    &header.string_match,
-                ))),
+                header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(
+                    string_matcher_of(&header.string_match),
+                )),
                 ..Default::default()
             })
             .collect(),
@@ -304,7 +307,9 @@ fn redirect_action(from: &m::RedirectAction) -> RedirectAction {
         m::RedirectResponseCode::Found => redirect_action::RedirectResponseCode::Found,
     };
     let path_rewrite = from.path_rewrite_specifier.as_ref().map(|rewrite| match rewrite {
-        m::RedirectPathRewrite::PathRedirect(path) => redirect_action::PathRewriteSpecifier::PathRedirect(path.clone()),
+        m::RedirectPathRewrite::PathRedirect(path) => {
+            redirect_action::PathRewriteSpecifier::PathRedirect(path.clone())
+        }
         m::RedirectPathRewrite::PrefixRewrite(prefix) => {
             redirect_action::PathRewriteSpecifier::PrefixRewrite(prefix.clone())
         }
@@ -313,7 +318,10 @@ fn redirect_action(from: &m::RedirectAction) -> RedirectAction {
         }
     });
     RedirectAction {
-        scheme_rewrite_specifier: from.scheme_redirect.clone().map(redirect_action::SchemeRewriteSpecifier::SchemeRedirect),
+        scheme_rewrite_specifier: from
+            .scheme_redirect
+            .clone()
+            .map(redirect_action::SchemeRewriteSpecifier::SchemeRedirect),
         host_redirect: from.host_redirect.clone().unwrap_or_default(),
         port_redirect: from.port_redirect.unwrap_or_default(),
         path_rewrite_specifier: path_rewrite,
@@ -324,7 +332,9 @@ fn redirect_action(from: &m::RedirectAction) -> RedirectAction {
 
 fn header_value_option(from: &m::HeaderValueOption) -> HeaderValueOption {
     let append_action = match from.append_action {
-        m::HeaderAppendAction::AppendIfExistsOrAdd => header_value_option::HeaderAppendAction::AppendIfExistsOrAdd,
+        m::HeaderAppendAction::AppendIfExistsOrAdd => {
+            header_value_option::HeaderAppendAction::AppendIfExistsOrAdd
+        }
         m::HeaderAppendAction::OverwriteIfExistsOrAdd => {
             header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd
         }
@@ -345,7 +355,10 @@ fn regex_matcher(from: &m::RegexMatcher) -> RegexMatcher {
 }
 
 fn regex_match_and_substitute(from: &m::RegexMatchAndSubstitute) -> RegexMatchAndSubstitute {
-    RegexMatchAndSubstitute { pattern: Some(regex_matcher(&from.pattern)), substitution: from.substitution.clone() }
+    RegexMatchAndSubstitute {
+        pattern: Some(regex_matcher(&from.pattern)),
+        substitution: from.substitution.clone(),
+    }
 }
 
 fn string_matcher_of(from: &m::StringMatcher) -> StringMatcher {

@@ -3,4 +3,6 @@
 //! translation of [`envoy_operator_core::xds`], converted to Envoy's protobuf messages), served
 //! by [`crate::xds_server`] on every replica.
 
+pub mod authorize;
 pub mod convert;
+pub mod metrics;

@@ -40,6 +40,17 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct XdsTypeLabels {
+    /// `listener`, `route`, `cluster` or `endpoint`.
+    pub r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    pub code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     pub kind: &'static str,
     pub verb: &'static str,
@@ -81,6 +92,11 @@ pub mod series {
     pub fn reconcile_errors() -> impl Iterator<Item = &'static str> {
         crate::controller::Error::METRIC_LABELS.into_iter()
     }
+
+    /// The xDS resource types the control plane serves, as their labels.
+    pub const XDS_TYPES: [&str; 4] = ["listener", "route", "cluster", "endpoint"];
+    /// Why the xDS server refused a stream (gRPC codes).
+    pub const XDS_REFUSALS: [&str; 3] = ["permission_denied", "invalid_argument", "resource_exhausted"];
 }
 
 /// Every metric the operator exports.
@@ -98,11 +114,21 @@ pub struct Metrics {
     injection_denials: Family<ReasonLabels, Counter>,
     certificate_expiry: Gauge,
     leader: Gauge,
+    xds_connected_proxies: Gauge,
+    xds_pushes: Family<XdsTypeLabels, Counter>,
+    xds_push_duration: HistogramFamily<XdsTypeLabels>,
+    xds_nacks: Family<XdsTypeLabels, Counter>,
+    xds_refused: Family<CodeLabels, Counter>,
 }
 
 fn reconcile_buckets() -> Histogram {
     // 1 ms to ~16 s: a reconcile is a few API round trips.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+fn push_buckets() -> Histogram {
+    // 100 µs to ~6.5 s: a push is a snapshot set, sent, and acknowledged by Envoy.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
 }
 
 fn admission_buckets() -> Histogram {
@@ -185,8 +211,43 @@ impl Metrics {
             "1 while this replica holds the leader lease and runs the controllers",
             leader.clone(),
         );
+        let xds_connected_proxies = Gauge::default();
+        registry.register(
+            "xds_connected_proxies",
+            "Envoy proxies connected to this replica's xDS server",
+            xds_connected_proxies.clone(),
+        );
+        let xds_pushes = Family::<XdsTypeLabels, Counter>::default();
+        registry.register(
+            "xds_pushes",
+            "xDS responses sent to proxies, per resource type",
+            xds_pushes.clone(),
+        );
+        let xds_push_duration: HistogramFamily<XdsTypeLabels> = Family::new_with_constructor(push_buckets);
+        registry.register(
+            "xds_push_duration_seconds",
+            "Time from a configuration change until a proxy acknowledged it, per resource type",
+            xds_push_duration.clone(),
+        );
+        let xds_nacks = Family::<XdsTypeLabels, Counter>::default();
+        registry.register(
+            "xds_nacks",
+            "xDS responses proxies rejected (NACK), per resource type",
+            xds_nacks.clone(),
+        );
+        let xds_refused = Family::<CodeLabels, Counter>::default();
+        registry.register(
+            "xds_streams_refused",
+            "xDS streams refused, per gRPC status (permission_denied: not a proxy of the fleet it names)",
+            xds_refused.clone(),
+        );
         let metrics = Self {
             registry: Arc::new(registry),
+            xds_connected_proxies,
+            xds_pushes,
+            xds_push_duration,
+            xds_nacks,
+            xds_refused,
             reconciliations,
             reconcile_errors,
             reconcile_duration,
@@ -225,6 +286,14 @@ impl Metrics {
         }
         for reason in series::denial_reasons() {
             let _ = self.injection_denials.get_or_create(&ReasonLabels { reason });
+        }
+        for r#type in series::XDS_TYPES {
+            let _ = self.xds_pushes.get_or_create(&XdsTypeLabels { r#type });
+            let _ = self.xds_push_duration.get_or_create(&XdsTypeLabels { r#type });
+            let _ = self.xds_nacks.get_or_create(&XdsTypeLabels { r#type });
+        }
+        for code in series::XDS_REFUSALS {
+            let _ = self.xds_refused.get_or_create(&CodeLabels { code });
         }
     }
 
@@ -288,6 +357,30 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    pub fn xds_proxy_connected(&self, connected: bool) {
+        if connected {
+            self.xds_connected_proxies.inc();
+        } else {
+            self.xds_connected_proxies.dec();
+        }
+    }
+
+    pub fn xds_pushed(&self, r#type: &'static str) {
+        self.xds_pushes.get_or_create(&XdsTypeLabels { r#type }).inc();
+    }
+
+    pub fn xds_acknowledged(&self, r#type: &'static str, since_change: Duration) {
+        self.xds_push_duration.get_or_create(&XdsTypeLabels { r#type }).observe(since_change.as_secs_f64());
+    }
+
+    pub fn xds_rejected(&self, r#type: &'static str) {
+        self.xds_nacks.get_or_create(&XdsTypeLabels { r#type }).inc();
+    }
+
+    pub fn xds_refused(&self, code: &'static str) {
+        self.xds_refused.get_or_create(&CodeLabels { code }).inc();
     }
 }
 

@@ -50,6 +50,11 @@ pub const MUTATE_PATH: &str = "/mutate";
 pub const VALIDATE_PATH: &str = "/validate";
 pub const INJECT_PATH: &str = "/inject";
 
+/// Pod label naming the Envoy whose configuration a pod's proxy takes: on a fleet's pods and on
+/// pods whose injected sidecar names an Envoy. The xDS server serves a connection only if its
+/// source address is such a pod of the fleet it asks for.
+pub const FLEET_LABEL: &str = "envoy-operator.example.com/fleet";
+
 /// The Service fleets reach the operator's xDS server through, and its port.
 pub const XDS_SERVICE: &str = "envoy-operator-xds";
 pub const XDS_PORT: u16 = 18000;

@@ -60,9 +60,15 @@ pub fn envoy_selector(envoy_name: &str) -> Labels {
     labels([(ENVOY_NAME_KEY, ENVOY_NAME), (ENVOY_INSTANCE_KEY, envoy_name)])
 }
 
-/// Labels of an Envoy's children and pods.
+/// Labels of an Envoy's children and pods (the fleet label lets the xDS server tell the
+/// fleet's pods by their address).
 pub fn envoy_labels(envoy_name: &str) -> Labels {
-    labels([(ENVOY_NAME_KEY, ENVOY_NAME), (ENVOY_INSTANCE_KEY, envoy_name), (MANAGED_BY_KEY, MANAGED_BY)])
+    labels([
+        (ENVOY_NAME_KEY, ENVOY_NAME),
+        (ENVOY_INSTANCE_KEY, envoy_name),
+        (MANAGED_BY_KEY, MANAGED_BY),
+        (crate::names::FLEET_LABEL, envoy_name),
+    ])
 }
 
 /// A label selector as `status.selector` and `kubectl -l` write it: `k=v,k2=v2`.
