@@ -9,8 +9,7 @@ use envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, access_log};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
     Address, AggregatedConfigSource, ApiVersion, ConfigSource, HeaderValue, HeaderValueOption, SocketAddress,
-    SubstitutionFormatString, address, config_source, header_value_option, socket_address,
-    substitution_format_string,
+    address, config_source, header_value_option, socket_address,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -21,7 +20,7 @@ use envoy_types::pb::envoy::config::route::v3::{
     RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
     redirect_action, route, route_action, route_match, weighted_cluster,
 };
-use envoy_types::pb::envoy::extensions::access_loggers::stream::v3::{StdoutAccessLog, stdout_access_log};
+use envoy_types::pb::envoy::extensions::access_loggers::stream::v3::StdoutAccessLog;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
@@ -29,8 +28,11 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher,
 };
-use envoy_types::pb::google::protobuf::{self, BoolValue, Struct, UInt32Value, value};
+use std::collections::BTreeMap;
+
+use envoy_types::pb::google::protobuf::{self, Any, BoolValue, Struct, UInt32Value, value};
 use envoy_types::util::pack_any;
+use prost::{Message, Name};
 
 pub fn listener(from: &m::Listener) -> Listener {
     Listener {
@@ -172,30 +174,39 @@ fn http_connection_manager(from: &m::HttpConnectionManager) -> HttpConnectionMan
 
 fn access_log_of(from: &m::AccessLog) -> AccessLog {
     let config = match &from.typed_config {
-        m::AccessLogConfig::Stdout(stdout) => {
-            let fields = stdout
-                .log_format
-                .json_format
-                .iter()
-                .map(|(key, format)| {
-                    (key.clone(), protobuf::Value { kind: Some(value::Kind::StringValue(format.clone())) })
-                })
-                .collect();
-            pack_any(StdoutAccessLog {
-                access_log_format: Some(stdout_access_log::AccessLogFormat::LogFormat(
-                    SubstitutionFormatString {
-                        format: Some(substitution_format_string::Format::JsonFormat(Struct { fields })),
-                        ..Default::default()
-                    },
-                )),
-            })
-        }
+        m::AccessLogConfig::Stdout(stdout) => stdout_json_log(&stdout.log_format.json_format),
     };
     AccessLog {
         name: from.name.clone(),
         config_type: Some(access_log::ConfigType::TypedConfig(config)),
         ..Default::default()
     }
+}
+
+/// A `StdoutAccessLog` writing `json_format`, packed with its keys in order. prost keeps a
+/// `google.protobuf.Struct` in a `HashMap` and encodes it in the map's (per-process random)
+/// order, so the plain encoding would differ between replicas and restarts, and with it the
+/// listener's version: proxies would be pushed an unchanged listener after every reconnect,
+/// and replicas would disagree on what version a fleet runs. A Struct of one field has one
+/// encoding, and repeated map entries concatenate, so the keys are encoded one by one.
+fn stdout_json_log(json_format: &BTreeMap<String, String>) -> Any {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    fn length_delimited(tag: u32, body: &[u8], out: &mut Vec<u8>) {
+        encode_key(tag, WireType::LengthDelimited, out);
+        encode_varint(body.len() as u64, out);
+        out.extend_from_slice(body);
+    }
+    let mut fields = Vec::new();
+    for (key, format) in json_format {
+        let value = protobuf::Value { kind: Some(value::Kind::StringValue(format.clone())) };
+        Struct { fields: [(key.clone(), value)].into() }.encode(&mut fields).expect("a Vec grows");
+    }
+    // SubstitutionFormatString.json_format is field 2; StdoutAccessLog.log_format field 1.
+    let mut format_string = Vec::new();
+    length_delimited(2, &fields, &mut format_string);
+    let mut log = Vec::new();
+    length_delimited(1, &format_string, &mut log);
+    Any { type_url: format!("type.googleapis.com/{}", StdoutAccessLog::full_name()), value: log }
 }
 
 fn virtual_host(from: &m::VirtualHost) -> VirtualHost {
@@ -367,4 +378,44 @@ fn string_matcher_of(from: &m::StringMatcher) -> StringMatcher {
         m::StringMatcher::SafeRegex(regex) => string_matcher::MatchPattern::SafeRegex(regex_matcher(regex)),
     };
     StringMatcher { match_pattern: Some(pattern), ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::core::v3::{SubstitutionFormatString, substitution_format_string};
+    use envoy_types::pb::envoy::extensions::access_loggers::stream::v3::stdout_access_log;
+
+    use super::*;
+
+    #[test]
+    fn the_json_access_log_is_the_message_prost_would_encode_with_its_keys_in_order() {
+        let json_format: BTreeMap<String, String> =
+            [("start_time", "%START_TIME%"), ("method", "%REQ(:METHOD)%"), ("code", "%RESPONSE_CODE%")]
+                .into_iter()
+                .map(|(key, format)| (key.to_owned(), format.to_owned()))
+                .collect();
+        let fields = json_format
+            .iter()
+            .map(|(key, format)| {
+                (key.clone(), protobuf::Value { kind: Some(value::Kind::StringValue(format.clone())) })
+            })
+            .collect();
+        let expected = StdoutAccessLog {
+            access_log_format: Some(stdout_access_log::AccessLogFormat::LogFormat(
+                SubstitutionFormatString {
+                    format: Some(substitution_format_string::Format::JsonFormat(Struct { fields })),
+                    ..Default::default()
+                },
+            )),
+        };
+
+        let packed = stdout_json_log(&json_format);
+        assert_eq!(
+            packed.type_url,
+            "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"
+        );
+        assert_eq!(StdoutAccessLog::decode(packed.value.as_slice()).unwrap(), expected);
+        let keys_at = |key: &str| packed.value.windows(key.len()).position(|w| w == key.as_bytes()).unwrap();
+        assert!(keys_at("code") < keys_at("method") && keys_at("method") < keys_at("start_time"));
+    }
 }
