@@ -19,3 +19,4 @@ pub mod proxy;
 pub mod rules;
 pub mod structural;
 pub mod webhook_config;
+pub mod xds;
