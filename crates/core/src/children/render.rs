@@ -49,6 +49,9 @@ pub fn render(object: &Value, nginx_image: &str) -> Result<Children, Outcome> {
     match AdmittedKind::resolve(api_version, kind).map_err(|message| Outcome::Rejected { message })? {
         Some(AdmittedKind::Foo) => typed::<Foo>(object, |foo| render_foo(foo, nginx_image)),
         Some(AdmittedKind::Envoy) => typed::<Envoy>(object, render_envoy),
+        Some(AdmittedKind::EnvoyRoute) => Err(Outcome::Skipped {
+            note: format!("{api_version} {kind} has no children: the xDS server serves it to its Envoys"),
+        }),
         None => Err(Outcome::Skipped { note: format!("{api_version} {kind} has no children to render") }),
     }
 }
