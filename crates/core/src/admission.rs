@@ -479,6 +479,9 @@ mod tests {
     #[test]
     fn known_kinds_at_unserved_versions_are_errors() {
         assert_eq!(AdmittedKind::resolve("example.com/v1", "Envoy"), Ok(Some(AdmittedKind::Envoy)));
+        assert_eq!(AdmittedKind::resolve("example.com/v1", "EnvoyRoute"), Ok(Some(AdmittedKind::EnvoyRoute)));
+        let error = AdmittedKind::resolve("example.com/v1", "Envoyroute").unwrap_err();
+        assert!(error.contains("did you mean EnvoyRoute (example.com/v1)"), "{error}");
         assert_eq!(AdmittedKind::resolve("v1", "ConfigMap"), Ok(None));
         assert_eq!(AdmittedKind::resolve("widgets.io/v1", "Foo"), Ok(None), "another group's Foo");
         let error = AdmittedKind::resolve("samplecontroller.k8s.io/v1", "Foo").unwrap_err();
