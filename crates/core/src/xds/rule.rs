@@ -152,13 +152,13 @@ fn weighted(
         if weight == 0 {
             continue;
         }
-        // At most 16 backends of at most 1_000_000 each: far from overflowing.
+        // Validation bounds them (16 of at most 1_000_000); saturating all the same.
         match resolution {
             Ok(key) => match valid.iter_mut().find(|(known, _)| known == key) {
-                Some((_, total)) => *total += weight,
+                Some((_, total)) => *total = total.saturating_add(weight),
                 None => valid.push((key.clone(), weight)),
             },
-            Err(_) => invalid_weight += weight,
+            Err(_) => invalid_weight = invalid_weight.saturating_add(weight),
         }
     }
     (valid, invalid_weight)

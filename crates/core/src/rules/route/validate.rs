@@ -241,16 +241,14 @@ impl Check {
         let one_prefix_match = rule.matches.len() == 1
             && rule.matches[0].path.as_ref().and_then(|p| p.match_type).unwrap_or_default()
                 == PathMatchType::PathPrefix;
-        for (filter, name) in [("requestRedirect", "RequestRedirect"), ("urlRewrite", "URLRewrite")] {
-            let modifier = rule.filters.iter().find_map(|f| match filter {
-                "requestRedirect" => f.request_redirect.as_ref().and_then(|r| r.path.as_ref()),
-                _ => f.url_rewrite.as_ref().and_then(|r| r.path.as_ref()),
-            });
+        let redirect_path = rule.filters.iter().find_map(|f| f.request_redirect.as_ref()?.path.as_ref());
+        let rewrite_path = rule.filters.iter().find_map(|f| f.url_rewrite.as_ref()?.path.as_ref());
+        for (modifier, filter) in [(redirect_path, "RequestRedirect"), (rewrite_path, "URLRewrite")] {
             if replaces_prefix(modifier) && !one_prefix_match {
                 self.errors.push(FieldError::invalid(
                     format!("{path}.matches"),
                     rule.matches.len(),
-                    format!("When using {name} filter with path.replacePrefixMatch, exactly one PathPrefix match must be specified"),
+                    format!("When using {filter} filter with path.replacePrefixMatch, exactly one PathPrefix match must be specified"),
                 ));
             }
         }
