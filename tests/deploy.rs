@@ -164,7 +164,7 @@ fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
             .into();
     assert_eq!(
         selectors.iter().filter(|(_, s)| s.matches(&shop)).count(),
-        5,
-        "Foo and Envoy (4) and namespace injection"
+        7,
+        "Foo, Envoy and EnvoyRoute (6) and namespace injection"
     );
 }
