@@ -54,6 +54,13 @@ fn seed_examples_pass_and_come_back_defaulted() {
     assert!(envoy["spec"]["image"].as_str().is_some_and(|i| i.starts_with("envoyproxy/envoy:v")));
     let minimal = find("minimal-foo");
     assert_eq!(minimal["spec"]["deploymentName"], "minimal-foo");
+    let route = documents.iter().find(|d| d["kind"] == "EnvoyRoute").expect("the EnvoyRoute");
+    assert_eq!(route["metadata"]["name"], "shop");
+    assert_eq!(
+        route["spec"]["rules"][1]["backendRefs"][0],
+        serde_json::json!({"group": "", "kind": "Service", "name": "shop-api", "port": 80, "weight": 90})
+    );
+    assert_eq!(route["spec"]["rules"][0]["matches"][0]["headers"][0]["type"], "Exact");
 }
 
 #[test]

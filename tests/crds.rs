@@ -123,6 +123,7 @@ fn cel_rules_compile_and_stay_in_budget() {
         }
     }
     assert!(total >= 3, "the Envoy CRD carries its immutability, port-uniqueness and reserved-port rules");
+    assert!(total >= 30, "the EnvoyRoute CRD carries Gateway API's path, filter and reference rules");
 }
 
 /// Whether a simple JSONPath like `.status.conditions[?(...)].status` names a schema field.
@@ -171,10 +172,19 @@ fn printer_columns_and_scale_paths_name_real_fields() {
         }
         let subresources = version.subresources.as_ref().expect("subresources");
         assert!(subresources.status.is_some(), "status subresource");
-        let scale = subresources.scale.as_ref().expect("scale subresource");
-        assert!(path_exists(&schema, &scale.spec_replicas_path));
-        assert!(path_exists(&schema, &scale.status_replicas_path));
-        assert!(path_exists(&schema, scale.label_selector_path.as_deref().expect("label selector path")));
+        // Kinds with replicas scale (`kubectl scale`, HPAs); an EnvoyRoute has none.
+        let replicas = path_exists(&schema, ".spec.replicas");
+        assert_eq!(
+            subresources.scale.is_some(),
+            replicas,
+            "{}: a scale subresource exactly with replicas",
+            crd::file_name(&definition)
+        );
+        if let Some(scale) = &subresources.scale {
+            assert!(path_exists(&schema, &scale.spec_replicas_path));
+            assert!(path_exists(&schema, &scale.status_replicas_path));
+            assert!(path_exists(&schema, scale.label_selector_path.as_deref().expect("label selector path")));
+        }
         let names = &definition.spec.names;
         assert!(names.short_names.as_ref().is_some_and(|s| !s.is_empty()), "short names");
         assert_eq!(names.categories.as_deref(), Some(&["envoy-operator".to_owned()][..]));

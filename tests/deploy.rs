@@ -144,7 +144,11 @@ fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
                 .push((webhook["name"].clone(), Selector::try_from(selector).expect("a valid selector")));
         }
     }
-    assert_eq!(selectors.len(), 6);
+    assert_eq!(
+        selectors.len(),
+        8,
+        "Foo, Envoy and EnvoyRoute, mutating and validating; two pod injector webhooks"
+    );
     for name in ["envoy-operator", "platform-ops"] {
         for (webhook, selector) in &selectors {
             assert!(
@@ -160,7 +164,7 @@ fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
             .into();
     assert_eq!(
         selectors.iter().filter(|(_, s)| s.matches(&shop)).count(),
-        5,
-        "Foo and Envoy (4) and namespace injection"
+        7,
+        "Foo, Envoy and EnvoyRoute (6) and namespace injection"
     );
 }

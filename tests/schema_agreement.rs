@@ -76,7 +76,596 @@ fn ports(n: usize) -> Value {
     Value::Array((0..n).map(|i| json!({"name": format!("p{i}"), "port": 10000 + i})).collect())
 }
 
+/// A route attached to the usual Envoy with one rule.
+fn route_rule(rule: Value) -> Value {
+    json!({"parentRefs": [{"name": "edge-envoy"}], "rules": [rule]})
+}
+
+/// A rule with one match and a backend.
+fn route_match(route_match: Value) -> Value {
+    route_rule(json!({"matches": [route_match], "backendRefs": [{"name": "web", "port": 80}]}))
+}
+
+/// A rule with one filter (and a backend unless it is a redirect).
+fn route_filter(filter: Value) -> Value {
+    if filter["type"] == "RequestRedirect" {
+        route_rule(json!({"filters": [filter]}))
+    } else {
+        route_rule(json!({"filters": [filter], "backendRefs": [{"name": "web", "port": 80}]}))
+    }
+}
+
+fn route_backend(backend: Value) -> Value {
+    route_rule(json!({"backendRefs": [backend]}))
+}
+
+fn header_modifier(modifier: Value) -> Value {
+    route_filter(json!({"type": "RequestHeaderModifier", "requestHeaderModifier": modifier}))
+}
+
+fn many(n: usize, item: impl Fn(usize) -> Value) -> Value {
+    Value::Array((0..n).map(item).collect())
+}
+
+fn full_route_spec() -> Value {
+    json!({
+        "parentRefs": [{"name": "edge-envoy", "sectionName": "http"}, {"name": "edge-envoy", "sectionName": "https"}, {"name": "other-envoy"}],
+        "hostnames": ["shop.example.com", "*.shop.example.com"],
+        "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": "/api"}, "method": "POST",
+                         "headers": [{"name": "x-env", "value": "canary"}, {"type": "RegularExpression", "name": "x-version", "value": "v[0-9]+"}],
+                         "queryParams": [{"name": "debug", "value": "1"}]}],
+            "filters": [
+                {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-a", "value": "1"}], "add": [{"name": "x-b", "value": "two words"}], "remove": ["x-c"]}},
+                {"type": "URLRewrite", "urlRewrite": {"hostname": "api.internal", "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}
+            ],
+            "backendRefs": [{"name": "web", "port": 80, "weight": 90}, {"kind": "Service", "group": "", "name": "web-canary", "port": 8080, "weight": 10}],
+            "timeouts": {"request": "1m30s"}
+        }, {
+            "matches": [{"path": {"type": "Exact", "value": "/old"}}, {"path": {"type": "RegularExpression", "value": "^/legacy/.*$"}}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "hostname": "shop.example.com", "port": 8443, "statusCode": 301, "path": {"type": "ReplaceFullPath", "replaceFullPath": "/new"}}}]
+        }]
+    })
+}
+
 fn cases() -> Vec<Case> {
+    let mut cases = foo_and_envoy_cases();
+    cases.extend(route_cases());
+    cases
+}
+
+fn route_cases() -> Vec<Case> {
+    use AdmittedKind::EnvoyRoute as Route;
+    let backend = || json!([{"name": "web", "port": 80}]);
+    let prefix_rewrite = json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}});
+    vec![
+        case("route full", Route, full_route_spec(), OK, Accept),
+        case("route empty spec is defaulted", Route, json!({}), OK, Accept),
+        case("route without a spec is defaulted", Route, Value::Null, OK, Accept),
+        case("route one backend", Route, route_rule(json!({"backendRefs": backend()})), OK, Accept),
+        case("route without backends answers 500", Route, route_rule(json!({})), OK, Accept),
+        case(
+            "route weight 0 backends",
+            Route,
+            route_backend(json!({"name": "web", "port": 80, "weight": 0})),
+            OK,
+            Accept,
+        ),
+        case(
+            "route max weight",
+            Route,
+            route_backend(json!({"name": "web", "port": 80, "weight": 1_000_000})),
+            OK,
+            Accept,
+        ),
+        case(
+            "route non-Service backend without port is a warning",
+            Route,
+            route_backend(json!({"kind": "Pod", "name": "web"})),
+            OK,
+            Accept,
+        ),
+        case(
+            "route 32 parents",
+            Route,
+            json!({"parentRefs": many(32, |i| json!({"name": format!("e{i}")}))}),
+            OK,
+            Accept,
+        ),
+        case(
+            "route 128 matches in all",
+            Route,
+            json!({"rules": many(2, |_| json!({"matches": many(64, |j| json!({"path": {"value": format!("/p{j}")}})), "backendRefs": [{"name": "web", "port": 80}]}))}),
+            OK,
+            Accept,
+        ),
+        case(
+            "route zero timeout",
+            Route,
+            route_rule(json!({"backendRefs": backend(), "timeouts": {"request": "0s"}})),
+            OK,
+            Accept,
+        ),
+        case(
+            "route prefix rewrite with the default match",
+            Route,
+            route_filter(prefix_rewrite.clone()),
+            OK,
+            Accept,
+        ),
+        case(
+            "route prefix rewrite to nothing",
+            Route,
+            route_filter(
+                json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": ""}}}),
+            ),
+            OK,
+            Accept,
+        ),
+        case(
+            "route path regex",
+            Route,
+            route_match(json!({"path": {"type": "RegularExpression", "value": "/api/v[0-9]+/.*"}})),
+            OK,
+            Accept,
+        ),
+        case(
+            "route parent name uppercase",
+            Route,
+            json!({"parentRefs": [{"name": "Edge"}]}),
+            (Reject, "spec.parentRefs[0].name"),
+            Reject,
+        ),
+        case(
+            "route parent twice without sections",
+            Route,
+            json!({"parentRefs": [{"name": "e"}, {"name": "e"}]}),
+            (Reject, "spec.parentRefs[1]"),
+            Reject,
+        ),
+        case(
+            "route parent with and without section",
+            Route,
+            json!({"parentRefs": [{"name": "e"}, {"name": "e", "sectionName": "http"}]}),
+            (Reject, "spec.parentRefs[1]"),
+            Reject,
+        ),
+        case(
+            "route parent section twice",
+            Route,
+            json!({"parentRefs": [{"name": "e", "sectionName": "http"}, {"name": "e", "sectionName": "http"}]}),
+            (Reject, "spec.parentRefs[1]"),
+            Reject,
+        ),
+        case(
+            "route 33 parents",
+            Route,
+            json!({"parentRefs": many(33, |i| json!({"name": format!("e{i}")}))}),
+            (Reject, "spec.parentRefs"),
+            Reject,
+        ),
+        // Stricter than the schema: a port name needs a letter (IANA).
+        case(
+            "route numeric section name",
+            Route,
+            json!({"parentRefs": [{"name": "e", "sectionName": "8080"}]}),
+            (Reject, "spec.parentRefs[0].sectionName"),
+            Accept,
+        ),
+        case(
+            "route uppercase hostname",
+            Route,
+            json!({"hostnames": ["Shop.example.com"]}),
+            (Reject, "spec.hostnames[0]"),
+            Reject,
+        ),
+        case(
+            "route bare wildcard hostname",
+            Route,
+            json!({"hostnames": ["*"]}),
+            (Reject, "spec.hostnames[0]"),
+            Reject,
+        ),
+        case(
+            "route duplicate hostnames",
+            Route,
+            json!({"hostnames": ["a.example.com", "a.example.com"]}),
+            (Reject, "spec.hostnames[1]"),
+            Reject,
+        ),
+        case(
+            "route 17 hostnames",
+            Route,
+            json!({"hostnames": many(17, |i| json!(format!("h{i}.example.com")))}),
+            (Reject, "spec.hostnames"),
+            Reject,
+        ),
+        // Stricter than the schema: Gateway API hostnames are never IP addresses.
+        case(
+            "route IP address hostname",
+            Route,
+            json!({"hostnames": ["10.0.0.1"]}),
+            (Reject, "spec.hostnames[0]"),
+            Accept,
+        ),
+        case(
+            "route 17 rules",
+            Route,
+            json!({"rules": many(17, |_| json!({}))}),
+            (Reject, "spec.rules"),
+            Reject,
+        ),
+        case(
+            "route 65 matches in a rule",
+            Route,
+            route_rule(json!({"matches": many(65, |j| json!({"path": {"value": format!("/p{j}")}}))})),
+            (Reject, "spec.rules[0].matches"),
+            Reject,
+        ),
+        case(
+            "route 192 matches in all",
+            Route,
+            json!({"rules": many(3, |_| json!({"matches": many(64, |j| json!({"path": {"value": format!("/p{j}")}}))}))}),
+            (Reject, "spec.rules"),
+            Reject,
+        ),
+        case(
+            "route relative exact path",
+            Route,
+            route_match(json!({"path": {"type": "Exact", "value": "login"}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route relative path of the default type",
+            Route,
+            route_match(json!({"path": {"value": "login"}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route path with double slash",
+            Route,
+            route_match(json!({"path": {"value": "/a//b"}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route path with encoded slash",
+            Route,
+            route_match(json!({"path": {"value": "/a%2Fb"}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route path ending in dot-dot",
+            Route,
+            route_match(json!({"path": {"type": "Exact", "value": "/a/.."}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route path with a query",
+            Route,
+            route_match(json!({"path": {"value": "/a?b=c"}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route path too long",
+            Route,
+            route_match(json!({"path": {"value": format!("/{}", "a".repeat(1024))}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Reject,
+        ),
+        case(
+            "route unknown path type",
+            Route,
+            route_match(json!({"path": {"type": "Prefix", "value": "/"}})),
+            (Reject, "spec.rules[0].matches[0].path.type"),
+            Reject,
+        ),
+        // Stricter than the schema: regular expressions must compile.
+        case(
+            "route broken path regex",
+            Route,
+            route_match(json!({"path": {"type": "RegularExpression", "value": "/(a"}})),
+            (Reject, "spec.rules[0].matches[0].path.value"),
+            Accept,
+        ),
+        case(
+            "route pseudo-header match",
+            Route,
+            route_match(json!({"headers": [{"name": ":method", "value": "GET"}]})),
+            (Reject, "spec.rules[0].matches[0].headers[0].name"),
+            Reject,
+        ),
+        case(
+            "route header matched twice",
+            Route,
+            route_match(json!({"headers": [{"name": "x-a", "value": "1"}, {"name": "x-a", "value": "2"}]})),
+            (Reject, "spec.rules[0].matches[0].headers[1].name"),
+            Reject,
+        ),
+        // Stricter than the schema: header names compare case-insensitively.
+        case(
+            "route header matched twice in two cases",
+            Route,
+            route_match(json!({"headers": [{"name": "x-a", "value": "1"}, {"name": "X-A", "value": "2"}]})),
+            (Reject, "spec.rules[0].matches[0].headers[1].name"),
+            Accept,
+        ),
+        case(
+            "route empty header value",
+            Route,
+            route_match(json!({"headers": [{"name": "x-a", "value": ""}]})),
+            (Reject, "spec.rules[0].matches[0].headers[0].value"),
+            Reject,
+        ),
+        case(
+            "route 17 header matches",
+            Route,
+            route_match(json!({"headers": many(17, |i| json!({"name": format!("x-{i}"), "value": "1"}))})),
+            (Reject, "spec.rules[0].matches[0].headers"),
+            Reject,
+        ),
+        // Stricter than the schema: regular expressions must compile.
+        case(
+            "route broken header regex",
+            Route,
+            route_match(json!({"headers": [{"type": "RegularExpression", "name": "x-a", "value": "[a"}]})),
+            (Reject, "spec.rules[0].matches[0].headers[0].value"),
+            Accept,
+        ),
+        case(
+            "route query parameter matched twice",
+            Route,
+            route_match(json!({"queryParams": [{"name": "q", "value": "1"}, {"name": "q", "value": "2"}]})),
+            (Reject, "spec.rules[0].matches[0].queryParams[1].name"),
+            Reject,
+        ),
+        case(
+            "route unknown method",
+            Route,
+            route_match(json!({"method": "FETCH"})),
+            (Reject, "spec.rules[0].matches[0].method"),
+            Reject,
+        ),
+        case(
+            "route unknown filter type",
+            Route,
+            route_filter(json!({"type": "RequestMirror"})),
+            (Reject, "spec.rules[0].filters[0].type"),
+            Reject,
+        ),
+        case(
+            "route filter type without its field",
+            Route,
+            route_filter(json!({"type": "URLRewrite", "requestHeaderModifier": {"remove": ["x-a"]}})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier"),
+            Reject,
+        ),
+        case(
+            "route filter repeated",
+            Route,
+            route_rule(
+                json!({"filters": [prefix_rewrite.clone(), prefix_rewrite.clone()], "backendRefs": backend()}),
+            ),
+            (Reject, "spec.rules[0].filters"),
+            Reject,
+        ),
+        case(
+            "route redirect and rewrite",
+            Route,
+            route_rule(
+                json!({"filters": [prefix_rewrite.clone(), {"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}]}),
+            ),
+            (Reject, "spec.rules[0].filters"),
+            Reject,
+        ),
+        case(
+            "route redirect with backends",
+            Route,
+            route_rule(
+                json!({"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}], "backendRefs": backend()}),
+            ),
+            (Reject, "spec.rules[0]"),
+            Reject,
+        ),
+        case(
+            "route prefix rewrite of an exact match",
+            Route,
+            route_rule(
+                json!({"matches": [{"path": {"type": "Exact", "value": "/a"}}], "filters": [prefix_rewrite.clone()], "backendRefs": backend()}),
+            ),
+            (Reject, "spec.rules[0].matches"),
+            Reject,
+        ),
+        case(
+            "route prefix rewrite of two matches",
+            Route,
+            route_rule(
+                json!({"matches": [{"path": {"value": "/a"}}, {"path": {"value": "/b"}}], "filters": [prefix_rewrite], "backendRefs": backend()}),
+            ),
+            (Reject, "spec.rules[0].matches"),
+            Reject,
+        ),
+        case(
+            "route prefix redirect of a regex match",
+            Route,
+            route_rule(
+                json!({"matches": [{"path": {"type": "RegularExpression", "value": "/a.*"}}], "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}}]}),
+            ),
+            (Reject, "spec.rules[0].matches"),
+            Reject,
+        ),
+        case(
+            "route path modifier of the other type",
+            Route,
+            route_filter(
+                json!({"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath", "replacePrefixMatch": "/b"}}}),
+            ),
+            (Reject, "spec.rules[0].filters[0].requestRedirect.path.replaceFullPath"),
+            Reject,
+        ),
+        case(
+            "route relative full path",
+            Route,
+            route_filter(
+                json!({"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "new"}}}),
+            ),
+            (Reject, "spec.rules[0].filters[0].requestRedirect.path.replaceFullPath"),
+            Reject,
+        ),
+        case(
+            "route redirect 307",
+            Route,
+            route_filter(json!({"type": "RequestRedirect", "requestRedirect": {"statusCode": 307}})),
+            (Reject, "spec.rules[0].filters[0].requestRedirect.statusCode"),
+            Reject,
+        ),
+        case(
+            "route redirect port 0",
+            Route,
+            route_filter(json!({"type": "RequestRedirect", "requestRedirect": {"port": 0}})),
+            (Reject, "spec.rules[0].filters[0].requestRedirect.port"),
+            Reject,
+        ),
+        case(
+            "route redirect scheme ftp",
+            Route,
+            route_filter(json!({"type": "RequestRedirect", "requestRedirect": {"scheme": "ftp"}})),
+            (Reject, "spec.rules[0].filters[0].requestRedirect.scheme"),
+            Reject,
+        ),
+        case(
+            "route redirect to a wildcard",
+            Route,
+            route_filter(
+                json!({"type": "RequestRedirect", "requestRedirect": {"hostname": "*.example.com"}}),
+            ),
+            (Reject, "spec.rules[0].filters[0].requestRedirect.hostname"),
+            Reject,
+        ),
+        case(
+            "route set Host",
+            Route,
+            header_modifier(json!({"set": [{"name": "Host", "value": "a"}]})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier.set[0]"),
+            Reject,
+        ),
+        case(
+            "route remove host",
+            Route,
+            header_modifier(json!({"remove": ["host"]})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier.remove[0]"),
+            Reject,
+        ),
+        case(
+            "route set a header twice",
+            Route,
+            header_modifier(json!({"set": [{"name": "x-a", "value": "1"}, {"name": "x-a", "value": "2"}]})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier.set[1]"),
+            Reject,
+        ),
+        case(
+            "route remove a header twice",
+            Route,
+            header_modifier(json!({"remove": ["x-a", "x-a"]})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier.remove[1]"),
+            Reject,
+        ),
+        case(
+            "route header value with a newline",
+            Route,
+            header_modifier(json!({"add": [{"name": "x-a", "value": "a
+b"}]})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier.add[0].value"),
+            Reject,
+        ),
+        // Stricter than the schema: one action per header name.
+        case(
+            "route set and remove a header",
+            Route,
+            header_modifier(json!({"set": [{"name": "x-a", "value": "1"}], "remove": ["X-A"]})),
+            (Reject, "spec.rules[0].filters[0].requestHeaderModifier.remove[0]"),
+            Accept,
+        ),
+        case(
+            "route backend without port",
+            Route,
+            route_backend(json!({"name": "web"})),
+            (Reject, "spec.rules[0].backendRefs[0].port"),
+            Reject,
+        ),
+        case(
+            "route backend port 70000",
+            Route,
+            route_backend(json!({"name": "web", "port": 70000})),
+            (Reject, "spec.rules[0].backendRefs[0].port"),
+            Reject,
+        ),
+        case(
+            "route negative weight",
+            Route,
+            route_backend(json!({"name": "web", "port": 80, "weight": -1})),
+            (Reject, "spec.rules[0].backendRefs[0].weight"),
+            Reject,
+        ),
+        case(
+            "route weight above a million",
+            Route,
+            route_backend(json!({"name": "web", "port": 80, "weight": 1_000_001})),
+            (Reject, "spec.rules[0].backendRefs[0].weight"),
+            Reject,
+        ),
+        case(
+            "route uppercase backend",
+            Route,
+            route_backend(json!({"name": "Web", "port": 80})),
+            (Reject, "spec.rules[0].backendRefs[0].name"),
+            Reject,
+        ),
+        case(
+            "route backend kind with a slash",
+            Route,
+            route_backend(json!({"kind": "a/b", "name": "web", "port": 80})),
+            (Reject, "spec.rules[0].backendRefs[0].kind"),
+            Reject,
+        ),
+        case(
+            "route 17 backends",
+            Route,
+            route_rule(json!({"backendRefs": many(17, |i| json!({"name": format!("web-{i}"), "port": 80}))})),
+            (Reject, "spec.rules[0].backendRefs"),
+            Reject,
+        ),
+        case(
+            "route fractional timeout",
+            Route,
+            route_rule(json!({"backendRefs": backend(), "timeouts": {"request": "1.5s"}})),
+            (Reject, "spec.rules[0].timeouts.request"),
+            Reject,
+        ),
+        case(
+            "route timeout of days",
+            Route,
+            route_rule(json!({"backendRefs": backend(), "timeouts": {"request": "2d"}})),
+            (Reject, "spec.rules[0].timeouts.request"),
+            Reject,
+        ),
+        update(
+            "route changes freely",
+            Route,
+            full_route_spec(),
+            route_rule(json!({"backendRefs": backend()})),
+            OK,
+            Accept,
+        ),
+    ]
+}
+
+fn foo_and_envoy_cases() -> Vec<Case> {
     use AdmittedKind::{Envoy, Foo};
     vec![
         case("foo seed", Foo, json!({"deploymentName": "example-foo", "replicas": 1}), OK, Accept),
@@ -388,7 +977,11 @@ fn object(kind: AdmittedKind, spec: &Value) -> Value {
 }
 
 fn named_object(kind: AdmittedKind, spec: &Value, name: Option<&str>) -> Value {
-    let usual = if kind == AdmittedKind::Foo { "example-foo" } else { "edge-envoy" };
+    let usual = match kind {
+        AdmittedKind::Foo => "example-foo",
+        AdmittedKind::Envoy => "edge-envoy",
+        AdmittedKind::EnvoyRoute => "shop-route",
+    };
     let mut object = json!({"apiVersion": kind.api_version(), "kind": kind.kind(),
            "metadata": {"name": name.unwrap_or(usual), "namespace": "shop"}, "spec": spec});
     if spec.is_null() {
@@ -420,7 +1013,8 @@ fn schema_errors(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Str
     errors
 }
 
-/// The API server's check of `x-kubernetes-list-type: map`: no two items share their keys.
+/// The API server's checks of `x-kubernetes-list-type`: no two items of a `map` share their
+/// keys, no two items of a `set` are equal.
 fn list_map_key_errors(schema: &Value, value: &Value, path: &str) -> Vec<String> {
     let mut errors = Vec::new();
     match value {
@@ -442,6 +1036,13 @@ fn list_map_key_errors(schema: &Value, value: &Value, path: &str) -> Vec<String>
                         errors.push(format!("{path}: Duplicate value: {id:?}"));
                     }
                     seen.push(id);
+                }
+            }
+            if schema.get("x-kubernetes-list-type") == Some(&json!("set")) {
+                for (i, item) in items.iter().enumerate() {
+                    if items[..i].contains(item) {
+                        errors.push(format!("{path}[{i}]: Duplicate value: {item}"));
+                    }
                 }
             }
             if let Some(item_schema) = schema.get("items") {
@@ -512,6 +1113,13 @@ fn the_table_exercises_both_sides() {
         cases.iter().filter(|c| c.rules.0 == rules && c.schema == schema).count()
     };
     assert!(count(Reject, Reject) >= 20, "many cases must be rejected by both");
+    let routes = |rules: Verdict, schema: Verdict| {
+        cases
+            .iter()
+            .filter(|c| c.kind == AdmittedKind::EnvoyRoute && c.rules.0 == rules && c.schema == schema)
+            .count()
+    };
+    assert!(routes(Reject, Reject) >= 40 && routes(Accept, Accept) >= 10, "EnvoyRoutes are covered as well");
     assert!(count(Accept, Accept) >= 10, "many cases must be accepted by both");
     assert!(count(Reject, Accept) >= 1, "the table must show where the webhook is stricter");
     assert_eq!(count(Accept, Reject), 0, "no case may expect the schema to be stricter");

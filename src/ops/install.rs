@@ -180,6 +180,7 @@ mod tests {
     const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     const FOOS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/foos.samplecontroller.k8s.io";
     const ENVOYS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/envoys.example.com";
+    const ROUTES: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/envoyroutes.example.com";
     const MUTATING: &str =
         "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/envoy-operator";
     const VALIDATING: &str =
@@ -197,16 +198,18 @@ mod tests {
         let applied = expect(&mut handle, Method::PATCH, FOOS, StatusCode::OK, crd_with("False")).await;
         assert_eq!(applied["kind"], "CustomResourceDefinition", "the CRD itself is applied");
         expect(&mut handle, Method::PATCH, ENVOYS, StatusCode::OK, crd_with("False")).await;
+        expect(&mut handle, Method::PATCH, ROUTES, StatusCode::OK, crd_with("False")).await;
         // Foos: listed not yet Established, then the watch reports it Established.
         expect(&mut handle, Method::GET, CRDS, StatusCode::OK, list_of(crd_with("False"))).await;
         watch_sends(&mut handle, crd_with("True")).await;
-        // Envoys: Established when first listed.
+        // Envoys and EnvoyRoutes: Established when first listed.
         expect(&mut handle, Method::GET, CRDS, StatusCode::OK, list_of(crd_n_with(1, "True"))).await;
+        expect(&mut handle, Method::GET, CRDS, StatusCode::OK, list_of(crd_n_with(2, "True"))).await;
         expect(&mut handle, Method::PATCH, MUTATING, StatusCode::OK, json!({})).await;
         expect(&mut handle, Method::PATCH, VALIDATING, StatusCode::OK, json!({})).await;
         let lines = task.await.unwrap().expect("installed");
-        assert_eq!(lines.len(), 6);
-        assert_eq!(lines[2], "customresourcedefinition/foos.samplecontroller.k8s.io established");
+        assert_eq!(lines.len(), 8);
+        assert_eq!(lines[3], "customresourcedefinition/foos.samplecontroller.k8s.io established");
     }
 
     #[tokio::test]
@@ -215,6 +218,7 @@ mod tests {
         let task = tokio::spawn(async move { install(&client, &manifests(), Duration::ZERO, |_| {}).await });
         expect(&mut handle, Method::PATCH, FOOS, StatusCode::OK, crd_with("False")).await;
         expect(&mut handle, Method::PATCH, ENVOYS, StatusCode::OK, crd_with("False")).await;
+        expect(&mut handle, Method::PATCH, ROUTES, StatusCode::OK, crd_with("False")).await;
         // The watch may get its LIST out before the (zero) timeout: it is never answered.
         let mut unanswered = Vec::new();
         loop {
@@ -253,6 +257,9 @@ mod tests {
         expect(&mut handle, Method::DELETE, VALIDATING, StatusCode::NOT_FOUND, not_found()).await;
         let lines = task.await.unwrap().unwrap();
         assert_eq!(lines, ["mutatingwebhookconfiguration/envoy-operator deleted"]);
-        assert!(handle.next_request().await.is_none(), "the CRDs (and every Foo and Envoy) are kept");
+        assert!(
+            handle.next_request().await.is_none(),
+            "the CRDs (and every Foo, Envoy and EnvoyRoute) are kept"
+        );
     }
 }

@@ -84,14 +84,16 @@ fn unexpected_kind(request: &AdmissionRequest) -> AdmissionResponse {
     let gvk = &request.kind;
     let known: Vec<String> =
         AdmittedKind::ALL.iter().map(|kind| format!("{}.{}", kind.kind(), kind.group())).collect();
+    let known = match known.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => known.join(""),
+    };
     let group = if gvk.group.is_empty() { "core" } else { gvk.group.as_str() };
     AdmissionResponse::bad_request(
         &request.uid,
         format!(
             "this webhook admits {}; it was sent a {}.{} (check the webhook configuration's rules)",
-            known.join(" and "),
-            gvk.kind,
-            group
+            known, gvk.kind, group
         ),
     )
 }

@@ -71,7 +71,7 @@ fn webhook_config_local_mode_embeds_the_ca_and_urls() {
     assert!(yaml.contains("url: https://127.0.0.1:9443/mutate"));
     assert!(yaml.contains("url: https://127.0.0.1:9443/validate"));
     assert!(yaml.contains("url: https://127.0.0.1:9443/inject"));
-    assert_eq!(yaml.matches("caBundle:").count(), 6);
+    assert_eq!(yaml.matches("caBundle:").count(), 8);
     assert!(!yaml.contains("service:"));
 }
 

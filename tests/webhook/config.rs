@@ -61,5 +61,5 @@ fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effect
         assert_eq!(failure_policy.as_deref(), Some(expected), "{path}");
         count += 1;
     }
-    assert_eq!(count, 6, "Foo and Envoy, mutating and validating; two pod injector webhooks");
+    assert_eq!(count, 8, "Foo, Envoy and EnvoyRoute, mutating and validating; two pod injector webhooks");
 }

@@ -131,6 +131,39 @@ fn an_envoy_with_xds_port_70000_is_denied() {
 }
 
 #[test]
+fn an_envoy_route_is_defaulted_then_judged() {
+    let name = "envoyroute-create-mutate.json";
+    let (response, outcome) = answer(handler::mutate, name);
+    assert_eq!(outcome, Outcome::Patched);
+    let mut object = object_of(name);
+    json_patch::patch(&mut object, &patch_of(&response).expect("defaults")).unwrap();
+    assert_eq!(
+        object["spec"]["rules"][0]["backendRefs"][1],
+        json!({"group": "", "kind": "Service", "name": "shop-api-canary", "port": 80, "weight": 10})
+    );
+    let (_, outcome) = answer(handler::validate, name);
+    assert_eq!(outcome, Outcome::Allowed, "the same review, validated");
+
+    let (response, outcome) = answer(handler::validate, "envoyroute-create-invalid-validate.json");
+    assert_eq!(outcome, Outcome::Denied);
+    let status = &response["status"];
+    assert_eq!(status["details"]["kind"], "EnvoyRoute");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["spec.rules[0].matches[0].path.value", "spec.rules[0]"]);
+    let message = status["message"].as_str().unwrap();
+    assert!(message.starts_with("The EnvoyRoute \"shop\" is invalid: \n* spec.rules[0].matches[0].path.value: Invalid value: \"api\""), "{message}");
+    assert!(
+        message.contains("RequestRedirect filter must not be used together with backendRefs"),
+        "{message}"
+    );
+}
+
+#[test]
 fn update_rules_use_the_old_object() {
     let (response, outcome) = answer(handler::validate, "envoy-update-rename-validate.json");
     assert_eq!(outcome, Outcome::Denied, "{response}");
@@ -164,7 +197,12 @@ fn an_unexpected_kind_is_rejected_with_a_clear_message() {
         assert_eq!(response["allowed"], false);
         assert_eq!(response["status"]["code"], 400);
         let message = response["status"]["message"].as_str().unwrap();
-        assert!(message.contains("Foo.samplecontroller.k8s.io and Envoy.example.com"), "{message}");
+        assert!(
+            message.contains(
+                "admits Foo.samplecontroller.k8s.io, Envoy.example.com and EnvoyRoute.example.com;"
+            ),
+            "{message}"
+        );
         assert!(message.contains("Pod.core"), "{message}");
     }
 }

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::api::{Envoy, Foo};
+use crate::api::{Envoy, EnvoyRoute, Foo};
 use crate::rules::{Defaulted, FieldError, FieldErrors, Rules, Warnings, defaulted};
 use crate::structural::{self, Structure};
 
@@ -23,10 +23,11 @@ use crate::structural::{self, Structure};
 pub enum AdmittedKind {
     Foo,
     Envoy,
+    EnvoyRoute,
 }
 
 impl AdmittedKind {
-    pub const ALL: [AdmittedKind; 2] = [AdmittedKind::Foo, AdmittedKind::Envoy];
+    pub const ALL: [AdmittedKind; 3] = [AdmittedKind::Foo, AdmittedKind::Envoy, AdmittedKind::EnvoyRoute];
 
     /// The kind for an API group and kind name (any version: the API server converts).
     pub fn from_group_kind(group: &str, kind: &str) -> Option<Self> {
@@ -65,6 +66,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => Foo::group(&()),
             Self::Envoy => Envoy::group(&()),
+            Self::EnvoyRoute => EnvoyRoute::group(&()),
         }
     }
 
@@ -72,6 +74,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => Foo::kind(&()),
             Self::Envoy => Envoy::kind(&()),
+            Self::EnvoyRoute => EnvoyRoute::kind(&()),
         }
     }
 
@@ -79,6 +82,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => Foo::api_version(&()),
             Self::Envoy => Envoy::api_version(&()),
+            Self::EnvoyRoute => EnvoyRoute::api_version(&()),
         }
     }
 
@@ -87,6 +91,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => Foo::plural(&()),
             Self::Envoy => Envoy::plural(&()),
+            Self::EnvoyRoute => EnvoyRoute::plural(&()),
         }
     }
 
@@ -97,6 +102,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => unknown_fields::<Foo>(object),
             Self::Envoy => unknown_fields::<Envoy>(object),
+            Self::EnvoyRoute => unknown_fields::<EnvoyRoute>(object),
         }
     }
 
@@ -105,6 +111,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => admit::<Foo>(object, old_object),
             Self::Envoy => admit::<Envoy>(object, old_object),
+            Self::EnvoyRoute => admit::<EnvoyRoute>(object, old_object),
         }
     }
 
@@ -113,6 +120,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => default_patch::<Foo>(object),
             Self::Envoy => default_patch::<Envoy>(object),
+            Self::EnvoyRoute => default_patch::<EnvoyRoute>(object),
         }
     }
 
@@ -125,6 +133,7 @@ impl AdmittedKind {
         match self {
             Self::Foo => validate::<Foo>(object, old_object),
             Self::Envoy => validate::<Envoy>(object, old_object),
+            Self::EnvoyRoute => validate::<EnvoyRoute>(object, old_object),
         }
     }
 }
@@ -140,6 +149,10 @@ impl Admitted for Foo {
 
 impl Admitted for Envoy {
     const KIND: AdmittedKind = AdmittedKind::Envoy;
+}
+
+impl Admitted for EnvoyRoute {
+    const KIND: AdmittedKind = AdmittedKind::EnvoyRoute;
 }
 
 /// What admission made of one object.
@@ -466,6 +479,9 @@ mod tests {
     #[test]
     fn known_kinds_at_unserved_versions_are_errors() {
         assert_eq!(AdmittedKind::resolve("example.com/v1", "Envoy"), Ok(Some(AdmittedKind::Envoy)));
+        assert_eq!(AdmittedKind::resolve("example.com/v1", "EnvoyRoute"), Ok(Some(AdmittedKind::EnvoyRoute)));
+        let error = AdmittedKind::resolve("example.com/v1", "Envoyroute").unwrap_err();
+        assert!(error.contains("did you mean EnvoyRoute (example.com/v1)"), "{error}");
         assert_eq!(AdmittedKind::resolve("v1", "ConfigMap"), Ok(None));
         assert_eq!(AdmittedKind::resolve("widgets.io/v1", "Foo"), Ok(None), "another group's Foo");
         let error = AdmittedKind::resolve("samplecontroller.k8s.io/v1", "Foo").unwrap_err();

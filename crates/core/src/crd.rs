@@ -3,12 +3,12 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSON};
 use kube::CustomResourceExt;
 
-use crate::api::{Envoy, Foo};
+use crate::api::{Envoy, EnvoyRoute, Foo};
 use crate::manifest::{YamlError, to_yaml as yaml};
 
 /// Every CRD this operator serves.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    let mut crds = vec![Foo::crd(), Envoy::crd()];
+    let mut crds = vec![Foo::crd(), Envoy::crd(), EnvoyRoute::crd()];
     crds.iter_mut().for_each(spec_defaults_to_empty);
     crds
 }
@@ -52,12 +52,22 @@ mod tests {
     use crate::api::{CATEGORY, MAX_REPLICAS};
 
     #[test]
-    fn every_kind_is_in_the_category_with_the_replica_bound() {
+    fn every_kind_is_in_the_category_and_replicas_have_one_bound() {
+        let mut with_replicas = 0;
         for crd in all() {
             assert_eq!(crd.spec.names.categories.as_deref(), Some(&[CATEGORY.to_owned()][..]));
             let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
             let replicas = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"];
-            assert_eq!(replicas["maximum"].as_f64(), Some(f64::from(MAX_REPLICAS)), "{}", file_name(&crd));
+            if !replicas.is_null() {
+                with_replicas += 1;
+                assert_eq!(
+                    replicas["maximum"].as_f64(),
+                    Some(f64::from(MAX_REPLICAS)),
+                    "{}",
+                    file_name(&crd)
+                );
+            }
         }
+        assert_eq!(with_replicas, 2, "Foo and Envoy have replicas");
     }
 }

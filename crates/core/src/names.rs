@@ -73,6 +73,12 @@ pub const LOCAL_WEBHOOK_URL: &str = "https://127.0.0.1:8443";
 pub const CERT_DIR: &str = "certs";
 pub const LOCAL_CA_FILE: &str = "certs/ca.crt";
 
+/// The operator's name as a Gateway API controller: what it writes as `controllerName` in the
+/// `status.parents` entries of EnvoyRoutes.
+pub const CONTROLLER_NAME: &str = "example.com/envoy-operator";
+/// The label every EndpointSlice carries with the name of its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
 /// Namespaces never injected, whatever their labels: the control plane's own.
 pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 

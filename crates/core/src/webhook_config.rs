@@ -126,7 +126,7 @@ pub fn operator_namespace_excluded() -> LabelSelectorRequirement {
     }
 }
 
-/// The mutating webhooks: defaults for Foo and Envoy (`POST /mutate`), then the sidecar
+/// The mutating webhooks: defaults for Foo, Envoy and EnvoyRoute (`POST /mutate`), then the sidecar
 /// injector for pods (`POST /inject`, `failurePolicy: Ignore`).
 pub fn mutating_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
     let injector =
@@ -136,7 +136,7 @@ pub fn mutating_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
     webhooks
 }
 
-/// The defaulting webhooks for Foo and Envoy (`POST /mutate`).
+/// The defaulting webhooks for Foo, Envoy and EnvoyRoute (`POST /mutate`).
 fn defaulting_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
     AdmittedKind::ALL
         .into_iter()
@@ -160,7 +160,7 @@ fn defaulting_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
         .collect()
 }
 
-/// The validating webhooks for Foo and Envoy (`POST /validate`).
+/// The validating webhooks for Foo, Envoy and EnvoyRoute (`POST /validate`).
 pub fn validating_webhooks(options: &WebhookOptions) -> Vec<ValidatingWebhook> {
     AdmittedKind::ALL
         .into_iter()
@@ -198,7 +198,7 @@ pub fn validating_configuration(webhooks: Vec<ValidatingWebhook>) -> ValidatingW
     ValidatingWebhookConfiguration { metadata: metadata(), webhooks: Some(webhooks) }
 }
 
-/// Both configurations for Foo and Envoy, as `(file name, YAML)`.
+/// Both configurations for Foo, Envoy and EnvoyRoute, as `(file name, YAML)`.
 pub fn render(options: &WebhookOptions) -> Result<Vec<(&'static str, String)>, YamlError> {
     let header = match &options.target {
         WebhookTarget::Service { .. } => {
@@ -235,6 +235,7 @@ mod tests {
             [
                 "foos.samplecontroller.k8s.io",
                 "envoys.example.com",
+                "envoyroutes.example.com",
                 "namespace.sidecar.example.com",
                 "object.sidecar.example.com"
             ]
@@ -246,12 +247,17 @@ mod tests {
         assert_eq!(rule.api_groups, Some(vec!["example.com".to_owned()]));
         assert_eq!(rule.api_versions, Some(vec!["v1".to_owned()]));
         assert_eq!(rule.resources, Some(vec!["envoys".to_owned()]));
-        for pods in &mutating[2..] {
+        let route_rule = &mutating[2].rules.as_ref().unwrap()[0];
+        assert_eq!(route_rule.resources, Some(vec!["envoyroutes".to_owned()]));
+        assert_eq!(route_rule.operations, Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]));
+        for pods in &mutating[3..] {
             assert_eq!(pods.client_config.service.as_ref().unwrap().path.as_deref(), Some("/inject"));
             assert_eq!(pods.failure_policy.as_deref(), Some("Ignore"), "a down injector never blocks pods");
         }
-        assert!(mutating[..2].iter().all(|w| w.failure_policy.as_deref() == Some("Fail")));
+        assert!(mutating[..3].iter().all(|w| w.failure_policy.as_deref() == Some("Fail")));
         let validating = validating_webhooks(&cluster());
+        let names: Vec<&str> = validating.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["foos.samplecontroller.k8s.io", "envoys.example.com", "envoyroutes.example.com"]);
         assert_eq!(validating[0].client_config.service.as_ref().unwrap().path.as_deref(), Some("/validate"));
         assert!(validating.iter().all(|w| w.client_config.ca_bundle.is_none()));
     }

@@ -115,6 +115,12 @@ pub struct EnvoySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("!has(self.claims)").message("claims are not supported: the fleet's pods declare no resourceClaims").field_path(".claims"))]
     pub resources: Option<ResourceRequirements>,
+
+    /// Whether every listener writes a JSON access log line per request to the proxy's
+    /// standard output (start time, method, path, response code and flags, bytes, duration,
+    /// upstream host, request id, route…). Defaults to true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<bool>,
 }
 
 /// Where the xDS server is: Envoy reaches it through a static cluster of this name.
@@ -208,8 +214,32 @@ pub struct EnvoyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
 
-    /// Ready, Progressing and Degraded, with reasons and messages.
+    /// Ready, Progressing, Degraded and ConfigAccepted, with reasons and messages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+
+    /// What the operator's xDS server serves the fleet and what the proxies accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xds: Option<EnvoyXdsStatus>,
+}
+
+/// Type of the condition saying whether the fleet's proxies accepted (ACKed) the configuration
+/// the xDS server last served them, or refused it (NACK, with Envoy's error as the message).
+pub const CONFIG_ACCEPTED: &str = "ConfigAccepted";
+
+/// The fleet as the operator's xDS server sees it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvoyXdsStatus {
+    /// Proxies of the fleet connected to the xDS server now.
+    pub connected_proxies: i32,
+
+    /// Version of the configuration every connected proxy has acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_version: Option<String>,
+
+    /// Version of the configuration the xDS server serves now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_version: Option<String>,
 }

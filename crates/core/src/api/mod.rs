@@ -4,11 +4,14 @@
 pub mod envoy;
 pub mod foo;
 pub mod patterns;
+pub mod route;
 
-pub use envoy::{Envoy, EnvoySpec, EnvoyStatus, ServicePort, ServiceType, XdsServer};
+pub use envoy::{Envoy, EnvoySpec, EnvoyStatus, EnvoyXdsStatus, ServicePort, ServiceType, XdsServer};
 pub use foo::{Foo, FooSpec, FooStatus};
+pub use route::{EnvoyRoute, EnvoyRouteSpec, EnvoyRouteStatus};
 
-/// The category both kinds belong to: `kubectl get envoy-operator` lists Foos and Envoys. The
+/// The category every kind belongs to: `kubectl get envoy-operator` lists Foos, Envoys and
+/// EnvoyRoutes. The
 /// `#[kube(category)]` attributes need a literal; a test holds them to this.
 pub const CATEGORY: &str = "envoy-operator";
 

@@ -61,6 +61,9 @@ pub fn render(object: &Value, settings: &Settings<'_>) -> Result<Children, Outco
         Some(AdmittedKind::Envoy) => {
             typed::<Envoy>(object, |envoy| render_envoy(envoy, settings.control_plane))
         }
+        Some(AdmittedKind::EnvoyRoute) => Err(Outcome::Skipped {
+            note: format!("{api_version} {kind} has no children: the xDS server serves it to its Envoys"),
+        }),
         None => Err(Outcome::Skipped { note: format!("{api_version} {kind} has no children to render") }),
     }
 }

@@ -258,6 +258,8 @@ pub fn envoy_status(
         observed_generation: envoy.metadata.generation,
         config_hash,
         conditions: conditions(previous, envoy.metadata.generation, blocker, rollout.as_ref(), now),
+        // The xDS server's to write, under its own field manager.
+        xds: None,
     }
 }
 

@@ -53,6 +53,8 @@ pub struct EffectiveEnvoy {
     pub ports: Vec<ServicePort>,
     pub service_type: ServiceType,
     pub resources: ResourceRequirements,
+    /// Whether the listeners write a JSON access log to standard output.
+    pub access_log: bool,
 }
 
 impl Rules for Envoy {
@@ -84,6 +86,7 @@ impl Rules for Envoy {
             ports: spec.ports.clone(),
             service_type: *spec.service_type.get_or_insert_default(),
             resources: spec.resources.get_or_insert_with(default_resources).clone(),
+            access_log: *spec.access_log.get_or_insert(true),
         }
     }
 
@@ -307,6 +310,7 @@ mod tests {
         assert_eq!(spec.ports, default_ports());
         assert_eq!(spec.service_type, Some(ServiceType::ClusterIP));
         assert_eq!(spec.resources, Some(default_resources()));
+        assert_eq!(spec.access_log, Some(true));
         let once = object.clone();
         object.apply_defaults();
         assert_eq!(object, once);

@@ -16,6 +16,14 @@ static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::
 static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::DNS1123_LABEL));
 static CLUSTER_NAME: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::CLUSTER_NAME));
 static IMAGE_REFERENCE: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::IMAGE_REFERENCE));
+static HOSTNAME: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::HOSTNAME));
+static HEADER_NAME: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::HEADER_NAME));
+static HEADER_VALUE: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::HEADER_VALUE));
+static PATH_CHARACTERS: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::PATH_CHARACTERS));
+static REPLACEMENT_PATH: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::REPLACEMENT_PATH));
+static GATEWAY_DURATION: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::GATEWAY_DURATION));
+static API_GROUP: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::API_GROUP));
+static KIND: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::KIND));
 
 /// An RFC 1123 subdomain, as most Kubernetes object names.
 pub fn dns1123_subdomain(value: &str) -> Vec<String> {
@@ -122,6 +130,165 @@ pub fn image_is_unpinned(value: &str) -> bool {
     }
 }
 
+/// A Gateway API hostname: an RFC 1123 subdomain, optionally with a leading `*.` label.
+pub fn route_hostname(value: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > 253 {
+        reasons.push("must be no more than 253 characters".to_owned());
+    }
+    if value.parse::<IpAddr>().is_ok() {
+        reasons.push("must be a DNS name, not an IP address".to_owned());
+    } else if !HOSTNAME.is_match(value) {
+        reasons.push(format!(
+            "a hostname must be a lowercase RFC 1123 subdomain, optionally prefixed by a wildcard label '*.' (e.g. 'shop.example.com' or '*.example.com'; no IP addresses), regex used for validation is '{}'",
+            patterns::HOSTNAME
+        ));
+    }
+    reasons
+}
+
+/// An HTTP header or query parameter name (an RFC 7230 token).
+pub fn header_name(value: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > 256 {
+        reasons.push("must be no more than 256 characters".to_owned());
+    }
+    if !HEADER_NAME.is_match(value) {
+        reasons.push(format!(
+            "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~), regex used for validation is '{}'",
+            patterns::HEADER_NAME
+        ));
+    }
+    reasons
+}
+
+/// A header value Envoy accepts to add to a request.
+pub fn header_value(value: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > 4096 {
+        reasons.push("must be no more than 4096 characters".to_owned());
+    }
+    if !HEADER_VALUE.is_match(value) {
+        reasons
+            .push("must be printable ASCII characters, words separated by a single space or tab".to_owned());
+    }
+    reasons
+}
+
+/// An `Exact` or `PathPrefix` path, with Gateway API's rules (and words).
+pub fn http_path(value: &str) -> Vec<String> {
+    const TYPES: &str = "when type one of ['Exact', 'PathPrefix']";
+    let mut reasons = Vec::new();
+    if value.len() > 1024 {
+        reasons.push("must be no more than 1024 characters".to_owned());
+    }
+    if !value.starts_with('/') {
+        reasons.push(format!("value must be an absolute path and start with '/' {TYPES}"));
+    }
+    for sequence in ["//", "/./", "/../", "%2f", "%2F", "#"] {
+        if value.contains(sequence) {
+            reasons.push(format!("must not contain '{sequence}' {TYPES}"));
+        }
+    }
+    for suffix in ["/..", "/."] {
+        if value.ends_with(suffix) {
+            reasons.push(format!("must not end with '{suffix}' {TYPES}"));
+        }
+    }
+    if !PATH_CHARACTERS.is_match(value) {
+        reasons.push(format!(
+            "must only contain valid characters (matching {}) for types ['Exact', 'PathPrefix']",
+            patterns::PATH_CHARACTERS
+        ));
+    }
+    reasons
+}
+
+/// A path a redirect or rewrite puts in place; `allow_empty` for `replacePrefixMatch`.
+pub fn replacement_path(value: &str, allow_empty: bool) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > 1024 {
+        reasons.push("must be no more than 1024 characters".to_owned());
+    }
+    if value.is_empty() && !allow_empty {
+        reasons.push("must not be empty".to_owned());
+    } else if !REPLACEMENT_PATH.is_match(value) {
+        reasons.push(format!(
+            "must be an absolute path of valid characters, regex used for validation is '{}'",
+            patterns::REPLACEMENT_PATH
+        ));
+    }
+    reasons
+}
+
+/// A regular expression Envoy compiles (RE2 syntax; checked with Rust's `regex`, whose syntax
+/// is nearly the same), within a bounded compiled size.
+pub fn regular_expression(value: &str) -> Vec<String> {
+    const MAX_COMPILED_BYTES: usize = 1 << 20;
+    match regex::RegexBuilder::new(value).size_limit(MAX_COMPILED_BYTES).build() {
+        Ok(_) => Vec::new(),
+        Err(error) => {
+            let error = error.to_string();
+            // The last line says what is wrong (`error: unclosed group`), the others where.
+            let detail = error.lines().map(str::trim).rfind(|line| !line.is_empty()).unwrap_or_default();
+            let detail = detail.strip_prefix("error: ").unwrap_or(detail);
+            vec![format!("must be a valid regular expression (RE2 syntax): {detail}")]
+        }
+    }
+}
+
+/// A Kubernetes API group: empty (the core group) or an RFC 1123 subdomain.
+pub fn api_group(value: &str) -> Vec<String> {
+    if value.len() <= 253 && API_GROUP.is_match(value) {
+        Vec::new()
+    } else {
+        vec!["must be empty (the core group) or a lowercase RFC 1123 subdomain".to_owned()]
+    }
+}
+
+/// A Kubernetes kind name.
+pub fn kind(value: &str) -> Vec<String> {
+    if !value.is_empty() && value.len() <= 63 && KIND.is_match(value) {
+        Vec::new()
+    } else {
+        vec![format!("must be a kind name, regex used for validation is '{}'", patterns::KIND)]
+    }
+}
+
+/// A Gateway API duration (`1h30m`, `500ms`, `0s`).
+pub fn gateway_duration(value: &str) -> Result<std::time::Duration, String> {
+    let invalid = || {
+        format!(
+            "must be a duration of up to four parts of up to 5 digits and a unit h, m, s or ms (e.g. '10s', '1m30s', '500ms'), regex used for validation is '{}'",
+            patterns::GATEWAY_DURATION
+        )
+    };
+    if !GATEWAY_DURATION.is_match(value) {
+        return Err(invalid());
+    }
+    let mut total_millis: u64 = 0;
+    let mut rest = value;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let number: u64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let (unit_millis, unit_len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else {
+            match rest.as_bytes().first() {
+                Some(b'h') => (3_600_000, 1),
+                Some(b'm') => (60_000, 1),
+                Some(b's') => (1_000, 1),
+                _ => return Err(invalid()),
+            }
+        };
+        rest = &rest[unit_len..];
+        // At most four parts of at most 99999 hours each: far from overflowing.
+        total_millis += number * unit_millis;
+    }
+    Ok(std::time::Duration::from_millis(total_millis))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +342,59 @@ mod tests {
         assert!(image_is_unpinned("registry:5000/envoy:latest"));
         assert!(image_is_unpinned("registry:5000/envoy"), "a registry port is not a tag");
         assert!(!image_is_unpinned("envoy:v1.34.1"));
+    }
+
+    #[test]
+    fn route_syntax() {
+        for ok in ["shop.example.com", "*.example.com", "localhost"] {
+            assert!(route_hostname(ok).is_empty(), "{ok}");
+        }
+        for bad in ["Shop.example.com", "*", "a.*.com", "10.0.0.1", "-a.com", "*example.com"] {
+            assert!(!route_hostname(bad).is_empty(), "{bad:?} should be rejected");
+        }
+        assert!(header_name("X-Request-Id").is_empty());
+        assert!(!header_name(":method").is_empty() && !header_name("a b").is_empty());
+        assert!(header_value("a b\tc").is_empty());
+        assert!(!header_value("a\nb").is_empty() && !header_value("a  b").is_empty());
+        assert!(http_path("/foo/bar-1.html").is_empty());
+        assert_eq!(
+            http_path("foo//x"),
+            [
+                "value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']",
+                "must not contain '//' when type one of ['Exact', 'PathPrefix']"
+            ]
+        );
+        assert!(
+            !http_path("/a/.").is_empty() && !http_path("/a%2Fb").is_empty() && !http_path("/a?b").is_empty()
+        );
+        assert!(replacement_path("", true).is_empty() && !replacement_path("", false).is_empty());
+        assert!(!replacement_path("relative", true).is_empty() && replacement_path("/v2", false).is_empty());
+        assert!(regular_expression("/api/v[0-9]+").is_empty());
+        assert!(
+            regular_expression("/api/(v").iter().all(|r| r.starts_with("must be a valid regular expression"))
+        );
+        assert!(!regular_expression("(").is_empty());
+        assert!(
+            api_group("").is_empty()
+                && api_group("example.com").is_empty()
+                && !api_group("Example").is_empty()
+        );
+        assert!(kind("Service").is_empty() && !kind("").is_empty() && !kind("a/b").is_empty());
+    }
+
+    #[test]
+    fn gateway_durations() {
+        use std::time::Duration;
+        assert_eq!(gateway_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(gateway_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(gateway_duration("1m500ms"), Ok(Duration::from_millis(60_500)));
+        assert_eq!(gateway_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(
+            gateway_duration("99999h99999m99999s99999ms"),
+            Ok(Duration::from_millis(359_996_400_000 + 5_999_940_000 + 99_999_000 + 99_999))
+        );
+        for bad in ["", "10", "1.5s", "1d", "100000s", "1h1h1h1h1h", "-1s", "1 s"] {
+            assert!(gateway_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
     }
 }

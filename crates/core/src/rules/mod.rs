@@ -1,4 +1,4 @@
-//! The rule engine: defaulting and validation for Foo and Envoy. Pure functions over the
+//! The rule engine: defaulting and validation for Foo, Envoy and EnvoyRoute. Pure functions over the
 //! typed objects, and the single source of truth that the admission webhooks, the reconcilers
 //! and the offline CLI all call.
 //!
@@ -10,12 +10,14 @@
 //! - `Envoy.spec.configMapName`, `spec.xds` and `spec.image` may change; the warning says the
 //!   proxies are rolled.
 //! - Scaling to zero is allowed with a warning.
+//! - Every field of an EnvoyRoute may change.
 
 pub mod envoy;
 mod field;
 pub mod foo;
 pub mod format;
 pub mod quantity;
+pub mod route;
 
 use std::ops::Deref;
 

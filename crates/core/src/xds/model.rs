@@ -51,6 +51,16 @@ impl Duration {
     }
 }
 
+impl From<std::time::Duration> for Duration {
+    fn from(duration: std::time::Duration) -> Self {
+        Self {
+            seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
+            // Always below 1_000_000_000.
+            nanos: duration.subsec_nanos() as i32,
+        }
+    }
+}
+
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (seconds, nanos) = (self.seconds, self.nanos);
@@ -542,6 +552,7 @@ mod tests {
             (Duration::from_millis(250), "0.250s"),
             (Duration { seconds: 1, nanos: 1_000 }, "1.000001s"),
             (Duration { seconds: 0, nanos: 1 }, "0.000000001s"),
+            (std::time::Duration::from_millis(90_500).into(), "90.500s"),
         ];
         for (duration, text) in cases {
             assert_eq!(serde_json::to_value(duration).unwrap(), json!(text), "{duration:?}");

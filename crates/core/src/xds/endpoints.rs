@@ -1,0 +1,240 @@
+//! Endpoints: the ClusterLoadAssignment of each cluster, from the EndpointSlices of its Service
+//! (label `kubernetes.io/service-name`): the ready endpoints' addresses on the port the
+//! Service port targets. A Service without ready endpoints gets an empty assignment, and Envoy
+//! answers 503 for it.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::backends::{ClusterKey, find_service, service_port};
+use super::model::{Address, ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints};
+use crate::names::SERVICE_NAME_LABEL;
+
+/// The assignments of `keys`' clusters, sorted by cluster name, without duplicates.
+pub fn cluster_load_assignments(
+    keys: &[ClusterKey],
+    services: &[Service],
+    slices: &[EndpointSlice],
+) -> Vec<ClusterLoadAssignment> {
+    let mut assignments: Vec<ClusterLoadAssignment> =
+        keys.iter().map(|key| cluster_load_assignment(key, services, slices)).collect();
+    assignments.sort_by(|a, b| a.cluster_name.cmp(&b.cluster_name));
+    assignments.dedup_by(|a, b| a.cluster_name == b.cluster_name);
+    assignments
+}
+
+/// The assignment of one cluster: every ready endpoint of its Service port, sorted, each once.
+pub fn cluster_load_assignment(
+    key: &ClusterKey,
+    services: &[Service],
+    slices: &[EndpointSlice],
+) -> ClusterLoadAssignment {
+    let port = find_service(&key.namespace, &key.service, services).and_then(|s| service_port(s, key.port));
+    let mut addresses: BTreeSet<(IpAddr, u32)> = BTreeSet::new();
+    if let Some(port) = port {
+        for slice in slices.iter().filter(|slice| of_service(slice, key)) {
+            addresses.extend(ready_addresses(slice, port));
+        }
+    }
+    let lb_endpoints: Vec<LbEndpoint> = addresses
+        .into_iter()
+        .map(|(ip, port)| LbEndpoint {
+            endpoint: Endpoint { address: Address::socket(ip.to_string(), port) },
+        })
+        .collect();
+    ClusterLoadAssignment {
+        cluster_name: key.cluster_name(),
+        endpoints: if lb_endpoints.is_empty() {
+            Vec::new()
+        } else {
+            vec![LocalityLbEndpoints { lb_endpoints }]
+        },
+    }
+}
+
+/// Whether `slice` belongs to the Service of `key`.
+fn of_service(slice: &EndpointSlice, key: &ClusterKey) -> bool {
+    let labels = slice.metadata.labels.as_ref();
+    labels.and_then(|labels| labels.get(SERVICE_NAME_LABEL)) == Some(&key.service)
+        && slice.metadata.namespace.as_deref().is_none_or(|ns| ns == key.namespace)
+}
+
+/// The addresses of the slice's endpoints that are not known to be unready, on the port the
+/// Service port targets. Slices of FQDNs, and addresses that are not IP addresses, are left
+/// out: EDS endpoints are IP addresses.
+fn ready_addresses(slice: &EndpointSlice, service_port: &ServicePort) -> Vec<(IpAddr, u32)> {
+    if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+        return Vec::new();
+    }
+    let Some(port) = endpoint_port(slice, service_port) else { return Vec::new() };
+    slice
+        .endpoints
+        .iter()
+        // Kubernetes: "nil should be interpreted as ready".
+        .filter(|endpoint| endpoint.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        // The addresses of one endpoint are interchangeable; consumers use the first.
+        .filter_map(|endpoint| endpoint.addresses.first()?.parse::<IpAddr>().ok())
+        .map(|ip| (ip, port))
+        .collect()
+}
+
+/// The port of the slice's endpoints that `service_port` targets: the slice port of the same
+/// name (the EndpointSlice controller names them after the Service's ports), else the one the
+/// target port names (by name or number). TCP only.
+fn endpoint_port(slice: &EndpointSlice, service_port: &ServicePort) -> Option<u32> {
+    let ports: Vec<_> = slice
+        .ports
+        .iter()
+        .flatten()
+        .filter(|p| p.protocol.as_deref().unwrap_or("TCP") == "TCP")
+        .filter_map(|p| Some((p.name.as_deref().unwrap_or_default(), u32::try_from(p.port?).ok()?)))
+        .filter(|(_, number)| (1..=65535).contains(number))
+        .collect();
+    let by_name = |name: &str| ports.iter().find(|(n, _)| *n == name).map(|(_, number)| *number);
+    by_name(service_port.name.as_deref().unwrap_or_default()).or_else(|| match &service_port.target_port {
+        Some(IntOrString::String(name)) => by_name(name),
+        Some(IntOrString::Int(number)) => {
+            ports.iter().find(|(_, n)| i64::from(*n) == i64::from(*number)).map(|(_, n)| *n)
+        }
+        None => ports.iter().find(|(_, n)| i64::from(*n) == i64::from(service_port.port)).map(|(_, n)| *n),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ServiceSpec;
+    use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointConditions, EndpointPort};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+
+    fn service(ports: Vec<ServicePort>) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec { ports: Some(ports), ..Default::default() }),
+            status: None,
+        }
+    }
+
+    fn service_port(name: Option<&str>, port: i32, target: Option<IntOrString>) -> ServicePort {
+        ServicePort { name: name.map(Into::into), port, target_port: target, ..Default::default() }
+    }
+
+    fn slice(
+        service: &str,
+        address_type: &str,
+        ports: &[(Option<&str>, i32)],
+        endpoints: &[(&str, Option<bool>)],
+    ) -> EndpointSlice {
+        EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some(format!("{service}-abc")),
+                namespace: Some("shop".into()),
+                labels: Some([(SERVICE_NAME_LABEL.to_owned(), service.to_owned())].into()),
+                ..Default::default()
+            },
+            address_type: address_type.into(),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(name, port)| EndpointPort {
+                        name: name.map(Into::into),
+                        port: Some(*port),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            endpoints: endpoints
+                .iter()
+                .map(|(address, ready)| SliceEndpoint {
+                    addresses: vec![(*address).to_owned()],
+                    conditions: Some(EndpointConditions { ready: *ready, ..Default::default() }),
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn key(port: i32) -> ClusterKey {
+        ClusterKey { namespace: "shop".into(), service: "web".into(), port }
+    }
+
+    fn addresses(assignment: &ClusterLoadAssignment) -> Vec<String> {
+        assignment
+            .endpoints
+            .iter()
+            .flat_map(|locality| &locality.lb_endpoints)
+            .map(|e| {
+                format!(
+                    "{}:{}",
+                    e.endpoint.address.socket_address.address, e.endpoint.address.socket_address.port_value
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ready_endpoints_on_the_targeted_port() {
+        let services = [service(vec![
+            service_port(Some("http"), 80, Some(IntOrString::String("web".into()))),
+            service_port(Some("metrics"), 9090, Some(IntOrString::Int(9091))),
+        ])];
+        let slices = [
+            slice(
+                "web",
+                "IPv4",
+                &[(Some("http"), 8080), (Some("metrics"), 9091)],
+                &[("10.0.0.2", Some(true)), ("10.0.0.1", None), ("10.0.0.3", Some(false))],
+            ),
+            slice("web", "IPv6", &[(Some("http"), 8080)], &[("fd00:0:0::1", Some(true))]),
+            // A second slice repeating an endpoint, as during a slice migration.
+            slice("web", "IPv4", &[(Some("http"), 8080)], &[("10.0.0.2", Some(true))]),
+            slice("web", "FQDN", &[(Some("http"), 8080)], &[("web.example.com", Some(true))]),
+            slice("api", "IPv4", &[(Some("http"), 8080)], &[("10.0.9.9", Some(true))]),
+        ];
+        let assignment = cluster_load_assignment(&key(80), &services, &slices);
+        assert_eq!(assignment.cluster_name, "shop/web/80");
+        assert_eq!(addresses(&assignment), ["10.0.0.1:8080", "10.0.0.2:8080", "fd00::1:8080"]);
+        let metrics = cluster_load_assignment(&key(9090), &services, &slices);
+        assert_eq!(addresses(&metrics), ["10.0.0.1:9091", "10.0.0.2:9091"]);
+    }
+
+    #[test]
+    fn target_ports_resolve_by_name_or_number() {
+        let by_number = service_port(None, 80, Some(IntOrString::Int(8080)));
+        let unnamed = slice("web", "IPv4", &[(None, 8080)], &[("10.0.0.1", None)]);
+        assert_eq!(endpoint_port(&unnamed, &by_number), Some(8080), "the unnamed port of a one-port Service");
+        let named_other = slice("web", "IPv4", &[(Some("http-alt"), 8081), (Some("http"), 8080)], &[]);
+        let by_target_name = service_port(Some("web"), 80, Some(IntOrString::String("http-alt".into())));
+        assert_eq!(endpoint_port(&named_other, &by_target_name), Some(8081));
+        let by_default = service_port(Some("web"), 8080, None);
+        assert_eq!(
+            endpoint_port(&named_other, &by_default),
+            Some(8080),
+            "the target port defaults to the port"
+        );
+        assert_eq!(endpoint_port(&named_other, &service_port(Some("x"), 1, Some(IntOrString::Int(2)))), None);
+    }
+
+    #[test]
+    fn no_endpoints_is_an_empty_assignment() {
+        let services = [service(vec![service_port(Some("http"), 80, None)])];
+        let assignment = cluster_load_assignment(&key(80), &services, &[]);
+        assert_eq!(serde_json::to_value(&assignment).unwrap(), json!({"cluster_name": "shop/web/80"}));
+        let broken = [slice("web", "IPv4", &[(Some("http"), 80)], &[("not-an-ip", None)])];
+        assert!(cluster_load_assignment(&key(80), &services, &broken).endpoints.is_empty());
+        assert!(
+            cluster_load_assignment(&key(81), &services, &broken).endpoints.is_empty(),
+            "no such Service port"
+        );
+    }
+}

