@@ -284,3 +284,36 @@ fn envoy_refuses_a_broken_translation() {
         Command::new(&envoy).args(["--mode", "validate", "-c"]).arg(&file.0).output().expect("envoy runs");
     assert!(!output.status.success(), "envoy accepted an invalid regex");
 }
+
+/// Envoy refuses a regular expression whose RE2 program is larger than 100 unless its runtime
+/// key `re2.max_program_size.error_level` says otherwise, which nothing before Envoy can check
+/// exactly (the webhook compiles regexes with Rust's `regex`). The fleet's bootstrap must raise
+/// the limit, as Envoy Gateway's does, or one such route makes Envoy refuse its listener's
+/// whole route configuration.
+#[test]
+fn large_regexes_need_the_fleets_runtime_to_allow_them() {
+    let Some(envoy) = tool("ENVOY_BIN", "envoy") else { return };
+    let mut fixture = Fixture::load(CASES[0].1);
+    let alternatives: Vec<String> = (0..40).map(|i| format!("segment{i}")).collect();
+    let regex = format!("^/({})/[a-z0-9]{{1,64}}$", alternatives.join("|"));
+    fixture.routes[0].spec.rules[0].matches[0].path =
+        Some(serde_json::from_value(json!({"type": "RegularExpression", "value": regex})).unwrap());
+    let translation = fixture.translate();
+    assert!(
+        translation.route_statuses.iter().all(|s| s.accepted.status),
+        "the rule engine accepts the regex: {:?}",
+        translation.route_statuses
+    );
+    let validate = |bootstrap: &Value, name: &str| {
+        let file = TempFile::with(name, &bootstrap.to_string());
+        Command::new(&envoy).args(["--mode", "validate", "-c"]).arg(&file.0).output().expect("envoy runs")
+    };
+    let mut bootstrap = static_bootstrap(&translation);
+    let refused = validate(&bootstrap, "large-regex.json");
+    assert!(!refused.status.success(), "Envoy's default limit refuses it");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("max program size"));
+    bootstrap["layered_runtime"] = json!({"layers": [{"name": "limits", "static_layer": {
+        "re2.max_program_size.error_level": 4_294_967_295u64, "re2.max_program_size.warn_level": 1000}}]});
+    let accepted = validate(&bootstrap, "large-regex-allowed.json");
+    assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
+}
