@@ -6,6 +6,7 @@ pub mod cli;
 pub mod controller;
 pub mod ops;
 pub mod run;
+pub mod serve;
 #[cfg(test)]
 mod testing;
 pub mod tls;

@@ -39,6 +39,17 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServerLabels {
+    pub server: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionCloseLabels {
+    pub server: &'static str,
+    pub reason: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Every metric the operator exports.
@@ -54,6 +65,8 @@ pub struct Metrics {
     injection_skips: Family<ReasonLabels, Counter>,
     certificate_expiry: Gauge,
     leader: Gauge,
+    connections: Family<ServerLabels, Gauge>,
+    connections_closed: Family<ConnectionCloseLabels, Counter>,
 }
 
 fn reconcile_buckets() -> Histogram {
@@ -128,6 +141,14 @@ impl Metrics {
             "1 while this replica holds the leader lease and runs the controllers",
             leader.clone(),
         );
+        let connections = Family::<ServerLabels, Gauge>::default();
+        registry.register("http_connections", "Open connections, per server (webhook, operations)", connections.clone());
+        let connections_closed = Family::<ConnectionCloseLabels, Counter>::default();
+        registry.register(
+            "http_connections_closed",
+            "Connections the server closed, per server and reason (idle, header_timeout, write_timeout, handshake, shutdown, peer)",
+            connections_closed.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             reconciliations,
@@ -139,6 +160,8 @@ impl Metrics {
             injection_skips,
             certificate_expiry,
             leader,
+            connections,
+            connections_closed,
         }
     }
 
@@ -177,6 +200,16 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// A connection to `server` opened (`+1`) or ended (`-1`).
+    pub fn connection_opened(&self, server: &'static str, delta: i64) {
+        self.connections.get_or_create(&ServerLabels { server }).inc_by(delta);
+    }
+
+    /// A connection to `server` ended, for `reason`.
+    pub fn connection_closed(&self, server: &'static str, reason: &'static str) {
+        self.connections_closed.get_or_create(&ConnectionCloseLabels { server, reason }).inc();
     }
 }
 

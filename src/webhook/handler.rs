@@ -3,6 +3,7 @@
 //! dry-run request is answered exactly like any other.
 
 use envoy_operator_core::admission::AdmittedKind;
+use envoy_operator_core::bounded;
 use envoy_operator_core::rules::{FieldError, FieldErrors};
 use serde_json::Value;
 
@@ -90,8 +91,8 @@ fn unexpected_kind(request: &AdmissionRequest) -> AdmissionResponse {
         format!(
             "this webhook admits {}; it was sent a {}.{} (check the webhook configuration's rules)",
             known.join(" and "),
-            gvk.kind,
-            group
+            bounded::echo(&gvk.kind),
+            bounded::echo(group)
         ),
     )
 }

@@ -6,14 +6,21 @@
 //! string, as the API documents Go's `[]byte` (kube-core writes an array of numbers, ~3.5×
 //! the size).
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use envoy_operator_core::bounded;
 use envoy_operator_core::manifest::display_name;
 use envoy_operator_core::rules::{FieldErrorKind, FieldErrors};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// Warnings in one answer (the API server relays each to the client).
+pub const MAX_WARNINGS: usize = 16;
+/// Characters of one warning.
+pub const MAX_WARNING_CHARS: usize = 512;
 pub const KIND: &str = "AdmissionReview";
 
 /// An AdmissionReview as the API server sends it.
@@ -69,6 +76,28 @@ impl AdmissionRequest {
     pub fn is_dry_run(&self) -> bool {
         self.dry_run.unwrap_or(false)
     }
+
+    /// The request's identity for log lines, each value cut to a bounded length: they come
+    /// from the client and may be megabytes long.
+    pub fn log_fields(&self) -> LogFields<'_> {
+        LogFields {
+            uid: bounded::echo(&self.uid),
+            kind: bounded::echo(&self.kind.kind),
+            namespace: bounded::echo(self.namespace.as_deref().unwrap_or("")),
+            name: Cow::Owned(bounded::echo(&self.display_name()).into_owned()),
+            user: bounded::echo(&self.user_info.username),
+        }
+    }
+}
+
+/// See [`AdmissionRequest::log_fields`].
+#[derive(Debug)]
+pub struct LogFields<'a> {
+    pub uid: Cow<'a, str>,
+    pub kind: Cow<'a, str>,
+    pub namespace: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub user: Cow<'a, str>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -150,7 +179,10 @@ impl ReviewError {
 pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     let review: AdmissionReview = serde_json::from_slice(body)?;
     if review.api_version != API_VERSION || review.kind != KIND {
-        return Err(ReviewError::WrongType { api_version: review.api_version, kind: review.kind });
+        return Err(ReviewError::WrongType {
+            api_version: bounded::echo(&review.api_version).into_owned(),
+            kind: bounded::echo(&review.kind).into_owned(),
+        });
     }
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
@@ -227,19 +259,41 @@ impl AdmissionResponse {
         response
     }
 
+    /// Allows with a JSON Patch given as its JSON text; an empty patch (`[]`) is no patch.
+    pub fn allow_with_patch_json(uid: &str, patch: Vec<u8>) -> Self {
+        let mut response = Self::allow(uid);
+        if patch.as_slice() != b"[]" {
+            response.patch = Some(patch);
+        }
+        response
+    }
+
+    /// Adds warnings, at most [`MAX_WARNINGS`] (the last counting the rest), each cut to
+    /// [`MAX_WARNING_CHARS`].
     pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
-        self.warnings = warnings;
+        let warnings = warnings
+            .into_iter()
+            .map(|warning| match bounded::truncate(&warning, MAX_WARNING_CHARS) {
+                Cow::Borrowed(_) => warning,
+                Cow::Owned(cut) => cut,
+            })
+            .collect();
+        self.warnings = bounded::capped(warnings, MAX_WARNINGS, |n| format!("and {n} more warnings"));
         self
     }
 
     /// Denies an object that breaks the rules: 422 Invalid, every field error listed.
     pub fn invalid(uid: &str, group: &str, kind: &str, name: &str, errors: &FieldErrors) -> Self {
+        // As many causes as the message lists, the same cut values: the answer stays small
+        // however many errors the object has.
         let causes = errors
+            .listed()
             .iter()
             .map(|error| {
                 let text = error.to_string();
-                let message = text.strip_prefix(&format!("{}: ", error.path)).unwrap_or(&text).to_owned();
-                Cause { reason: cause_reason(error.kind), message, field: error.path.clone() }
+                let field = bounded::echo(&error.path).into_owned();
+                let message = text.strip_prefix(&format!("{field}: ")).unwrap_or(&text).to_owned();
+                Cause { reason: cause_reason(error.kind), message, field }
             })
             .collect();
         Self::deny(
@@ -249,7 +303,7 @@ impl AdmissionResponse {
                 reason: "Invalid".to_owned(),
                 message: errors.message(kind, name),
                 details: Some(StatusDetails {
-                    name: name.to_owned(),
+                    name: bounded::echo(name).into_owned(),
                     group: group.to_owned(),
                     kind: kind.to_owned(),
                     causes,
