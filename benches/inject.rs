@@ -1,14 +1,16 @@
 //! Sidecar injection speed: a typical pod (the ReplicaSet pod captured from a real API
 //! server) and a generated 64 KiB pod (16 containers, 800 env vars: the kind of pod
-//! that took older injectors seconds). Each is measured for `inject` alone, and end to end as
-//! the webhook will run it: parse the pod's JSON, inject, serialize the patch.
+//! that took older injectors seconds). Each is measured for `inject` alone (the sidecar built
+//! per call, as the offline command does), and end to end: parse the pod's JSON, inject,
+//! serialize the patch, once with `inject` and once the way the webhook runs it, with an
+//! [`Injector`] whose sidecar is built once and written into the patch as prepared JSON.
 //!
 //! `cargo bench --bench inject`
 
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use envoy_operator_core::inject::{InjectConfig, Injection, NoEnvoys, inject};
+use envoy_operator_core::inject::{InjectConfig, Injection, Injector, NoEnvoys, inject};
 use serde_json::{Value, json};
 
 const REPLICASET_REVIEW: &str =
@@ -48,6 +50,7 @@ fn large_pod() -> Value {
 
 fn bench(c: &mut Criterion) {
     let config = InjectConfig::default();
+    let injector = Injector::new(config.clone());
     let mut group = c.benchmark_group("inject");
     for (name, pod) in [("typical-pod", typical_pod()), ("64KiB-pod", large_pod())] {
         let bytes = serde_json::to_vec(&pod).expect("pod serializes");
@@ -64,6 +67,15 @@ fn bench(c: &mut Criterion) {
                     Ok(Injection::Patched { patch, .. }) => {
                         serde_json::to_vec(&patch).expect("patch serializes")
                     }
+                    _ => Vec::new(),
+                }
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("webhook:parse+decide+patch-json", name), &bytes, |b, bytes| {
+            b.iter(|| {
+                let pod: Value = serde_json::from_slice(black_box(bytes)).expect("pod parses");
+                match injector.inject_json(&pod, Some("shop"), &NoEnvoys) {
+                    Ok(Injection::Patched { patch, .. }) => patch,
                     _ => Vec::new(),
                 }
             })
