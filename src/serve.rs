@@ -534,7 +534,9 @@ impl hyper::service::Service<http::Request<Incoming>> for Tracked {
                 Err(never) => match never {},
             };
             if in_flight.0.closing.load(Ordering::Relaxed) {
-                response.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
             Ok(response.map(|body| TrackedBody { body, _in_flight: in_flight }))
         })
@@ -609,7 +611,11 @@ impl Monitored {
 }
 
 impl AsyncRead for Monitored {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let result = Pin::new(&mut self.tcp).poll_read(cx, buf);
         if buf.filled().len() > before {

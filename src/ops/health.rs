@@ -144,10 +144,13 @@ pub fn router(metrics: Metrics, health: Health) -> Router {
                 }
             }),
         )
-        .route("/healthz", get({
-            let health = health.clone();
-            move || healthz(health.clone())
-        }))
+        .route(
+            "/healthz",
+            get({
+                let health = health.clone();
+                move || healthz(health.clone())
+            }),
+        )
         .route("/readyz", get(move || readyz(health.clone())))
 }
 

@@ -142,7 +142,11 @@ impl Metrics {
             leader.clone(),
         );
         let connections = Family::<ServerLabels, Gauge>::default();
-        registry.register("http_connections", "Open connections, per server (webhook, operations)", connections.clone());
+        registry.register(
+            "http_connections",
+            "Open connections, per server (webhook, operations)",
+            connections.clone(),
+        );
         let connections_closed = Family::<ConnectionCloseLabels, Counter>::default();
         registry.register(
             "http_connections_closed",

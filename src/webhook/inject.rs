@@ -7,6 +7,7 @@ use std::sync::Arc;
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::bootstrap::XdsTarget;
 use envoy_operator_core::inject::lookup::xds_of;
+use envoy_operator_core::inject::pod::read_for_injection;
 use envoy_operator_core::inject::{EnvoyLookup, InjectConfig, Injection, Injector};
 use envoy_operator_core::names::INJECT_PATH;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -41,6 +42,7 @@ impl EnvoyLookup for EnvoyCache {
 pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: Metrics) -> Endpoint {
     let injector = Injector::new(config);
     Endpoint::new(INJECT_PATH, move |request| admit_pod(request, &injector, envoys.as_ref(), &metrics))
+        .reading(read_for_injection)
 }
 
 /// Answers one pod review: a patch adding the sidecar, an untouched allow with the skip

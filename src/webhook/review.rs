@@ -15,6 +15,7 @@ use envoy_operator_core::manifest::display_name;
 use envoy_operator_core::rules::{FieldErrorKind, FieldErrors};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 /// Warnings in one answer (the API server relays each to the client).
@@ -23,19 +24,20 @@ pub const MAX_WARNINGS: usize = 16;
 pub const MAX_WARNING_CHARS: usize = 512;
 pub const KIND: &str = "AdmissionReview";
 
-/// An AdmissionReview as the API server sends it.
+/// An AdmissionReview as the API server sends it. `O` is how the objects are held: read
+/// into JSON values, or (while parsing) their raw text, for the endpoint to read as it needs.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionReview {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct AdmissionReview<O = Value> {
     pub api_version: String,
     pub kind: String,
-    pub request: Option<AdmissionRequest>,
+    pub request: Option<AdmissionRequest<O>>,
 }
 
 /// The request inside a review.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct AdmissionRequest<O = Value> {
     /// Identifies this call; echoed in the response.
     pub uid: String,
     /// The kind of `object`, as the webhook is configured to receive it.
@@ -53,13 +55,46 @@ pub struct AdmissionRequest {
     #[serde(default)]
     pub user_info: UserInfo,
     /// The new object; absent (null) on DELETE.
-    #[serde(default)]
-    pub object: Option<Value>,
+    #[serde(default = "none")]
+    pub object: Option<O>,
     /// The stored object on UPDATE and DELETE.
-    #[serde(default)]
-    pub old_object: Option<Value>,
+    #[serde(default = "none")]
+    pub old_object: Option<O>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+}
+
+fn none<O>() -> Option<O> {
+    None
+}
+
+/// How an endpoint reads the objects of a review from their JSON text.
+pub type ObjectReader = fn(&[u8]) -> Result<Value, serde_json::Error>;
+
+/// Reads the whole object: what the rule engine needs, since it defaults and validates the
+/// raw object, unknown fields included.
+pub fn read_whole(json: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(json)
+}
+
+impl AdmissionRequest<&RawValue> {
+    /// The same request with its objects read by `read`.
+    fn read_objects(self, read: ObjectReader) -> Result<AdmissionRequest, serde_json::Error> {
+        let read_one = |raw: Option<&RawValue>| raw.map(|raw| read(raw.get().as_bytes())).transpose();
+        Ok(AdmissionRequest {
+            object: read_one(self.object)?,
+            old_object: read_one(self.old_object)?,
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            dry_run: self.dry_run,
+        })
+    }
 }
 
 impl AdmissionRequest {
@@ -175,9 +210,16 @@ impl ReviewError {
     }
 }
 
-/// Parses a request body into the request of an `admission.k8s.io/v1` AdmissionReview.
+/// Parses a request body into the request of an `admission.k8s.io/v1` AdmissionReview,
+/// reading the objects whole.
 pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
-    let review: AdmissionReview = serde_json::from_slice(body)?;
+    parse_request_with(body, read_whole)
+}
+
+/// [`parse_request`], reading the objects with `read`: the envelope first, with the objects
+/// kept as raw text, so each endpoint builds only the part of them it looks at.
+pub fn parse_request_with(body: &[u8], read: ObjectReader) -> Result<AdmissionRequest, ReviewError> {
+    let review: AdmissionReview<&RawValue> = serde_json::from_slice(body)?;
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(ReviewError::WrongType {
             api_version: bounded::echo(&review.api_version).into_owned(),
@@ -188,7 +230,7 @@ pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
     }
-    Ok(request)
+    Ok(request.read_objects(read)?)
 }
 
 /// The answer to one request.

@@ -22,18 +22,20 @@ use tokio::time::timeout_at;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use super::handler;
-use super::review::{AdmissionRequest, AdmissionResponse};
+use super::review::{AdmissionRequest, AdmissionResponse, ObjectReader, read_whole};
 use crate::ops::metrics::Metrics;
 
 /// What an endpoint decides for one request: a pure function, or a closure holding what it
 /// needs (the injector's configuration and Envoy cache).
 pub type Handler = Arc<dyn Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync>;
 
-/// One admission endpoint: `POST <path>` answers reviews with `admit`.
+/// One admission endpoint: `POST <path>` answers reviews with `admit`, its objects read by
+/// `read` (whole, unless the endpoint looks at only part of them).
 #[derive(Clone)]
 pub struct Endpoint {
     pub path: &'static str,
     pub admit: Handler,
+    pub read: ObjectReader,
 }
 
 impl Endpoint {
@@ -41,7 +43,14 @@ impl Endpoint {
         path: &'static str,
         admit: impl Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync + 'static,
     ) -> Self {
-        Self { path, admit: Arc::new(admit) }
+        Self { path, admit: Arc::new(admit), read: read_whole }
+    }
+
+    /// Reads the objects of its reviews with `read`.
+    #[must_use]
+    pub fn reading(mut self, read: ObjectReader) -> Self {
+        self.read = read;
+        self
     }
 }
 
@@ -131,7 +140,11 @@ pub fn router(endpoints: &[Endpoint], readiness: Readiness, limits: Limits, metr
                 async move {
                     let started = Instant::now();
                     let (response, decision) = admission.answer(&endpoint, request).await;
-                    admission.metrics.admitted(endpoint.path.trim_start_matches('/'), decision, started.elapsed());
+                    admission.metrics.admitted(
+                        endpoint.path.trim_start_matches('/'),
+                        decision,
+                        started.elapsed(),
+                    );
                     response
                 }
             }),
@@ -205,7 +218,11 @@ impl Admission {
         }
     }
 
-    async fn try_answer(&self, endpoint: &Endpoint, request: Request) -> Result<(Response, &'static str), Refusal> {
+    async fn try_answer(
+        &self,
+        endpoint: &Endpoint,
+        request: Request,
+    ) -> Result<(Response, &'static str), Refusal> {
         let limits = &self.limits;
         let budget = deadline_of(limits, request.uri().query());
         let deadline = tokio::time::Instant::now() + budget;
@@ -222,23 +239,26 @@ impl Admission {
             return Err(Refusal::TooLarge(limits.max_body_bytes));
         }
         let reserved = declared.unwrap_or(limits.max_body_bytes);
-        let reservation = timeout_at(deadline, self.body_budget.clone().acquire_many_owned(kib(reserved) as u32))
-            .await
-            .map_err(|_| Refusal::Overloaded(budget))?
-            .map_err(|_| Refusal::Overloaded(budget))?;
+        let reservation =
+            timeout_at(deadline, self.body_budget.clone().acquire_many_owned(kib(reserved) as u32))
+                .await
+                .map_err(|_| Refusal::Overloaded(budget))?
+                .map_err(|_| Refusal::Overloaded(budget))?;
         let collected = timeout_at(deadline, Limited::new(body, limits.max_body_bytes).collect())
             .await
             .map_err(|_| Refusal::BodyTimeout(budget))?;
         let body = match collected {
             Ok(body) => body.to_bytes(),
-            Err(error) if error.is::<LengthLimitError>() => return Err(Refusal::TooLarge(limits.max_body_bytes)),
+            Err(error) if error.is::<LengthLimitError>() => {
+                return Err(Refusal::TooLarge(limits.max_body_bytes));
+            }
             Err(error) => return Err(Refusal::BodyError(bounded::echo(&error.to_string()).into_owned())),
         };
 
         let inline = body.len() <= limits.inline_review_bytes;
-        let admit = endpoint.admit.clone();
+        let (admit, read) = (endpoint.admit.clone(), endpoint.read);
         let (path, max_values) = (endpoint.path, limits.max_json_values);
-        let work = move || review(path, admit.as_ref(), &body, max_values);
+        let work = move || review(path, admit.as_ref(), read, &body, max_values);
         if inline {
             return work();
         }
@@ -309,13 +329,14 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
 fn review(
     path: &'static str,
     admit: &(dyn Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync),
+    read: ObjectReader,
     body: &[u8],
     max_json_values: usize,
 ) -> Result<(Response, &'static str), Refusal> {
     if json_values_exceed(body, max_json_values) {
         return Err(Refusal::TooManyValues(max_json_values));
     }
-    match handler::review(admit, body) {
+    match handler::review_with(admit, read, body) {
         Ok(reviewed) => {
             let (request, response) = (&reviewed.request, &reviewed.response);
             let outcome = response.outcome();

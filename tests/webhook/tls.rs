@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use envoy_operator::serve::ConnectionLimits;
 use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Readiness, standard_endpoints};
-use envoy_operator::serve::ConnectionLimits;
 use envoy_operator::webhook::server::{ServeConfig, ServeError, WebhookServer};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -321,12 +321,14 @@ fn tokio_stream_of(mut receiver: tokio::sync::mpsc::Receiver<Bytes>) -> impl fut
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let server =
-        start_with(|config| ServeConfig {
-            connections: ConnectionLimits { header_read_timeout: Duration::from_millis(200), ..config.connections },
-            ..config
-        })
-        .await;
+    let server = start_with(|config| ServeConfig {
+        connections: ConnectionLimits {
+            header_read_timeout: Duration::from_millis(200),
+            ..config.connections
+        },
+        ..config
+    })
+    .await;
     let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
     let mut stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
     stream.write_all(b"POST /validate HTTP/1.1\r\nhost: localhost\r\n").await.unwrap();

@@ -79,7 +79,10 @@ mod tests {
         for (pod, what) in cases {
             let view = PodView::new(&pod).unwrap();
             let error = check(&view).unwrap_err();
-            assert!(matches!(&error, InjectError::TooLarge { what: w, .. } if w.starts_with(what)), "{error}");
+            assert!(
+                matches!(&error, InjectError::TooLarge { what: w, .. } if w.starts_with(what)),
+                "{error}"
+            );
             assert!(error.to_string().contains(INJECT_LABEL), "says how to opt out: {error}");
         }
         let annotations: serde_json::Map<String, Value> =

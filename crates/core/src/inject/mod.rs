@@ -169,7 +169,8 @@ impl Injector {
         namespace: Option<&str>,
         envoys: &dyn EnvoyLookup,
     ) -> Result<Injection, InjectError> {
-        plan(pod, namespace, &self.config, envoys, &self.prepared).map(|planned| planned.render(|plan| plan.patch()))
+        plan(pod, namespace, &self.config, envoys, &self.prepared)
+            .map(|planned| planned.render(|plan| plan.patch()))
     }
 
     /// [`inject`](Self::inject) with the patch as JSON text, written from the prepared
@@ -180,7 +181,8 @@ impl Injector {
         namespace: Option<&str>,
         envoys: &dyn EnvoyLookup,
     ) -> Result<Injection<Vec<u8>>, InjectError> {
-        plan(pod, namespace, &self.config, envoys, &self.prepared).map(|planned| planned.render(|plan| plan.json()))
+        plan(pod, namespace, &self.config, envoys, &self.prepared)
+            .map(|planned| planned.render(|plan| plan.json()))
     }
 }
 

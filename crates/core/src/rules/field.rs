@@ -173,7 +173,10 @@ mod tests {
             .into();
         let message = errors.message("Envoy", "e");
         assert_eq!(message.matches("\n* ").count(), MAX_LISTED_ERRORS);
-        assert!(message.ends_with(&format!("\n* and {} more", 100_000 - (MAX_LISTED_ERRORS - 1))), "{message}");
+        assert!(
+            message.ends_with(&format!("\n* and {} more", 100_000 - (MAX_LISTED_ERRORS - 1))),
+            "{message}"
+        );
         assert_eq!(errors.listed().len(), MAX_LISTED_ERRORS - 1);
         assert!(errors.to_string().ends_with("more"));
         let few: FieldErrors = vec![FieldError::required("a", ""), FieldError::required("b", "")].into();
