@@ -22,7 +22,7 @@ use kube::runtime::watcher;
 use tracing::{info, warn};
 
 use crate::controller::{self as controllers, ControllerConfig};
-use crate::ops::certs::{self, CertError};
+use crate::ops::certs::{self, CertError, SecretCertificate};
 use crate::ops::health::{self, Health, Readiness};
 use crate::ops::leader::{self, LeaderError, LeaseConfig};
 use crate::ops::metrics::Metrics;
@@ -136,19 +136,20 @@ pub async fn run(
     let health = Health::default();
     let mut background = tokio::task::JoinSet::new();
 
-    let envoys: SharedEnvoys = match &client {
+    let (envoys, secret): (SharedEnvoys, _) = match &client {
         Some(client) => {
-            prepare_certificates(&config, client, &mut background).await?;
-            Arc::new(envoy_cache(client, &health, &mut background))
+            let secret = prepare_certificates(&config, client, &mut background).await?;
+            (Arc::new(envoy_cache(client, &health, &mut background)), secret)
         }
         None => {
             warn!("no cluster reachable: serving the admission webhooks only; reconciling is OFF");
             ensure_development_certificates(&config)?;
-            Arc::new(NoEnvoys)
+            (Arc::new(NoEnvoys), None)
         }
     };
 
     let certificate = ReloadingCert::load(CertPaths::in_dir(&config.cert_dir))?;
+    health.add("certificate", certs::serving_check(certificate.clone(), secret));
     background.spawn(certs::report_expiry(
         config.cert_dir.join(tls::CERT_FILE),
         metrics.clone(),
@@ -184,26 +185,24 @@ pub async fn run(
 }
 
 /// Self-managed mode: the certificate Secret is ensured and written to the certificate
-/// directory before serving, then mirrored on every change. Files mode: nothing to do.
+/// directory before serving, then mirrored on every change; returns what the Secret holds, for
+/// the readiness check. Files mode: nothing to do.
 async fn prepare_certificates(
     config: &RunConfig,
     client: &Client,
     background: &mut tokio::task::JoinSet<()>,
-) -> Result<(), RunError> {
+) -> Result<Option<SecretCertificate>, RunError> {
     if config.cert_mode == CertMode::Files {
-        return Ok(());
+        return Ok(None);
     }
     let namespace = config.namespace().to_owned();
     let written =
         certs::bootstrap_files(client, &namespace, &config.cert_options(), &config.cert_dir).await?;
     info!(dir = %config.cert_dir.display(), "serving the certificate from the Secret {}", envoy_operator_core::names::WEBHOOK_SECRET);
     let (client, dir) = (client.clone(), config.cert_dir.clone());
-    background.spawn(async move {
-        if let Err(error) = certs::mirror_secret(client, namespace, dir, written).await {
-            tracing::error!(%error, "watching the certificate Secret failed; serving the last certificate written");
-        }
-    });
-    Ok(())
+    let seen = SecretCertificate::default();
+    background.spawn(certs::mirror_secret(client, namespace, dir, written, seen.clone()));
+    Ok(Some(seen))
 }
 
 /// Development certificates in the certificate directory, generated when absent.
