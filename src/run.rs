@@ -17,7 +17,6 @@ use envoy_operator_core::api::Envoy;
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use futures::{FutureExt, StreamExt};
 use kube::Client;
-use kube::api::Api;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
@@ -139,7 +138,8 @@ pub async fn run(
     let (envoys, secret): (SharedEnvoys, _) = match &client {
         Some(client) => {
             let secret = prepare_certificates(&config, client, &mut background).await?;
-            (Arc::new(envoy_cache(client, &health, &mut background)), secret)
+            let watched = config.controllers.namespace.as_deref();
+            (Arc::new(envoy_cache(client, watched, &health, &mut background)), secret)
         }
         None => {
             warn!("no cluster reachable: serving the admission webhooks only; reconciling is OFF");
@@ -221,11 +221,17 @@ fn ensure_development_certificates(config: &RunConfig) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The injector's view of the Envoys of every namespace: a cache filled by a watch, never an
-/// API call in the webhook's path. Ready once first listed.
-fn envoy_cache(client: &Client, health: &Health, background: &mut tokio::task::JoinSet<()>) -> EnvoyCache {
-    let (store, events) =
-        controllers::watch::reflect(Api::<Envoy>::all(client.clone()), watcher::Config::default());
+/// The injector's view of the Envoys of every namespace (or only of the watched one: a
+/// namespaced install may read nothing else): a cache filled by a watch, never an API call in
+/// the webhook's path. Ready once first listed.
+fn envoy_cache(
+    client: &Client,
+    watched: Option<&str>,
+    health: &Health,
+    background: &mut tokio::task::JoinSet<()>,
+) -> EnvoyCache {
+    let envoys = controllers::watch::api::<Envoy>(client, watched);
+    let (store, events) = controllers::watch::reflect(envoys, watcher::Config::default());
     background.spawn(events.for_each(|_| futures::future::ready(())));
     let filled = Readiness::default();
     health.add_readiness("envoy-cache", &filled);

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
@@ -30,6 +33,14 @@ pub async fn expect(
         .unwrap_or_else(|_| panic!("no request arrived; expected {method} {path}"))
         .expect("the client is alive");
     assert_eq!((request.method(), request.uri().path()), (&method, path), "unexpected request");
+    let content_type =
+        request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let query = request.uri().query().unwrap_or_default();
+    // Every request must be one the cluster-wide RBAC allows (an apply may create).
+    let install = support::rbac::cluster_wide();
+    for access in support::rbac::accesses(method.as_str(), path, query, &content_type, false) {
+        assert!(!install.allowing(&access).is_empty(), "deploy/rbac.yaml does not allow {access}");
+    }
     let bytes = request.into_body().collect_bytes().await.expect("a readable body");
     let sent =
         if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("a JSON body") };

@@ -1,8 +1,8 @@
 //! Leader election against an in-memory API server: a standby takes over a released Lease at
 //! once, not when it would have expired.
 
-#[path = "support/fake_api.rs"]
-mod fake_api;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use envoy_operator::ops::leader::{LeaseConfig, lead_with_lease};
 use envoy_operator::ops::metrics::Metrics;
-use fake_api::FakeApi;
+use support::fake_api::FakeApi;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 

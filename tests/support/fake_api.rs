@@ -10,8 +10,6 @@
 //! request, with whether its object existed, so tests can check requests against RBAC. It does
 //! no validation, defaulting, admission or garbage collection.
 
-#![allow(dead_code)] // each test crate uses a part of it
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +23,8 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use kube::client::Body;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+
+pub use super::api_path::Target;
 
 type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -42,54 +42,14 @@ pub struct Recorded {
     pub existed: bool,
 }
 
-/// What a path names.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
-    pub group: String,
-    pub version: String,
-    pub resource: String,
-    /// `None` for cluster-scoped resources and for lists across every namespace.
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
+/// Objects are kept by (group, resource, namespace, name).
+type Key = (String, String, String, String);
+
+trait Keyed {
+    fn key(&self) -> Key;
 }
 
-impl Target {
-    /// Parses `/api/v1/...` and `/apis/<group>/<version>/...`.
-    pub fn parse(path: &str) -> Option<Self> {
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let (group, version, rest) = match segments.as_slice() {
-            ["api", version, rest @ ..] => (String::new(), (*version).to_owned(), rest),
-            ["apis", group, version, rest @ ..] => ((*group).to_owned(), (*version).to_owned(), rest),
-            _ => return None,
-        };
-        let (namespace, rest) = match rest {
-            ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (Some((*namespace).to_owned()), rest),
-            rest => (None, rest),
-        };
-        let owned = |s: &&str| (*s).to_owned();
-        match rest {
-            [resource] => Some(Self { group, version, resource: owned(resource), namespace, ..Self::default() }),
-            [resource, name] => Some(Self {
-                group,
-                version,
-                resource: owned(resource),
-                namespace,
-                name: Some(owned(name)),
-                subresource: None,
-            }),
-            [resource, name, sub] => Some(Self {
-                group,
-                version,
-                resource: owned(resource),
-                namespace,
-                name: Some(owned(name)),
-                subresource: Some(owned(sub)),
-            }),
-            _ => None,
-        }
-    }
-
+impl Keyed for Target {
     fn key(&self) -> Key {
         (
             self.group.clone(),
@@ -99,9 +59,6 @@ impl Target {
         )
     }
 }
-
-/// Objects are kept by (group, resource, namespace, name).
-type Key = (String, String, String, String);
 
 #[derive(Clone, Debug)]
 struct Change {
@@ -209,13 +166,17 @@ impl FakeApi {
             }
             metadata.insert("resourceVersion".into(), json!(version.to_string()));
             let kept = |field: &str| previous.as_ref().and_then(|p| p["metadata"].get(field).cloned());
-            metadata.insert("uid".into(), kept("uid").unwrap_or_else(|| json!(format!("uid-{}-{version}", key.3))));
+            metadata.insert(
+                "uid".into(),
+                kept("uid").unwrap_or_else(|| json!(format!("uid-{}-{version}", key.3))),
+            );
             metadata.insert(
                 "creationTimestamp".into(),
                 kept("creationTimestamp").unwrap_or_else(|| json!("2026-01-01T00:00:00Z")),
             );
             let generation = kept("generation").and_then(|g| g.as_i64()).unwrap_or(0);
-            metadata.insert("generation".into(), json!(if spec_changed { generation + 1 } else { generation }));
+            metadata
+                .insert("generation".into(), json!(if spec_changed { generation + 1 } else { generation }));
         }
         state.objects.insert(key.clone(), object.clone());
         self.record_change(state, kind, key, object.clone());
@@ -258,24 +219,29 @@ impl FakeApi {
             let (_, _, code) = state.failures.remove(i);
             return status(code, "InternalError", "a failure the test asked for");
         }
-        let param = |key: &str| {
-            query.split('&').find_map(|pair| pair.strip_prefix(&format!("{key}="))).map(|v| decode(v))
-        };
-        let sent: Value = if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
+        let param =
+            |key: &str| query.split('&').find_map(|pair| pair.strip_prefix(&format!("{key}="))).map(decode);
+        let sent: Value =
+            if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
 
         match (method, target.name.is_some()) {
             (Method::GET, false) if matches!(param("watch").as_deref(), Some("true" | "1")) => {
                 let since = param("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
                 let live = self.changes.subscribe();
-                let backlog: Vec<Change> = state.history.iter().filter(|c| c.version > since).cloned().collect();
+                let backlog: Vec<Change> =
+                    state.history.iter().filter(|c| c.version > since).cloned().collect();
                 let filter = Filter::new(&target, param("labelSelector"), param("fieldSelector"));
                 drop(state);
                 watch_response(backlog, live, filter)
             }
             (Method::GET, false) => {
                 let filter = Filter::new(&target, param("labelSelector"), param("fieldSelector"));
-                let items: Vec<Value> =
-                    state.objects.iter().filter(|(key, object)| filter.matches(key, object)).map(|(_, o)| o.clone()).collect();
+                let items: Vec<Value> = state
+                    .objects
+                    .iter()
+                    .filter(|(key, object)| filter.matches(key, object))
+                    .map(|(_, o)| o.clone())
+                    .collect();
                 let list = json!({"apiVersion": "v1", "kind": "List",
                     "metadata": {"resourceVersion": state.version.to_string()}, "items": items});
                 ok(StatusCode::OK, &list)
@@ -298,7 +264,9 @@ impl FakeApi {
                 ok(StatusCode::CREATED, &stored)
             }
             (Method::PUT, true) => {
-                let Some(current) = state.objects.get(&target.key()).cloned() else { return not_found(&target) };
+                let Some(current) = state.objects.get(&target.key()).cloned() else {
+                    return not_found(&target);
+                };
                 let expected = sent["metadata"]["resourceVersion"].as_str();
                 if expected.is_some_and(|v| Some(v) != current["metadata"]["resourceVersion"].as_str()) {
                     return status(StatusCode::CONFLICT, "Conflict", "the object has been modified");
@@ -344,7 +312,9 @@ impl FakeApi {
                 }
                 None => not_found(&target),
             },
-            (method, _) => status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &format!("{method} {path}")),
+            (method, _) => {
+                status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &format!("{method} {path}"))
+            }
         }
     }
 }
@@ -389,7 +359,8 @@ impl Filter {
         if *group != self.group || *resource != self.resource {
             return false;
         }
-        if self.namespace.as_ref().is_some_and(|ns| ns != namespace) || self.name.as_ref().is_some_and(|n| n != name)
+        if self.namespace.as_ref().is_some_and(|ns| ns != namespace)
+            || self.name.as_ref().is_some_and(|n| n != name)
         {
             return false;
         }
@@ -450,7 +421,9 @@ fn decode(value: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(byte) => {
                         out.push(byte);
@@ -475,14 +448,20 @@ fn decode(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn watch_response(backlog: Vec<Change>, live: broadcast::Receiver<Change>, filter: Filter) -> Response<ResponseBody> {
+fn watch_response(
+    backlog: Vec<Change>,
+    live: broadcast::Receiver<Change>,
+    filter: Filter,
+) -> Response<ResponseBody> {
     let event = |change: &Change| {
-        let mut line = serde_json::to_vec(&json!({"type": change.kind, "object": change.object})).unwrap_or_default();
+        let mut line =
+            serde_json::to_vec(&json!({"type": change.kind, "object": change.object})).unwrap_or_default();
         line.push(b'\n');
         Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(line)))
     };
     let backlog_filter = filter.clone();
-    let backlog: Vec<_> = backlog.iter().filter(|c| backlog_filter.matches(&c.key, &c.object)).map(event).collect();
+    let backlog: Vec<_> =
+        backlog.iter().filter(|c| backlog_filter.matches(&c.key, &c.object)).map(event).collect();
     let live = futures::stream::unfold(live, move |mut live| {
         let filter = filter.clone();
         async move {
@@ -490,7 +469,8 @@ fn watch_response(backlog: Vec<Change>, live: broadcast::Receiver<Change>, filte
                 match live.recv().await {
                     Ok(change) if filter.matches(&change.key, &change.object) => {
                         let mut line =
-                            serde_json::to_vec(&json!({"type": change.kind, "object": change.object})).unwrap_or_default();
+                            serde_json::to_vec(&json!({"type": change.kind, "object": change.object}))
+                                .unwrap_or_default();
                         line.push(b'\n');
                         return Some((Ok(hyper::body::Frame::data(Bytes::from(line))), live));
                     }

@@ -188,7 +188,7 @@ impl Injector {
 
 /// A decision, before the patch is rendered.
 enum Planned<'p, 's> {
-    Patch(Plan<'p, 's>),
+    Patch(Box<Plan<'p, 's>>),
     Skip(Skip),
 }
 
@@ -196,7 +196,10 @@ impl<'p, 's> Planned<'p, 's> {
     fn render<P>(self, patch: impl FnOnce(&Plan<'p, 's>) -> P) -> Injection<P> {
         match self {
             Self::Skip(skip) => Injection::Skipped(skip),
-            Self::Patch(plan) => Injection::Patched { patch: patch(&plan), summary: plan.summary },
+            Self::Patch(plan) => {
+                let patch = patch(&plan);
+                Injection::Patched { patch, summary: plan.summary }
+            }
         }
     }
 }
@@ -261,7 +264,7 @@ fn plan<'p, 's>(
     };
     let annotation = status.to_annotation();
     let summary = Box::new(Summary { status, xds, xds_source, native, notes });
-    Ok(Planned::Patch(Plan { view, sidecar, status: annotation, summary }))
+    Ok(Planned::Patch(Box::new(Plan { view, sidecar, status: annotation, summary })))
 }
 
 fn resolve_xds(
