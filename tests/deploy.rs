@@ -63,10 +63,10 @@ fn cluster_role_grants_exactly_what_the_code_uses() {
 
 #[test]
 fn the_namespaced_install_grants_the_same_in_its_namespace_only() {
-    let role: Role = of_kind("namespaced/rbac.yaml", "Role");
+    let role: Role = of_kind("../deploy-namespaced/rbac.yaml", "Role");
     assert_eq!(grants(&role.rules.unwrap_or_default()), grants(&rbac::workload_rules()));
     let watched = role.metadata.namespace.expect("a namespace");
-    let kustomization = &documents("namespaced/kustomization.yaml")[0];
+    let kustomization = &documents("../deploy-namespaced/kustomization.yaml")[0];
     let text = kustomization.to_string();
     assert!(
         text.contains(&format!("--watch-namespace={watched}")),
@@ -112,7 +112,7 @@ fn the_deployment_is_hardened() {
 #[test]
 fn kustomization_lists_files_that_exist() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for dir in ["deploy", "deploy/namespaced", "deploy/admission-policy", "crds"] {
+    for dir in ["deploy", "deploy-namespaced", "deploy/admission-policy", "crds"] {
         let kustomization = &documents_in(root, dir)[0];
         for resource in kustomization["resources"].as_array().expect("resources") {
             let resource = resource.as_str().expect("a path");

@@ -4,7 +4,7 @@
 //! with events, a certificate rotation, a deleted certificate Secret, a graceful handover — and
 //! every request it made is replayed against the RBAC of the install: a request no rule allows
 //! fails the test, and so does a rule no request used. Once for the cluster-wide install
-//! (`deploy/`), once for the namespaced one (`deploy/namespaced/`, `--watch-namespace`).
+//! (`deploy/`), once for the namespaced one (`deploy-namespaced/`, `--watch-namespace`).
 //!
 //! The requests of the mock-API tests (`tests/reconcile.rs`, the certificate tests) are checked
 //! against the cluster-wide install as they are made.
@@ -42,7 +42,7 @@ async fn a_cluster_wide_run_needs_exactly_the_cluster_wide_rbac() {
 async fn a_namespaced_run_needs_exactly_the_namespaced_rbac() {
     let (install, watched) = rbac::namespaced();
     let accesses = run_everything(&watched, Some(&watched)).await;
-    assert_exactly_allowed(&install, &accesses, "deploy/namespaced/");
+    assert_exactly_allowed(&install, &accesses, "deploy-namespaced/");
 }
 
 fn assert_exactly_allowed(install: &Install, accesses: &[Access], what: &str) {
@@ -273,4 +273,30 @@ fn a_role_allows_only_in_its_namespace_and_names_only_what_it_names() {
     assert!(install.allowing(&get("/api/v1/namespaces/ops/secrets/other")[0]).is_empty());
     let (denied, unused) = install.replay(&get("/api/v1/namespaces/ops/secrets/other"));
     assert_eq!((denied.len(), unused.len()), (1, 1), "a denied request and an unused grant are both found");
+}
+
+/// The RBAC `kubectl kustomize` builds for an install directory, when kubectl is installed.
+fn kustomized_rbac(dir: &str) -> Option<Install> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = std::process::Command::new("kubectl").arg("kustomize").arg(root.join(dir)).output().ok()?;
+    assert!(output.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&output.stderr));
+    let documents: Vec<Value> =
+        envoy_operator_core::manifest::parse_documents(&String::from_utf8_lossy(&output.stdout))
+            .into_iter()
+            .map(|d| d.content.expect("valid YAML"))
+            .collect();
+    Some(Install::from_documents(&documents))
+}
+
+#[test]
+fn the_installs_read_here_are_what_kustomize_builds() {
+    let (Some(cluster), Some(namespaced)) = (kustomized_rbac("deploy"), kustomized_rbac("deploy-namespaced"))
+    else {
+        eprintln!(
+            "kubectl is not installed: the installs are read by this test's own reading of the overlay only"
+        );
+        return;
+    };
+    assert_eq!(cluster.grants, rbac::cluster_wide().grants);
+    assert_eq!(namespaced.grants, rbac::namespaced().0.grants);
 }

@@ -4,7 +4,7 @@
 //! lacks fails in production only.
 //!
 //! Two installs share them: cluster-wide (`deploy/`: [`workload_rules`] in a ClusterRole) and
-//! namespaced (`deploy/namespaced/`, `--watch-namespace`: the same rules in a Role of the
+//! namespaced (`deploy-namespaced/`, `--watch-namespace`: the same rules in a Role of the
 //! watched namespace). Both add [`webhook_configuration_rules`] and, in the operator's own
 //! namespace, [`namespace_rules`].
 

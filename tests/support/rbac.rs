@@ -292,18 +292,18 @@ pub fn cluster_wide() -> Install {
     Install::from_documents(&documents("deploy/rbac.yaml"))
 }
 
-/// The namespaced install, as `kubectl apply -k deploy/namespaced/` builds it: the base's
+/// The namespaced install, as `kubectl apply -k deploy-namespaced/` builds it: the base's
 /// RBAC, without what the overlay deletes, with the overlay's own. Only the kustomize features
 /// the overlay uses are understood; anything else fails here rather than being misread.
 pub fn namespaced() -> (Install, String) {
-    let kustomization = &documents("deploy/namespaced/kustomization.yaml")[0];
+    let kustomization = &documents("deploy-namespaced/kustomization.yaml")[0];
     let resources: Vec<&str> =
         kustomization["resources"].as_array().expect("resources").iter().filter_map(Value::as_str).collect();
-    assert_eq!(resources[0], "../", "the overlay builds on deploy/");
+    assert_eq!(resources[0], "../deploy", "the overlay builds on deploy/");
     let mut rbac = documents("deploy/rbac.yaml");
     for patch in kustomization["patches"].as_array().into_iter().flatten() {
         let Some(file) = patch["path"].as_str() else { continue };
-        for deletion in documents(&format!("deploy/namespaced/{file}")) {
+        for deletion in documents(&format!("deploy-namespaced/{file}")) {
             assert_eq!(deletion["$patch"], "delete", "{file}: only deletions are read here");
             let before = rbac.len();
             rbac.retain(|d| {
@@ -313,7 +313,7 @@ pub fn namespaced() -> (Install, String) {
         }
     }
     for resource in &resources[1..] {
-        rbac.extend(documents(&format!("deploy/namespaced/{resource}")));
+        rbac.extend(documents(&format!("deploy-namespaced/{resource}")));
     }
     let install = Install::from_documents(&rbac);
     let watched = install
