@@ -167,8 +167,17 @@ pub async fn run(
         .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
     info!(listen = %config.metrics_listen, "serving /metrics, /healthz and /readyz");
 
-    let webhook = server.run(shutdown.clone());
-    let operations = health::serve(operations, metrics.clone(), health.clone(), shutdown.clone());
+    // The operations port answers until the webhook has drained and stopped: its /readyz says
+    // "not ready" meanwhile, and the liveness probe keeps an answer.
+    let (webhook_stopped, operations_stop) = tokio::sync::oneshot::channel::<()>();
+    let webhook = async {
+        let result = server.run(shutdown.clone()).await;
+        let _ = webhook_stopped.send(());
+        result
+    };
+    let operations = health::serve(operations, metrics.clone(), health.clone(), async {
+        let _ = operations_stop.await;
+    });
     let leading = async {
         match &client {
             Some(client) => lead(&config, client.clone(), &metrics, &health, shutdown.clone()).await,

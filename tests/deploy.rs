@@ -250,3 +250,71 @@ fn the_admission_policy_covers_every_resource_the_operator_writes() {
     written.sort();
     assert_eq!(covered, written);
 }
+
+#[test]
+fn the_namespace_enforces_the_restricted_pod_security_standard() {
+    let namespace = &documents("namespace.yaml")[0];
+    let labels = &namespace["metadata"]["labels"];
+    for mode in ["enforce", "audit", "warn"] {
+        assert_eq!(labels[format!("pod-security.kubernetes.io/{mode}")], "restricted", "{mode}");
+    }
+}
+
+#[test]
+fn ingress_reaches_the_webhook_and_metrics_ports_only() {
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let template = deployment.spec.expect("spec").template;
+    let pod_labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+    let ports: Vec<String> = template.spec.expect("pod spec").containers[0]
+        .ports
+        .iter()
+        .flatten()
+        .filter_map(|p| p.name.clone())
+        .collect();
+    let policy = documents("networkpolicy.yaml").into_iter().next().expect("a NetworkPolicy");
+    assert_eq!(policy["kind"], "NetworkPolicy");
+    for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().expect("matchLabels") {
+        assert_eq!(pod_labels.get(key).map(String::as_str), value.as_str(), "selects the operator's pods");
+    }
+    assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+    let mut allowed: Vec<&str> = policy["spec"]["ingress"]
+        .as_array()
+        .expect("ingress rules")
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().into_iter().flatten())
+        .filter_map(|port| port["port"].as_str())
+        .collect();
+    allowed.sort_unstable();
+    assert_eq!(allowed, ["metrics", "webhook"]);
+    assert!(allowed.iter().all(|port| ports.iter().any(|p| p == port)), "named ports of the container");
+    let metrics = &policy["spec"]["ingress"][1];
+    assert!(
+        metrics["from"][0]["namespaceSelector"].is_object(),
+        "metrics only from the monitoring namespace"
+    );
+}
+
+#[test]
+fn termination_leaves_time_for_the_pre_stop_the_drain_and_reviews_in_flight() {
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let pod = deployment.spec.expect("spec").template.spec.expect("pod spec");
+    let container = &pod.containers[0];
+    let pre_stop = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|h| h.sleep.as_ref())
+        .map(|s| s.seconds)
+        .expect("a preStop sleep");
+    let drain: i64 = container
+        .args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix("--drain-seconds="))
+        .and_then(|s| s.parse().ok())
+        .expect("--drain-seconds");
+    let grace = envoy_operator::webhook::server::ServeConfig::default().shutdown_grace.as_secs() as i64;
+    let period = pod.termination_grace_period_seconds.expect("terminationGracePeriodSeconds");
+    assert!(pre_stop > 0 && drain > 0);
+    assert!(pre_stop + drain + grace <= period, "{pre_stop} + {drain} + {grace} > {period}");
+}
