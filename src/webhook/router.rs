@@ -379,7 +379,7 @@ fn review(
 
 /// Whether `json` holds more than `max` values, by a linear scan that counts the tokens
 /// starting a value (`[`, `{`, `,`) outside strings: a close upper bound, and no allocation.
-fn json_values_exceed(json: &[u8], max: usize) -> bool {
+pub fn json_values_exceed(json: &[u8], max: usize) -> bool {
     let (mut values, mut in_string, mut escaped) = (1usize, false, false);
     for &byte in json {
         if in_string {
@@ -455,4 +455,31 @@ fn plain(status: StatusCode, message: String) -> Response {
         message.push('\n');
     }
     (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_values_are_counted_outside_strings_only() {
+        assert!(!json_values_exceed(br#"{"a":[1,2,3]}"#, 5));
+        assert!(json_values_exceed(br#"{"a":[1,2,3],"b":[]}"#, 5));
+        assert!(!json_values_exceed(br#"{"a":"[,,,{{{\",,,"}"#, 2), "brackets and commas in strings do not count");
+        assert!(!json_values_exceed(b"7", 1));
+    }
+
+    #[test]
+    fn the_deadline_follows_the_api_servers_timeout() {
+        let limits = Limits::default();
+        assert_eq!(deadline_of(&limits, None), limits.request_timeout);
+        assert_eq!(deadline_of(&limits, Some("timeout=10s")), limits.request_timeout);
+        assert_eq!(deadline_of(&limits, Some("dryRun=All&timeout=2s")), Duration::from_millis(1500));
+        assert_eq!(deadline_of(&limits, Some("timeout=100ms")), Duration::from_millis(500), "a floor");
+        assert_eq!(deadline_of(&limits, Some("timeout=soon")), limits.request_timeout);
+        assert_eq!(parse_go_duration("1m0s"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_go_duration("1h2m3s"), Some(Duration::from_secs(3723)));
+        assert_eq!(parse_go_duration(""), None);
+        assert_eq!(parse_go_duration("5"), None);
+    }
 }
