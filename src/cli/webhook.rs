@@ -33,7 +33,7 @@ pub struct WebhookArgs {
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
     /// Large reviews computed at once (see README.md, "Memory budget").
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub max_concurrent: u32,
     /// Seconds to answer one request, reading its body included (below the webhooks'
     /// timeoutSeconds).

@@ -100,9 +100,9 @@ impl Default for Limits {
         Self {
             max_body_bytes: 3 * 1024 * 1024,
             body_budget_bytes: 24 * 1024 * 1024,
-            max_concurrent: 4,
+            max_concurrent: 2,
             inline_review_bytes: 64 * 1024,
-            max_json_values: 200_000,
+            max_json_values: 50_000,
             request_timeout: Duration::from_secs(4),
         }
     }
@@ -465,7 +465,10 @@ mod tests {
     fn json_values_are_counted_outside_strings_only() {
         assert!(!json_values_exceed(br#"{"a":[1,2,3]}"#, 5));
         assert!(json_values_exceed(br#"{"a":[1,2,3],"b":[]}"#, 5));
-        assert!(!json_values_exceed(br#"{"a":"[,,,{{{\",,,"}"#, 2), "brackets and commas in strings do not count");
+        assert!(
+            !json_values_exceed(br#"{"a":"[,,,{{{\",,,"}"#, 2),
+            "brackets and commas in strings do not count"
+        );
         assert!(!json_values_exceed(b"7", 1));
     }
 
