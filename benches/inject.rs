@@ -1,15 +1,23 @@
 //! Sidecar injection speed: a typical pod (the ReplicaSet pod captured from a real API
 //! server) and a generated 64 KiB pod (16 containers, 800 env vars: the kind of pod
-//! that took older injectors seconds). Each is measured for `inject` alone, and end to end as
-//! the webhook will run it: parse the pod's JSON, inject, serialize the patch.
+//! that took older injectors seconds). Each is measured for `inject` alone (the sidecar built
+//! per call, as the offline command does), and end to end: parse the pod's JSON, inject,
+//! serialize the patch, once with `inject` and once the way the webhook runs it, with an
+//! [`Injector`] whose sidecar is built once and written into the patch as prepared JSON, the
+//! pod read with only the fields injection looks at. Last, the whole `/inject` handler from
+//! review bytes to response bytes (envelope, pod, patch, base64, response).
 //!
 //! `cargo bench --bench inject`
 
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use envoy_operator_core::inject::{InjectConfig, Injection, NoEnvoys, inject};
+use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::webhook::handler::review_with;
+use envoy_operator_core::inject::pod::read_for_injection;
+use envoy_operator_core::inject::{InjectConfig, Injection, Injector, NoEnvoys, inject};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const REPLICASET_REVIEW: &str =
     include_str!("../tests/fixtures/inject/pod-create-from-replicaset-mutate.json");
@@ -48,6 +56,7 @@ fn large_pod() -> Value {
 
 fn bench(c: &mut Criterion) {
     let config = InjectConfig::default();
+    let injector = Injector::new(config.clone());
     let mut group = c.benchmark_group("inject");
     for (name, pod) in [("typical-pod", typical_pod()), ("64KiB-pod", large_pod())] {
         let bytes = serde_json::to_vec(&pod).expect("pod serializes");
@@ -68,6 +77,37 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
+        group.bench_with_input(
+            BenchmarkId::new("webhook:parse+decide+patch-json", name),
+            &bytes,
+            |b, bytes| {
+                b.iter(|| {
+                    let pod = read_for_injection(black_box(bytes)).expect("pod parses");
+                    match injector.inject_json(&pod, Some("shop"), &NoEnvoys) {
+                        Ok(Injection::Patched { patch, .. }) => patch,
+                        _ => Vec::new(),
+                    }
+                })
+            },
+        );
+        let mut review: Value = serde_json::from_str(REPLICASET_REVIEW).expect("fixture parses");
+        review["request"]["object"] = pod.clone();
+        review["request"]["namespace"] = json!("shop");
+        let review = serde_json::to_vec(&review).expect("review serializes");
+        let endpoint =
+            envoy_operator::webhook::inject::endpoint(config.clone(), Arc::new(NoEnvoys), Metrics::new());
+        group.bench_with_input(
+            BenchmarkId::new("webhook:review-bytes-to-response-bytes", name),
+            &review,
+            |b, review| {
+                b.iter(|| {
+                    let reviewed = review_with(endpoint.admit.as_ref(), endpoint.read, black_box(review))
+                        .expect("a review");
+                    assert!(reviewed.response.patch.is_some());
+                    reviewed.body
+                })
+            },
+        );
     }
     group.finish();
 }

@@ -7,6 +7,7 @@ pub mod control_plane;
 pub mod controller;
 pub mod ops;
 pub mod run;
+pub mod serve;
 #[cfg(test)]
 mod testing;
 pub mod tls;

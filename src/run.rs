@@ -17,12 +17,11 @@ use envoy_operator_core::api::Envoy;
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use futures::{FutureExt, StreamExt};
 use kube::Client;
-use kube::api::Api;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
 use crate::controller::{self as controllers, ControllerConfig};
-use crate::ops::certs::{self, CertError};
+use crate::ops::certs::{self, CertError, SecretCertificate};
 use crate::ops::health::{self, Health, Readiness};
 use crate::ops::leader::{self, LeaderError, LeaseConfig};
 use crate::ops::metrics::Metrics;
@@ -189,13 +188,18 @@ pub async fn run(
     let health = Health::default();
     let mut background = tokio::task::JoinSet::new();
 
-    // The operations port first, so that `/readyz` says what is being waited for.
+    // The operations port first, so that `/readyz` says what is being waited for. It answers
+    // until the webhook has drained and stopped: its /readyz says "not ready" meanwhile, and
+    // the liveness probe keeps an answer.
     let operations = health::bind(config.metrics_listen)
         .await
         .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
     info!(listen = %config.metrics_listen, "serving /metrics, /healthz and /readyz");
-    let operations =
-        tokio::spawn(health::serve(operations, metrics.clone(), health.clone(), shutdown.clone()));
+    let (webhook_stopped, operations_stop) = tokio::sync::oneshot::channel::<()>();
+    let operations = tokio::spawn(health::serve(operations, metrics.clone(), health.clone(), async move {
+        // Sent once the webhook stopped, or dropped when `run` returns early.
+        let _ = operations_stop.await;
+    }));
     let operations_result = |joined: Result<std::io::Result<()>, tokio::task::JoinError>| {
         joined
             .map_err(std::io::Error::other)
@@ -204,28 +208,31 @@ pub async fn run(
     };
 
     let mut inject = config.inject.clone();
-    let envoys: SharedEnvoys = match &client {
+    let (envoys, secret): (SharedEnvoys, _) = match &client {
         Some(client) => {
             let Some(version) =
                 wait_for_api_server(client, &config.api_server, &health, shutdown.clone()).await
             else {
                 info!("stopped before the API server answered");
+                drop(webhook_stopped);
                 return operations_result(operations.await);
             };
             inject.native_sidecars_supported = runs_native_sidecars(&version);
-            prepare_certificates(&config, client, &mut background).await?;
-            Arc::new(envoy_cache(client, &health, &mut background))
+            let secret = prepare_certificates(&config, client, &mut background).await?;
+            let watched = config.controllers.namespace.as_deref();
+            (Arc::new(envoy_cache(client, watched, &health, &mut background)), secret)
         }
         None => {
             warn!(
                 "no cluster configured: serving the admission webhooks only, from development certificates; reconciling is OFF"
             );
             ensure_development_certificates(&config)?;
-            Arc::new(NoEnvoys)
+            (Arc::new(NoEnvoys), None)
         }
     };
 
     let certificate = ReloadingCert::load(CertPaths::in_dir(&config.cert_dir))?;
+    health.add("certificate", certs::serving_check(certificate.clone(), secret));
     background.spawn(certs::report_expiry(
         config.cert_dir.join(tls::CERT_FILE),
         metrics.clone(),
@@ -238,7 +245,11 @@ pub async fn run(
     health.add_readiness("webhook", &server.readiness());
     info!(listen = %config.listen, "serving the admission webhooks");
 
-    let webhook = server.run(shutdown.clone());
+    let webhook = async {
+        let result = server.run(shutdown.clone()).await;
+        let _ = webhook_stopped.send(());
+        result
+    };
     let leading = async {
         match &client {
             Some(client) => lead(&config, client.clone(), &metrics, &health, shutdown.clone()).await,
@@ -255,26 +266,24 @@ pub async fn run(
 }
 
 /// Self-managed mode: the certificate Secret is ensured and written to the certificate
-/// directory before serving, then mirrored on every change. Files mode: nothing to do.
+/// directory before serving, then mirrored on every change; returns what the Secret holds, for
+/// the readiness check. Files mode: nothing to do.
 async fn prepare_certificates(
     config: &RunConfig,
     client: &Client,
     background: &mut tokio::task::JoinSet<()>,
-) -> Result<(), RunError> {
+) -> Result<Option<SecretCertificate>, RunError> {
     if config.cert_mode == CertMode::Files {
-        return Ok(());
+        return Ok(None);
     }
     let namespace = config.namespace().to_owned();
     let written =
         certs::bootstrap_files(client, &namespace, &config.cert_options(), &config.cert_dir).await?;
     info!(dir = %config.cert_dir.display(), "serving the certificate from the Secret {}", envoy_operator_core::names::WEBHOOK_SECRET);
     let (client, dir) = (client.clone(), config.cert_dir.clone());
-    background.spawn(async move {
-        if let Err(error) = certs::mirror_secret(client, namespace, dir, written).await {
-            tracing::error!(%error, "watching the certificate Secret failed; serving the last certificate written");
-        }
-    });
-    Ok(())
+    let seen = SecretCertificate::default();
+    background.spawn(certs::mirror_secret(client, namespace, dir, written, seen.clone()));
+    Ok(Some(seen))
 }
 
 /// Development certificates in the certificate directory, generated when absent.
@@ -293,11 +302,17 @@ fn ensure_development_certificates(config: &RunConfig) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The injector's view of the Envoys of every namespace: a cache filled by a watch, never an
-/// API call in the webhook's path. Ready once first listed.
-fn envoy_cache(client: &Client, health: &Health, background: &mut tokio::task::JoinSet<()>) -> EnvoyCache {
-    let (store, events) =
-        controllers::watch::reflect(Api::<Envoy>::all(client.clone()), watcher::Config::default());
+/// The injector's view of the Envoys of every namespace (or only of the watched one: a
+/// namespaced install may read nothing else): a cache filled by a watch, never an API call in
+/// the webhook's path. Ready once first listed.
+fn envoy_cache(
+    client: &Client,
+    watched: Option<&str>,
+    health: &Health,
+    background: &mut tokio::task::JoinSet<()>,
+) -> EnvoyCache {
+    let envoys = controllers::watch::api::<Envoy>(client, watched);
+    let (store, events) = controllers::watch::reflect(envoys, watcher::Config::default());
     background.spawn(events.for_each(|_| futures::future::ready(())));
     let filled = Readiness::default();
     health.add_readiness("envoy-cache", &filled);

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
@@ -17,7 +20,8 @@ pub fn mock() -> (Client, Handle) {
 }
 
 /// Expects the next request to be `method path`, answers `status body`, and returns the
-/// request's JSON body (`null` when empty).
+/// request's JSON body (`null` when empty). The request must be one the operator's cluster-wide
+/// RBAC allows (an apply may create).
 pub async fn expect(
     handle: &mut Handle,
     method: Method,
@@ -25,11 +29,43 @@ pub async fn expect(
     status: StatusCode,
     body: Value,
 ) -> Value {
+    expect_request(handle, method, path, status, body, true).await
+}
+
+/// [`expect`] for requests a cluster administrator makes (`install`), which the operator's
+/// RBAC rightly does not allow.
+pub async fn expect_as_admin(
+    handle: &mut Handle,
+    method: Method,
+    path: &str,
+    status: StatusCode,
+    body: Value,
+) -> Value {
+    expect_request(handle, method, path, status, body, false).await
+}
+
+async fn expect_request(
+    handle: &mut Handle,
+    method: Method,
+    path: &str,
+    status: StatusCode,
+    body: Value,
+    as_operator: bool,
+) -> Value {
     let (request, respond) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
         .await
         .unwrap_or_else(|_| panic!("no request arrived; expected {method} {path}"))
         .expect("the client is alive");
     assert_eq!((request.method(), request.uri().path()), (&method, path), "unexpected request");
+    let content_type =
+        request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let query = request.uri().query().unwrap_or_default();
+    if as_operator {
+        let install = support::rbac::cluster_wide();
+        for access in support::rbac::accesses(method.as_str(), path, query, &content_type, false) {
+            assert!(!install.allowing(&access).is_empty(), "deploy/rbac.yaml does not allow {access}");
+        }
+    }
     let bytes = request.into_body().collect_bytes().await.expect("a readable body");
     let sent =
         if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("a JSON body") };

@@ -89,13 +89,22 @@ impl CertOptions {
     /// Subject alternative names: loopback for local runs, and every name the API server may
     /// use for the Service (it dials `<service>.<namespace>.svc`).
     pub fn subject_alt_names(&self) -> Vec<String> {
+        let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        for name in self.service_names() {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// Only the names the API server uses for the Service (and the extra names): what a
+    /// certificate served in the cluster needs. Without loopback, so a key that leaks from the
+    /// cluster cannot impersonate a webhook someone runs on their own machine.
+    pub fn service_names(&self) -> Vec<String> {
         let (service, namespace) = (&self.service_name, &self.namespace);
-        let mut names = vec![
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            format!("{service}.{namespace}.svc"),
-            format!("{service}.{namespace}.svc.cluster.local"),
-        ];
+        let mut names =
+            vec![format!("{service}.{namespace}.svc"), format!("{service}.{namespace}.svc.cluster.local")];
         for extra in &self.extra_names {
             if !names.contains(extra) {
                 names.push(extra.clone());
@@ -118,9 +127,20 @@ impl std::fmt::Debug for GeneratedCerts {
     }
 }
 
-/// Generates a CA and a serving certificate it signs, both ECDSA P-256. The CA's key is
+/// Generates a CA and a serving certificate it signs, both ECDSA P-256, for local use: valid
+/// for loopback and the Service's names ([`CertOptions::subject_alt_names`]). The CA's key is
 /// dropped: nothing else is ever signed with it, and a rotation makes a new pair.
 pub fn generate(options: &CertOptions) -> Result<GeneratedCerts, TlsError> {
+    generate_for(options, options.subject_alt_names())
+}
+
+/// [`generate`] for the certificate served in the cluster: the Service's names only
+/// ([`CertOptions::service_names`]).
+pub fn generate_for_service(options: &CertOptions) -> Result<GeneratedCerts, TlsError> {
+    generate_for(options, options.service_names())
+}
+
+fn generate_for(options: &CertOptions, names: Vec<String>) -> Result<GeneratedCerts, TlsError> {
     let now = time::OffsetDateTime::now_utc();
     // Tolerate clocks a little behind ours.
     let not_before = now - time::Duration::hours(1);
@@ -137,7 +157,7 @@ pub fn generate(options: &CertOptions) -> Result<GeneratedCerts, TlsError> {
     let issuer = Issuer::new(ca_params, ca_key);
 
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-    let mut params = CertificateParams::new(options.subject_alt_names())?;
+    let mut params = CertificateParams::new(names)?;
     params.distinguished_name = name(&format!("{}.{}.svc", options.service_name, options.namespace));
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -186,20 +206,23 @@ pub fn write(dir: &Path, certs: &GeneratedCerts, force: bool) -> Result<Vec<Path
     Ok(written)
 }
 
+/// Writes `contents` to a new temporary file in the same directory (a unique name, created
+/// exclusively and readable by its owner only, so nobody can plant or read it in between), then
+/// renames it over `path`.
 fn write_atomically(path: &Path, contents: &[u8], private: bool) -> Result<(), TlsError> {
     let error = |source| TlsError::Write { path: path.to_owned(), source };
-    let tmp = path.with_extension("tmp");
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut file = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir).map_err(error)?;
+    file.write_all(contents).and_then(|()| file.as_file().sync_all()).map_err(error)?;
     #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(if private { 0o600 } else { 0o644 });
+    if !private {
+        use std::os::unix::fs::PermissionsExt;
+        file.as_file().set_permissions(fs::Permissions::from_mode(0o644)).map_err(error)?;
     }
-    let _ = fs::remove_file(&tmp);
-    let mut file = options.open(&tmp).map_err(error)?;
-    file.write_all(contents).and_then(|()| file.sync_all()).map_err(error)?;
-    fs::rename(&tmp, path).map_err(error)
+    #[cfg(not(unix))]
+    let _ = private;
+    file.persist(path).map_err(|persist| error(persist.error))?;
+    Ok(())
 }
 
 /// The crypto provider the webhook uses (ring, as the rest of the binary).
@@ -371,6 +394,38 @@ mod tests {
             options().subject_alt_names(),
             ["localhost", "127.0.0.1", "hook.ops.svc", "hook.ops.svc.cluster.local"]
         );
+    }
+
+    #[test]
+    fn the_in_cluster_certificate_names_only_the_service() {
+        let certs = generate_for_service(&options()).unwrap();
+        let der = CertificateDer::from_pem_slice(certs.cert_pem.as_bytes()).unwrap();
+        let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let san = parsed.subject_alternative_name().unwrap().unwrap().value;
+        let rendered: Vec<String> = san.general_names.iter().map(|n| n.to_string()).collect();
+        assert_eq!(rendered, ["DNSName(hook.ops.svc)", "DNSName(hook.ops.svc.cluster.local)"]);
+    }
+
+    #[test]
+    fn files_are_written_through_unique_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file planted where a fixed temporary name would be is neither used nor followed.
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/dev/null", dir.path().join("tls.tmp")).unwrap();
+        write(dir.path(), &generate(&options()).unwrap(), false).unwrap();
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        #[cfg(unix)]
+        assert_eq!(left, ["ca.crt", "tls.crt", "tls.key", "tls.tmp"], "no temporary file left behind");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |file: &str| fs::metadata(dir.path().join(file)).unwrap().permissions().mode() & 0o777;
+            assert_eq!((mode("tls.key"), mode("tls.crt"), mode("ca.crt")), (0o600, 0o644, 0o644));
+        }
     }
 
     #[test]

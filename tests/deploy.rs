@@ -41,10 +41,37 @@ fn grants(rules: &[PolicyRule]) -> Vec<(String, String, String, String)> {
     grants
 }
 
+fn named<T: serde::de::DeserializeOwned>(file: &str, kind: &str, name: &str) -> T {
+    let document = documents(file)
+        .into_iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {file}"));
+    serde_json::from_value(document).expect("a valid object")
+}
+
 #[test]
 fn cluster_role_grants_exactly_what_the_code_uses() {
-    let role: ClusterRole = of_kind("rbac.yaml", "ClusterRole");
+    let role: ClusterRole = named("rbac.yaml", "ClusterRole", "envoy-operator");
     assert_eq!(grants(&role.rules.unwrap_or_default()), grants(&rbac::cluster_rules()));
+    let configurations: ClusterRole =
+        named("rbac.yaml", "ClusterRole", "envoy-operator-webhook-configurations");
+    assert_eq!(
+        grants(&configurations.rules.unwrap_or_default()),
+        grants(&rbac::webhook_configuration_rules())
+    );
+}
+
+#[test]
+fn the_namespaced_install_grants_the_same_in_its_namespace_only() {
+    let role: Role = of_kind("../deploy-namespaced/rbac.yaml", "Role");
+    assert_eq!(grants(&role.rules.unwrap_or_default()), grants(&rbac::workload_rules()));
+    let watched = role.metadata.namespace.expect("a namespace");
+    let kustomization = &documents("../deploy-namespaced/kustomization.yaml")[0];
+    let text = kustomization.to_string();
+    assert!(
+        text.contains(&format!("--watch-namespace={watched}")),
+        "the Deployment watches the namespace the Role is in ({watched})"
+    );
 }
 
 #[test]
@@ -85,7 +112,7 @@ fn the_deployment_is_hardened() {
 #[test]
 fn kustomization_lists_files_that_exist() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for dir in ["deploy", "crds"] {
+    for dir in ["deploy", "deploy-namespaced", "deploy/admission-policy", "crds"] {
         let kustomization = &documents_in(root, dir)[0];
         for resource in kustomization["resources"].as_array().expect("resources") {
             let resource = resource.as_str().expect("a path");
@@ -167,4 +194,178 @@ fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
         7,
         "Foo, Envoy and EnvoyRoute (6) and namespace injection"
     );
+}
+
+/// Whether the admission policy lets `username` do `operation` on an object with these
+/// labels before and after, in `namespace`: `None` when the policy does not apply to them.
+///
+/// The expressions run on the `cel` crate with the variables the API server binds (`object`,
+/// `oldObject`, `request`); kube-cel's own VAP evaluator escapes every map key (`.` and `/`
+/// in label keys), which the API server does only for schema properties.
+fn policy_verdict(
+    username: &str,
+    operation: &str,
+    namespace: &str,
+    old: Option<Value>,
+    new: Option<Value>,
+) -> Option<Result<(), Vec<String>>> {
+    use kube_cel::cel::{Context, Program, Value as Cel};
+    let policy = documents("admission-policy/policy.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .expect("a ValidatingAdmissionPolicy");
+    let object = |labels: Option<Value>| match labels {
+        Some(labels) => {
+            serde_json::json!({"metadata": {"name": "x", "namespace": namespace, "labels": labels}})
+        }
+        None => Value::Null,
+    };
+    let mut context = Context::default();
+    context.add_variable("object", object(new)).unwrap();
+    context.add_variable("oldObject", object(old)).unwrap();
+    let request = serde_json::json!({"operation": operation, "namespace": namespace, "userInfo": {"username": username}});
+    context.add_variable("request", request).unwrap();
+    let run = |field: &str| -> Vec<(bool, String)> {
+        policy["spec"][field]
+            .as_array()
+            .expect(field)
+            .iter()
+            .map(|e| {
+                let expression = e["expression"].as_str().expect("an expression");
+                let program = Program::compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
+                match program.execute(&context) {
+                    Ok(Cel::Bool(passed)) => (passed, e["message"].as_str().unwrap_or(expression).to_owned()),
+                    other => panic!("{expression} gave {other:?}"),
+                }
+            })
+            .collect()
+    };
+    if !run("matchConditions").iter().all(|(passed, _)| *passed) {
+        return None;
+    }
+    let failed: Vec<String> =
+        run("validations").into_iter().filter(|(passed, _)| !passed).map(|(_, m)| m).collect();
+    Some(if failed.is_empty() { Ok(()) } else { Err(failed) })
+}
+
+#[test]
+fn the_admission_policy_confines_the_operator_to_its_own_children() {
+    let operator = "system:serviceaccount:envoy-operator:envoy-operator";
+    let ours = || Some(serde_json::json!({"app.kubernetes.io/managed-by": "envoy-operator", "app": "nginx"}));
+    let foreign = || Some(serde_json::json!({"app": "nginx"}));
+    assert_eq!(policy_verdict(operator, "CREATE", "apps", None, ours()), Some(Ok(())));
+    assert_eq!(policy_verdict(operator, "UPDATE", "apps", ours(), ours()), Some(Ok(())));
+    assert_eq!(policy_verdict(operator, "DELETE", "apps", ours(), None), Some(Ok(())));
+    let refused = |verdict: Option<Result<(), Vec<String>>>| matches!(verdict, Some(Err(messages)) if !messages.is_empty());
+    assert!(refused(policy_verdict(operator, "CREATE", "apps", None, foreign())), "an unlabelled object");
+    assert!(refused(policy_verdict(operator, "CREATE", "apps", None, Some(serde_json::json!({})))));
+    assert!(refused(policy_verdict(operator, "UPDATE", "apps", foreign(), ours())), "taking one over");
+    assert!(refused(policy_verdict(operator, "UPDATE", "apps", ours(), foreign())), "dropping the label");
+    assert!(refused(policy_verdict(operator, "DELETE", "apps", foreign(), None)), "deleting a foreign one");
+    assert!(refused(policy_verdict(operator, "CREATE", "kube-system", None, ours())), "kube-system");
+    assert_eq!(policy_verdict("alice", "CREATE", "apps", None, foreign()), None, "others are not affected");
+}
+
+#[test]
+fn the_admission_policy_covers_every_resource_the_operator_writes() {
+    let policy = documents("admission-policy/policy.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .expect("a ValidatingAdmissionPolicy");
+    let mut covered: Vec<(String, String)> = Vec::new();
+    for rule in policy["spec"]["matchConstraints"]["resourceRules"].as_array().expect("resourceRules") {
+        let operations: Vec<&str> =
+            rule["operations"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert_eq!(operations, ["CREATE", "UPDATE", "DELETE"]);
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                covered.push((group.as_str().unwrap().to_owned(), resource.as_str().unwrap().to_owned()));
+            }
+        }
+    }
+    let mut written: Vec<(String, String)> = Vec::new();
+    for rule in rbac::workload_rules() {
+        if !rule.verbs.iter().any(|v| v == "create" || v == "patch" || v == "delete") {
+            continue;
+        }
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten().filter(|r| !r.contains('/')) {
+                // Events name no label; RBAC limits them to create and patch.
+                if resource != "events" {
+                    written.push((group.clone(), resource.clone()));
+                }
+            }
+        }
+    }
+    covered.sort();
+    written.sort();
+    assert_eq!(covered, written);
+}
+
+#[test]
+fn the_namespace_enforces_the_restricted_pod_security_standard() {
+    let namespace = &documents("namespace.yaml")[0];
+    let labels = &namespace["metadata"]["labels"];
+    for mode in ["enforce", "audit", "warn"] {
+        assert_eq!(labels[format!("pod-security.kubernetes.io/{mode}")], "restricted", "{mode}");
+    }
+}
+
+#[test]
+fn ingress_reaches_the_webhook_and_metrics_ports_only() {
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let template = deployment.spec.expect("spec").template;
+    let pod_labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+    let ports: Vec<String> = template.spec.expect("pod spec").containers[0]
+        .ports
+        .iter()
+        .flatten()
+        .filter_map(|p| p.name.clone())
+        .collect();
+    let policy = documents("networkpolicy.yaml").into_iter().next().expect("a NetworkPolicy");
+    assert_eq!(policy["kind"], "NetworkPolicy");
+    for (key, value) in policy["spec"]["podSelector"]["matchLabels"].as_object().expect("matchLabels") {
+        assert_eq!(pod_labels.get(key).map(String::as_str), value.as_str(), "selects the operator's pods");
+    }
+    assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+    let mut allowed: Vec<&str> = policy["spec"]["ingress"]
+        .as_array()
+        .expect("ingress rules")
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().into_iter().flatten())
+        .filter_map(|port| port["port"].as_str())
+        .collect();
+    allowed.sort_unstable();
+    assert_eq!(allowed, ["metrics", "webhook"]);
+    assert!(allowed.iter().all(|port| ports.iter().any(|p| p == port)), "named ports of the container");
+    let metrics = &policy["spec"]["ingress"][1];
+    assert!(
+        metrics["from"][0]["namespaceSelector"].is_object(),
+        "metrics only from the monitoring namespace"
+    );
+}
+
+#[test]
+fn termination_leaves_time_for_the_pre_stop_the_drain_and_reviews_in_flight() {
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let pod = deployment.spec.expect("spec").template.spec.expect("pod spec");
+    let container = &pod.containers[0];
+    let pre_stop = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|h| h.sleep.as_ref())
+        .map(|s| s.seconds)
+        .expect("a preStop sleep");
+    let drain: i64 = container
+        .args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix("--drain-seconds="))
+        .and_then(|s| s.parse().ok())
+        .expect("--drain-seconds");
+    let grace = envoy_operator::webhook::server::ServeConfig::default().shutdown_grace.as_secs() as i64;
+    let period = pod.termination_grace_period_seconds.expect("terminationGracePeriodSeconds");
+    assert!(pre_stop > 0 && drain > 0);
+    assert!(pre_stop + drain + grace <= period, "{pre_stop} + {drain} + {grace} > {period}");
 }

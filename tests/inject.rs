@@ -8,11 +8,12 @@ use std::process::{Command, Output};
 
 use envoy_operator_core::bootstrap::XdsTarget;
 use envoy_operator_core::inject::annotations::{STATUS, parse_xds};
+use envoy_operator_core::inject::pod::read_for_injection;
 use envoy_operator_core::inject::uninject::{Uninjected, uninject};
 use envoy_operator_core::inject::workload::{self, Options};
 use envoy_operator_core::inject::{
-    EnvoyCatalog, EnvoyLookup, InjectConfig, InjectError, Injection, InjectionStatus, NoEnvoys, SkipReason,
-    Summary, XdsSource, inject,
+    EnvoyCatalog, EnvoyLookup, InjectConfig, InjectError, Injection, InjectionStatus, Injector, NoEnvoys,
+    SkipReason, Summary, XdsSource, inject,
 };
 use envoy_operator_core::manifest::Outcome;
 use envoy_operator_core::manifest::parse_documents;
@@ -633,6 +634,30 @@ mod properties {
         }
 
         #[test]
+        fn the_webhook_path_decides_and_patches_as_inject_does(
+            pod in pod(),
+            native in any::<bool>(),
+            namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")],
+        ) {
+            // The webhook reads only what injection looks at, and writes the patch from the
+            // prepared sidecar's JSON: the outcome must be exactly `inject`'s on the whole pod.
+            let config = InjectConfig { native_sidecar: native, ..Default::default() };
+            let injector = Injector::new(config.clone());
+            let read = read_for_injection(pod.to_string().as_bytes()).expect("a pod's JSON reads");
+            let whole = inject(&pod, Some(namespace), &config, &NoEnvoys);
+            match (whole, injector.inject_json(&read, Some(namespace), &NoEnvoys)) {
+                (Ok(Injection::Patched { patch, summary }), Ok(Injection::Patched { patch: json, summary: fast })) => {
+                    let json: Value = serde_json::from_slice(&json).expect("the patch is JSON");
+                    prop_assert_eq!(json, serde_json::to_value(&patch).unwrap());
+                    prop_assert_eq!(summary, fast);
+                }
+                (Ok(Injection::Skipped(skip)), Ok(Injection::Skipped(same))) => prop_assert_eq!(skip, same),
+                (Err(error), Err(same)) => prop_assert_eq!(error, same),
+                (whole, fast) => prop_assert!(false, "inject gave {:?}, the webhook path {:?}", whole, fast),
+            }
+        }
+
+        #[test]
         fn every_patch_applies_once(pod in pod(), native in any::<bool>(), namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")]) {
             let config = InjectConfig { native_sidecar: native, ..Default::default() };
             let result = inject(&pod, Some(namespace), &config, &NoEnvoys);
@@ -656,4 +681,42 @@ mod properties {
             }
         }
     }
+}
+
+// --- Bounds -----------------------------------------------------------------------------------
+
+/// A pod whose volumes are `names`.
+fn pod_with_volumes(names: impl Iterator<Item = String>) -> Value {
+    let volumes: Vec<Value> = names.map(|name| json!({"name": name})).collect();
+    json!({"metadata": {"generateName": "web-"}, "spec": {"containers": [{"name": "app"}], "volumes": volumes}})
+}
+
+#[test]
+fn with_every_tmp_volume_name_taken_the_next_free_one_is_found() {
+    let limit = envoy_operator_core::inject::limits::MAX_VOLUMES;
+    let taken =
+        std::iter::once("envoy-tmp".to_owned()).chain((2..limit + 1).map(|n| format!("envoy-tmp-{n}")));
+    let pod = pod_with_volumes(taken);
+    let Ok(Injection::Patched { summary, .. }) =
+        inject(&pod, Some("shop"), &InjectConfig::default(), &NoEnvoys)
+    else {
+        panic!("expected a patch");
+    };
+    assert_eq!(summary.status.volumes, [format!("envoy-tmp-{}", limit + 1)]);
+}
+
+#[test]
+fn a_pod_over_a_cap_is_denied_with_how_to_opt_out() {
+    let pod = pod_with_volumes((0..65_536).map(|n| format!("v{n}")));
+    let error = inject(&pod, Some("shop"), &InjectConfig::default(), &NoEnvoys).unwrap_err();
+    assert_eq!(error.metric_label(), "too_large");
+    assert_eq!(
+        error.to_string(),
+        "the pod has 65536 volumes, more than the 1024 the injector handles: opt it out with the label sidecar.example.com/inject=false"
+    );
+    // An opted-out or already injected pod is still just left alone.
+    let mut opted_out = pod.clone();
+    opted_out["metadata"]["labels"] = json!({"sidecar.example.com/inject": "false"});
+    let skipped = inject(&opted_out, Some("shop"), &InjectConfig::default(), &NoEnvoys).unwrap();
+    assert!(matches!(skipped, Injection::Skipped(s) if s.reason == SkipReason::OptedOut));
 }

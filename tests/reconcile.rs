@@ -2,6 +2,9 @@
 //! lists the exact requests a reconcile must make, in order, answers them, and fails on any
 //! request missing, out of order or extra.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
+use support::rbac;
 use tokio::task::JoinHandle;
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -127,6 +131,7 @@ fn event(type_: &'static str, reason: &'static str, note_contains: &'static str)
 
 /// Answers `calls` in order, then fails on any further request until the client is dropped.
 fn verify(mut handle: Handle, calls: Vec<Call>) -> JoinHandle<()> {
+    let install = rbac::cluster_wide();
     tokio::spawn(async move {
         let total = calls.len();
         for (i, call) in calls.into_iter().enumerate() {
@@ -145,6 +150,21 @@ fn verify(mut handle: Handle, calls: Vec<Call>) -> JoinHandle<()> {
                 request.uri()
             );
             let query = request.uri().query().unwrap_or_default().to_owned();
+            // Every request must be one the cluster-wide RBAC allows (an apply may create).
+            let content_type = request
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            for access in
+                rbac::accesses(request.method().as_str(), request.uri().path(), &query, &content_type, false)
+            {
+                assert!(
+                    !install.allowing(&access).is_empty(),
+                    "{what}: deploy/rbac.yaml does not allow {access}"
+                );
+            }
             for wanted in &call.query {
                 assert!(query.split('&').any(|q| q == *wanted), "{what}: query {query:?} lacks {wanted}");
             }

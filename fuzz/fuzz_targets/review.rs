@@ -1,21 +1,62 @@
-//! Fuzzes the AdmissionReview parser and both handlers from raw request bytes:
-//! `cargo +nightly fuzz run review -- -max_total_time=60`.
-//! Every input must yield either a parse error (HTTP 400) or a review that echoes the uid.
+//! Fuzzes the admission endpoints from raw request bytes, as the router runs them after the
+//! body is read: the JSON value cap, the AdmissionReview parser, and each endpoint with its own
+//! reading of the objects — `/mutate`, `/validate` and the sidecar injector `/inject`.
+//!
+//! ```sh
+//! mkdir -p fuzz/corpus/review && cp tests/fixtures/admission/*.json tests/fixtures/inject/*.json fuzz/corpus/review/
+//! cargo +nightly fuzz run review fuzz/corpus/review -- -timeout=1 -runs=1000000
+//! ```
+//!
+//! `-timeout=1` makes any input that takes over a second a finding. Every input must yield a
+//! parse error (HTTP 400) or a review that echoes the uid; a patch the injector answers must
+//! apply to the pod as sent, and the patched pod must then be left alone.
 
 #![no_main]
 
-use envoy_operator::webhook::handler::{self, AdmitFn};
+use std::sync::{Arc, LazyLock};
+
+use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::webhook::handler;
+use envoy_operator::webhook::review::{ObjectReader, read_whole};
+use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
+use envoy_operator_core::inject::{InjectConfig, Injection, NoEnvoys, SkipReason, inject};
 use libfuzzer_sys::fuzz_target;
 
+static ENDPOINTS: LazyLock<Vec<Endpoint>> = LazyLock::new(|| {
+    let mut endpoints = standard_endpoints();
+    endpoints.push(envoy_operator::webhook::inject::endpoint(
+        InjectConfig::default(),
+        Arc::new(NoEnvoys),
+        Metrics::new(),
+    ));
+    endpoints
+});
+
 fuzz_target!(|body: &[u8]| {
-    for admit in [handler::mutate as AdmitFn, handler::validate] {
-        if let Ok(reviewed) = handler::review(admit, body) {
-            assert_eq!(reviewed.response.uid, reviewed.request.uid);
-            assert!(serde_json_is_object(&reviewed.body));
+    if envoy_operator::webhook::router::json_values_exceed(body, Limits::default().max_json_values) {
+        return;
+    }
+    for endpoint in ENDPOINTS.iter() {
+        let read: ObjectReader = endpoint.read;
+        let Ok(reviewed) = handler::review_with(endpoint.admit.as_ref(), read, body) else { continue };
+        assert_eq!(reviewed.response.uid, reviewed.request.uid);
+        assert!(reviewed.body.first() == Some(&b'{') && reviewed.body.last() == Some(&b'}'));
+        if endpoint.path == "/inject"
+            && let Some(patch) = &reviewed.response.patch
+        {
+            check_injected(body, patch, reviewed.request.namespace.as_deref());
         }
     }
 });
 
-fn serde_json_is_object(body: &[u8]) -> bool {
-    body.first() == Some(&b'{') && body.last() == Some(&b'}')
+/// The patch applies to the whole pod of the review, and a second pass leaves it alone.
+fn check_injected(body: &[u8], patch: &[u8], namespace: Option<&str>) {
+    let request = envoy_operator::webhook::review::parse_request_with(body, read_whole).expect("it parsed once");
+    let mut pod = request.object.expect("a patched pod");
+    let patch: json_patch::Patch = serde_json::from_slice(patch).expect("the patch is a JSON Patch");
+    json_patch::patch(&mut pod, &patch).expect("the patch applies to the pod as sent");
+    match inject(&pod, namespace, &InjectConfig::default(), &NoEnvoys) {
+        Ok(Injection::Skipped(skip)) => assert_eq!(skip.reason, SkipReason::AlreadyInjected),
+        other => panic!("a second pass must leave the pod alone, got {other:?}"),
+    }
 }

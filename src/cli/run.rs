@@ -45,6 +45,10 @@ pub struct RunArgs {
     pub cluster: ClusterFlags,
     #[command(flatten)]
     pub reconcile: ControllerFlags,
+    /// On SIGTERM, seconds to keep serving while not ready (the endpoint and the API
+    /// server's connections move away), before the webhook port closes.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub drain_seconds: u64,
     /// Log format (filter with RUST_LOG, default `info`).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -75,7 +79,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         cert_check_interval: Duration::from_secs(60),
         controllers: args.reconcile.to_config(),
         inject,
-        serve: ServeConfig::default(),
+        serve: ServeConfig { drain: Duration::from_secs(args.drain_seconds), ..ServeConfig::default() },
     };
     let result = runtime.block_on(run::run(config, cluster.map(|c| c.client), signal::shutdown_signal()));
     match result {

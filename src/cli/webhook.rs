@@ -29,14 +29,15 @@ pub struct WebhookArgs {
     /// Seconds between checks of the certificate files.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub reload_interval: u64,
-    /// Largest AdmissionReview body accepted, in bytes.
-    #[arg(long, default_value_t = 6 * 1024 * 1024)]
+    /// Largest AdmissionReview body accepted, in bytes (the API server's request limit).
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Admission requests handled at once.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    /// Large reviews computed at once (see README.md, "Memory budget").
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub max_concurrent: u32,
-    /// Seconds to answer one request.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
+    /// Seconds to answer one request, reading its body included (below the webhooks'
+    /// timeoutSeconds).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=60))]
     pub request_timeout: u64,
     /// Envoy manifests the injector resolves `sidecar.example.com/envoy` against (without a
     /// cluster, there is no Envoy cache to look them up in).
@@ -74,6 +75,7 @@ pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             max_body_bytes: args.max_body_bytes,
             max_concurrent: args.max_concurrent as usize,
             request_timeout: Duration::from_secs(args.request_timeout),
+            ..Default::default()
         },
         reload_interval: Duration::from_secs(args.reload_interval),
         ..Default::default()

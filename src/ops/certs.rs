@@ -12,6 +12,8 @@
 //!   while replicas pick the new certificate up.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -208,7 +210,7 @@ pub async fn ensure_secret(
 }
 
 fn generate(options: &CertOptions) -> Result<CertMaterial, CertError> {
-    crate::tls::generate(options)
+    crate::tls::generate_for_service(options)
         .map(CertMaterial::from_generated)
         .map_err(|e| CertError::Generate(e.to_string()))
 }
@@ -284,7 +286,8 @@ where
 
 /// Rotates the certificates when due: new CA and serving certificate, webhook configurations
 /// trusting old and new CAs first, then the Secret updated (guarded by its resourceVersion).
-/// Returns the new material when it rotated.
+/// A Secret that is gone is recreated the same way ([`recreate_secret`]). Returns the new
+/// material when it rotated or recreated.
 pub async fn rotate_if_due(
     client: &Client,
     namespace: &str,
@@ -292,7 +295,9 @@ pub async fn rotate_if_due(
     now: OffsetDateTime,
 ) -> Result<Option<CertMaterial>, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = secrets.get(WEBHOOK_SECRET).await?;
+    let Some(secret) = secrets.get_opt(WEBHOOK_SECRET).await? else {
+        return recreate_secret(client, namespace, options, now).await.map(Some);
+    };
     let current = CertMaterial::from_secret(&secret)?;
     if !current.validity()?.needs_rotation(now) {
         return Ok(None);
@@ -310,6 +315,49 @@ pub async fn rotate_if_due(
     secrets.replace(WEBHOOK_SECRET, &PostParams::default(), &updated).await?;
     info!(secret = WEBHOOK_SECRET, %namespace, "rotated the webhook certificates");
     Ok(Some(rotated))
+}
+
+/// The leader, when the Secret is gone (deleted by hand, say): new certificates, trusted next
+/// to the CA the webhook configurations trust now, as a rotation does, before the Secret that
+/// replicas will serve them from is created. Meanwhile the replicas keep serving the
+/// certificate they have, which the old CA still vouches for. If another replica creates the
+/// Secret first, theirs is used.
+pub async fn recreate_secret(
+    client: &Client,
+    namespace: &str,
+    options: &CertOptions,
+    now: OffsetDateTime,
+) -> Result<CertMaterial, CertError> {
+    tracing::warn!(secret = WEBHOOK_SECRET, %namespace, "the certificate Secret is missing: recreating it");
+    let fresh = generate(options)?;
+    let trusted = trusted_bundle(client).await?;
+    let material = CertMaterial { ca_bundle: rotated_bundle(&fresh.ca_bundle, &trusted, now), ..fresh };
+    ensure_ca_bundle(client, &union_bundle(&trusted, &material.ca_bundle)).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    match secrets.create(&PostParams::default(), &material.to_secret(namespace)).await {
+        Ok(_) => {
+            info!(secret = WEBHOOK_SECRET, %namespace, "recreated the webhook certificate Secret");
+            Ok(material)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            CertMaterial::from_secret(&secrets.get(WEBHOOK_SECRET).await?)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The CA bundle the mutating webhook configuration trusts now (empty when it is not
+/// installed or trusts nothing yet).
+async fn trusted_bundle(client: &Client) -> Result<String, CertError> {
+    let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let configuration = api.get_opt(WEBHOOK_CONFIGURATION).await?;
+    let bundle = configuration
+        .iter()
+        .flat_map(|c| webhook_bundles(&c.webhooks))
+        .flatten()
+        .next()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    Ok(bundle.unwrap_or_default())
 }
 
 /// Every distinct PEM block of `a` then `b`.
@@ -336,32 +384,171 @@ pub async fn bootstrap_files(
     Ok(material)
 }
 
+/// The serving certificate the Secret holds, as the mirror last saw it, and since when: what
+/// the readiness check compares the served certificate with.
+#[derive(Clone, Debug, Default)]
+pub struct SecretCertificate(Arc<Mutex<Option<Seen>>>);
+
+#[derive(Debug)]
+struct Seen {
+    cert_der: Vec<u8>,
+    since: Instant,
+}
+
+impl SecretCertificate {
+    fn observe(&self, material: &CertMaterial) {
+        let Some(cert_der) = first_certificate_der(&material.cert_pem) else { return };
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.as_ref().is_none_or(|seen| seen.cert_der != cert_der) {
+            *seen = Some(Seen { cert_der, since: Instant::now() });
+        }
+    }
+
+    /// `Some(age)` when the Secret holds a certificate other than `served`, seen `age` ago.
+    fn differs_from(&self, served: &[u8]) -> Option<Duration> {
+        let seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.as_ref().filter(|seen| seen.cert_der != served).map(|seen| seen.since.elapsed())
+    }
+}
+
+fn first_certificate_der(pem: &str) -> Option<Vec<u8>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem.as_bytes()).next()?.ok().map(|der| der.to_vec())
+}
+
+/// How long a replica may serve another certificate than the Secret's before it stops being
+/// ready: the files are reloaded every few seconds, so only a replica that missed the change
+/// (a stuck mirror, an unwritable directory) stays behind that long. Rotation keeps the old CA
+/// trusted far longer, so requests never fail in between.
+pub const STALE_GRACE: Duration = Duration::from_secs(30);
+/// A certificate expiring within this is not served by a ready replica: the leader rotates
+/// with a third of the validity left, so only a broken rotation (or files nobody renews)
+/// gets here, and traffic should go to a replica that does better.
+pub const EXPIRY_MARGIN: Duration = Duration::from_secs(3600);
+
+/// The readiness check of the serving certificate: not expiring within [`EXPIRY_MARGIN`], and
+/// (self-managed, when `secret` is given) the Secret's current one, give or take
+/// [`STALE_GRACE`].
+pub fn serving_check(
+    served: Arc<crate::tls::ReloadingCert>,
+    secret: Option<SecretCertificate>,
+) -> impl Fn() -> bool + Send + Sync + 'static {
+    serving_check_with(served, secret, STALE_GRACE)
+}
+
+fn serving_check_with(
+    served: Arc<crate::tls::ReloadingCert>,
+    secret: Option<SecretCertificate>,
+    grace: Duration,
+) -> impl Fn() -> bool + Send + Sync + 'static {
+    move || {
+        let current = served.current();
+        let Some(der) = current.cert.first() else { return false };
+        let fresh = x509_parser::parse_x509_certificate(der).is_ok_and(|(_, certificate)| {
+            let not_after = certificate.validity().not_after.to_datetime();
+            not_after - OffsetDateTime::now_utc() > EXPIRY_MARGIN
+        });
+        let current_in_secret = secret
+            .as_ref()
+            .and_then(|secret| secret.differs_from(der))
+            .is_none_or(|behind_for| behind_for < grace);
+        fresh && current_in_secret
+    }
+}
+
 /// Every replica, after [`bootstrap_files`]: rewrites the files in `dir` whenever the Secret
-/// changes (e.g. after the leader rotated it), until the watch ends.
+/// changes (e.g. after the leader rotated it), and records what it holds in `seen`. Runs until
+/// dropped: watch errors are retried with backoff, a failed write is retried, a deleted Secret
+/// leaves the last certificate in place until the leader recreates it.
 pub async fn mirror_secret(
     client: Client,
     namespace: String,
     dir: std::path::PathBuf,
     mut written: CertMaterial,
-) -> Result<(), CertError> {
-    use futures::TryStreamExt;
+    seen: SecretCertificate,
+) {
+    use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
 
+    /// Between attempts to write files that could not be written.
+    const WRITE_RETRY: Duration = Duration::from_secs(5);
+
+    seen.observe(&written);
     let secrets: Api<Secret> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={WEBHOOK_SECRET}"));
-    let mut changes = std::pin::pin!(watcher(secrets, config).default_backoff().applied_objects());
-    while let Some(secret) = changes.try_next().await.map_err(|e| CertError::Parse(e.to_string()))? {
-        match CertMaterial::from_secret(&secret) {
-            Ok(material) if material != written => {
-                write_material(&dir, &material)?;
-                info!(secret = WEBHOOK_SECRET, dir = %dir.display(), "the webhook certificate Secret changed; wrote the new files");
-                written = material;
+    let watch = || watcher(secrets.clone(), config.clone()).default_backoff();
+    let mut events = std::pin::pin!(watch());
+    let mut unwritten: Option<CertMaterial> = None;
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            () = tokio::time::sleep(WRITE_RETRY), if unwritten.is_some() => {
+                if let Some(material) = unwritten.take() {
+                    unwritten = mirror_one(&dir, material, &mut written);
+                }
+                continue;
             }
-            Ok(_) => {}
-            Err(error) => tracing::error!(%error, "ignoring an unusable webhook certificate Secret"),
+        };
+        match event {
+            Some(Ok(watcher::Event::Apply(secret) | watcher::Event::InitApply(secret))) => {
+                match CertMaterial::from_secret(&secret).and_then(usable) {
+                    Ok(material) => {
+                        seen.observe(&material);
+                        unwritten = mirror_one(&dir, material, &mut written);
+                    }
+                    Err(error) => tracing::error!(%error, "ignoring an unusable webhook certificate Secret"),
+                }
+            }
+            Some(Ok(watcher::Event::Delete(_))) => tracing::warn!(
+                secret = WEBHOOK_SECRET,
+                "the certificate Secret was deleted: serving the last certificate until the leader recreates it"
+            ),
+            Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
+            // The watcher backs off before its next attempt; this loop never gives up.
+            Some(Err(error)) => {
+                tracing::warn!(%error, secret = WEBHOOK_SECRET, "watching the certificate Secret failed; retrying")
+            }
+            None => {
+                tracing::warn!(
+                    secret = WEBHOOK_SECRET,
+                    "the watch of the certificate Secret ended; watching again"
+                );
+                events.set(watch());
+            }
         }
     }
-    Ok(())
+}
+
+/// Writes `material` unless it is what was written last; returns it when writing failed, to be
+/// tried again.
+fn mirror_one(
+    dir: &std::path::Path,
+    material: CertMaterial,
+    written: &mut CertMaterial,
+) -> Option<CertMaterial> {
+    if material == *written {
+        return None;
+    }
+    match write_material(dir, &material) {
+        Ok(()) => {
+            info!(secret = WEBHOOK_SECRET, dir = %dir.display(), "the webhook certificate Secret changed; wrote the new files");
+            *written = material;
+            None
+        }
+        Err(error) => {
+            tracing::error!(%error, dir = %dir.display(), "writing the webhook certificate failed; retrying");
+            Some(material)
+        }
+    }
+}
+
+/// `material` when its certificate and key form a pair rustls can serve.
+fn usable(material: CertMaterial) -> Result<CertMaterial, CertError> {
+    let paths = crate::tls::CertPaths::in_dir(std::path::Path::new(WEBHOOK_SECRET));
+    crate::tls::certified_key(material.cert_pem.as_bytes(), material.key_pem.as_bytes(), &paths)
+        .map_err(|e| CertError::Parse(e.to_string()))?;
+    Ok(material)
 }
 
 fn write_material(dir: &std::path::Path, material: &CertMaterial) -> Result<(), CertError> {
@@ -607,6 +794,103 @@ mod tests {
         write_material(dir.path(), &second).unwrap();
         assert!(served.reload_if_changed().unwrap(), "a rewritten Secret is picked up by the file poller");
         assert_eq!(std::fs::read_to_string(dir.path().join("ca.crt")).unwrap(), second.ca_bundle);
+    }
+
+    #[tokio::test]
+    async fn a_missing_secret_is_recreated_trusting_the_old_ca_too() {
+        let old = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        let old_ca = old.ca_bundle.clone();
+        let (client, mut handle) = mock();
+        let now = OffsetDateTime::now_utc();
+        let task =
+            tokio::spawn(async move { rotate_if_due(&client, "envoy-operator", &options(365), now).await });
+        expect(&mut handle, Method::GET, SECRET_PATH, StatusCode::NOT_FOUND, not_found()).await;
+        let trusting_old = configuration("MutatingWebhookConfiguration", &[&old_ca]);
+        expect(&mut handle, Method::GET, MUTATING_PATH, StatusCode::OK, trusting_old.clone()).await;
+        expect(&mut handle, Method::GET, MUTATING_PATH, StatusCode::OK, trusting_old).await;
+        let patch = expect(&mut handle, Method::PATCH, MUTATING_PATH, StatusCode::OK, json!({})).await;
+        expect(&mut handle, Method::GET, VALIDATING_PATH, StatusCode::NOT_FOUND, not_found()).await;
+        let created = expect(&mut handle, Method::POST, SECRETS_PATH, StatusCode::CREATED, json!({})).await;
+        let recreated = task.await.unwrap().unwrap().expect("recreated");
+
+        let trusted = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            patch[1]["value"].as_str().unwrap(),
+        )
+        .unwrap();
+        let trusted = String::from_utf8(trusted).unwrap();
+        assert!(trusted.contains(old_ca.trim()), "the CA replicas serve under now stays trusted");
+        assert_eq!(bundle_blocks(&trusted).len(), 2);
+        let stored = CertMaterial::from_secret(&serde_json::from_value(created).unwrap()).unwrap();
+        assert_eq!(stored, recreated);
+        let blocks = bundle_blocks(&stored.ca_bundle);
+        assert_eq!(blocks.len(), 2, "the new CA, then the old one");
+        assert_eq!(blocks[1].0.trim(), old_ca.trim());
+        assert_ne!(stored.cert_pem, old.cert_pem);
+    }
+
+    #[tokio::test]
+    async fn the_mirror_keeps_watching_after_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        write_material(dir.path(), &first).unwrap();
+        let served = crate::tls::ReloadingCert::load(crate::tls::CertPaths::in_dir(dir.path())).unwrap();
+        let seen = SecretCertificate::default();
+        let ready = serving_check_with(served.clone(), Some(seen.clone()), Duration::ZERO);
+
+        let (client, mut handle) = mock();
+        let mirror = tokio::spawn(mirror_secret(
+            client,
+            "envoy-operator".to_owned(),
+            dir.path().to_owned(),
+            first.clone(),
+            seen.clone(),
+        ));
+        assert!(ready(), "serving what the Secret holds");
+        // The first list fails; the old mirror stopped here for good.
+        let failure = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "reason": "InternalError", "message": "etcd is down"});
+        expect(&mut handle, Method::GET, SECRETS_PATH, StatusCode::INTERNAL_SERVER_ERROR, failure).await;
+        // After its backoff, the watcher lists again and finds a rotated Secret.
+        let rotated = CertMaterial::from_generated(crate::tls::generate(&options(30)).unwrap());
+        let list = json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": "42"},
+                          "items": [secret_json(&rotated)]});
+        expect(&mut handle, Method::GET, SECRETS_PATH, StatusCode::OK, list).await;
+        // The watch that follows stays open, answering nothing.
+        let (_watch, _pending) = tokio::time::timeout(Duration::from_secs(10), handle.next_request())
+            .await
+            .expect("the watch starts")
+            .expect("the client is alive");
+
+        assert_eq!(std::fs::read_to_string(dir.path().join("tls.crt")).unwrap(), rotated.cert_pem);
+        assert!(!ready(), "serving an older certificate than the Secret's");
+        assert!(served.reload_if_changed().unwrap());
+        assert!(ready(), "serving the Secret's again");
+        mirror.abort();
+    }
+
+    /// A self-signed certificate and key valid until `not_after`.
+    fn self_signed(not_after: OffsetDateTime) -> (String, String) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["hook.ops.svc".to_owned()]).unwrap();
+        params.not_before = OffsetDateTime::now_utc() - time::Duration::hours(1);
+        params.not_after = not_after;
+        (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn a_certificate_near_its_expiry_is_not_ready() {
+        let check = |not_after| {
+            let dir = tempfile::tempdir().unwrap();
+            let (cert_pem, key_pem) = self_signed(not_after);
+            write_material(dir.path(), &CertMaterial { ca_bundle: cert_pem.clone(), cert_pem, key_pem })
+                .unwrap();
+            let served = crate::tls::ReloadingCert::load(crate::tls::CertPaths::in_dir(dir.path())).unwrap();
+            serving_check(served, None)()
+        };
+        let now = OffsetDateTime::now_utc();
+        assert!(check(now + time::Duration::days(1)));
+        assert!(!check(now + time::Duration::minutes(30)), "expires within the margin");
+        assert!(!check(now - time::Duration::minutes(1)), "expired");
     }
 
     #[test]

@@ -1,18 +1,29 @@
-//! The plain-HTTP operations port: `GET /metrics` (Prometheus), `GET /healthz` (the process
-//! answers) and `GET /readyz` (every readiness check passes), kept off the webhook's TLS port
-//! so scraping and probing never compete with admission traffic.
+//! The plain-HTTP operations port: `GET /metrics` (Prometheus), `GET /healthz` (every
+//! liveness check passes, e.g. the async runtime still runs tasks) and `GET /readyz` (every
+//! readiness check passes), kept off the webhook's TLS port so scraping and probing never
+//! compete with admission traffic.
+//!
+//! The port is served from a thread and runtime of its own, with the same connection bounds as
+//! the webhook ([`crate::serve`]): the liveness probe still gets an answer — "not live" — when
+//! the operator's runtime is wedged, and the kubelet restarts the pod, where a port served by the
+//! wedged runtime would only time out (and a port that answers "ok" from a separate task would
+//! never fail at all).
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use tokio_util::sync::CancellationToken;
+
 use super::metrics::Metrics;
+use crate::serve::{ConnectionLimits, ServerOptions, Shutdown};
 
 type Check = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -32,10 +43,11 @@ impl Readiness {
     }
 }
 
-/// Named readiness checks; ready when all pass.
+/// Named readiness checks (ready when all pass) and liveness checks (live when all pass).
 #[derive(Clone, Default)]
 pub struct Health {
     checks: Arc<RwLock<Vec<(&'static str, Check)>>>,
+    live: Arc<RwLock<Vec<(&'static str, Check)>>>,
 }
 
 impl Health {
@@ -59,14 +71,85 @@ impl Health {
     pub fn is_ready(&self) -> bool {
         self.report().iter().all(|(_, ok)| *ok)
     }
+
+    /// Adds a liveness check: when it fails, the process is wedged and should be restarted.
+    pub fn add_liveness(&self, name: &'static str, check: impl Fn() -> bool + Send + Sync + 'static) {
+        self.live.write().unwrap_or_else(std::sync::PoisonError::into_inner).push((name, Arc::new(check)));
+    }
+
+    /// Every liveness check with its result.
+    pub fn liveness_report(&self) -> Vec<(&'static str, bool)> {
+        let checks = self.live.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        checks.iter().map(|(name, check)| (*name, check())).collect()
+    }
+}
+
+/// A heartbeat of the async runtime it was started on: a task that beats every
+/// [`HEARTBEAT`]. When the runtime is wedged (every worker blocked, or a deadlock), the beats
+/// stop, and [`Heartbeat::is_beating`] turns false after `stall` without one.
+#[derive(Clone, Debug)]
+pub struct Heartbeat {
+    epoch: std::time::Instant,
+    last: Arc<AtomicU64>,
+    stall: Duration,
+}
+
+/// How often the heartbeat task beats.
+pub const HEARTBEAT: Duration = Duration::from_millis(500);
+/// Without a beat for this long, the runtime counts as wedged: far above any scheduling delay
+/// of a healthy process, and the liveness probe still needs three failures to restart it.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(10);
+
+impl Heartbeat {
+    /// Starts beating on the current runtime; the task ends when the runtime does.
+    pub fn start(stall: Duration) -> Self {
+        let heartbeat = Self { epoch: std::time::Instant::now(), last: Arc::default(), stall };
+        let beating = heartbeat.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(HEARTBEAT);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                beating.last.store(beating.millis(), Ordering::Release);
+            }
+        });
+        heartbeat
+    }
+
+    fn millis(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn is_beating(&self) -> bool {
+        let since = self.millis().saturating_sub(self.last.load(Ordering::Acquire));
+        Duration::from_millis(since) < self.stall
+    }
 }
 
 /// The operations router.
 pub fn router(metrics: Metrics, health: Health) -> Router {
     Router::new()
         .route("/metrics", get(move |headers: HeaderMap| exposition(metrics.clone(), headers)))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/healthz",
+            get({
+                let health = health.clone();
+                move || healthz(health.clone())
+            }),
+        )
         .route("/readyz", get(move || readyz(health.clone())))
+}
+
+async fn healthz(health: Health) -> Response {
+    let report = health.liveness_report();
+    let live = report.iter().all(|(_, ok)| *ok);
+    if live {
+        return (StatusCode::OK, "ok\n").into_response();
+    }
+    let mut body: String =
+        report.iter().map(|(name, ok)| format!("[{}] {name}\n", if *ok { "+" } else { "-" })).collect();
+    body.push_str("not live\n");
+    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
 }
 
 /// OpenMetrics for a scraper that asks for it (Prometheus does), the Prometheus text format
@@ -92,14 +175,51 @@ async fn readyz(health: Health) -> Response {
     (status, body).into_response()
 }
 
-/// Serves the operations port until `shutdown` resolves.
+/// Serves the operations port until `shutdown` resolves, on a thread and runtime of its own,
+/// with a liveness check that the calling runtime still runs tasks.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Metrics,
     health: Health,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics, health)).with_graceful_shutdown(shutdown).await
+    let heartbeat = Heartbeat::start(DEFAULT_STALL);
+    health.add_liveness("runtime", move || heartbeat.is_beating());
+    let stop = CancellationToken::new();
+    let served = serve_on_own_thread(listener.into_std()?, metrics, health, stop.clone())?;
+    shutdown.await;
+    stop.cancel();
+    served.await.unwrap_or_else(|_| Err(std::io::Error::other("the operations thread ended without a word")))
+}
+
+/// Starts the operations server on a new thread with a current-thread runtime; the receiver
+/// gets its result once `stop` is cancelled and it has stopped.
+pub fn serve_on_own_thread(
+    listener: std::net::TcpListener,
+    metrics: Metrics,
+    health: Health,
+    stop: CancellationToken,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("operations".to_owned()).spawn(move || {
+        let served = tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|runtime| {
+            runtime.block_on(async {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                let options = ServerOptions {
+                    name: "operations",
+                    limits: ConnectionLimits::operations(),
+                    tls: None,
+                    metrics: metrics.clone(),
+                    grace: Duration::from_secs(5),
+                };
+                let shutdown = Shutdown { drain: stop.clone(), stop };
+                crate::serve::serve(listener, router(metrics, health), options, shutdown).await;
+                Ok(())
+            })
+        });
+        let _ = done.send(served);
+    })?;
+    Ok(result)
 }
 
 /// Binds the operations port.
@@ -139,6 +259,59 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert!(body.ends_with("ready\n"));
         assert_eq!(get(app, "/healthz").await, (StatusCode::OK, "ok\n".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_wedged_runtime_fails_liveness() {
+        use std::sync::atomic::AtomicBool;
+        let (wedge, observed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (started, heartbeat) = std::sync::mpsc::channel();
+        // A runtime of its own, with one thread, that the test wedges.
+        let runtime_thread = {
+            let (wedge, observed) = (wedge.clone(), observed.clone());
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                runtime.block_on(async move {
+                    started.send(Heartbeat::start(Duration::from_millis(300))).unwrap();
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        if wedge.load(Ordering::SeqCst) {
+                            // Blocks the only worker until the stall was seen (or 30 s passed).
+                            let give_up = std::time::Instant::now() + Duration::from_secs(30);
+                            while !observed.load(Ordering::SeqCst) && std::time::Instant::now() < give_up {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                            return;
+                        }
+                    }
+                })
+            })
+        };
+        let heartbeat = heartbeat.recv().unwrap();
+        let health = Health::default();
+        let beating = heartbeat.clone();
+        health.add_liveness("runtime", move || beating.is_beating());
+        let app = router(Metrics::new(), health);
+        let until = |wanted: StatusCode| {
+            let app = app.clone();
+            async move {
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                loop {
+                    let (status, body) = get(app.clone(), "/healthz").await;
+                    if status == wanted || std::time::Instant::now() > deadline {
+                        return (status, body);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        assert_eq!(until(StatusCode::OK).await, (StatusCode::OK, "ok\n".to_owned()));
+        wedge.store(true, Ordering::SeqCst);
+        let (status, body) = until(StatusCode::SERVICE_UNAVAILABLE).await;
+        observed.store(true, Ordering::SeqCst);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "[-] runtime\nnot live\n");
+        runtime_thread.join().unwrap();
     }
 
     #[tokio::test]

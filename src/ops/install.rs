@@ -139,7 +139,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::testing::{expect, mock, not_found};
+    use crate::testing::{expect_as_admin as expect, mock, not_found};
 
     fn manifests() -> Manifests {
         let named = |name: &str| kube::api::ObjectMeta { name: Some(name.to_owned()), ..Default::default() };

@@ -1,15 +1,18 @@
 //! Leader election: every replica serves the webhooks, but only the holder of a Lease in the
 //! operator's namespace runs the controllers. The Lease is kept by kube-lease-manager (SSA,
 //! conflict-safe); [`run_while_leading`] starts the work on gaining the lease, stops it on
-//! losing it, and hands the lease back on shutdown so a successor takes over at once instead of
-//! waiting for it to expire.
+//! losing it, and hands the lease back on shutdown; a standby polls the Lease while it waits
+//! ([`STANDBY_POLL`]), so it takes over a released Lease within about a second instead of
+//! when the old holder's lease would have expired. A crashed leader's Lease still has to
+//! expire first (its duration, 15 s).
 
 use std::future::Future;
 use std::time::Duration;
 
 use envoy_operator_core::names::{LEADER_LEASE, LEASE_FIELD_MANAGER};
-use kube::Client;
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
@@ -48,7 +51,13 @@ pub enum LeaderError {
     Lease(#[from] kube_lease_manager::LeaseManagerError),
 }
 
-/// Holds the Lease and runs `lead` while holding it, until `shutdown` resolves.
+/// How often a standby looks at the Lease. kube-lease-manager's standby sleeps until the
+/// holder's lease would expire, so on its own it takes over a *released* Lease only then (up to
+/// the lease duration after a graceful handover); looking every second, it takes over at once.
+pub const STANDBY_POLL: Duration = Duration::from_secs(1);
+
+/// Holds the Lease and runs `lead` while holding it, until `shutdown` resolves; then stops the
+/// work and releases the Lease, so a standby takes over within [`STANDBY_POLL`].
 pub async fn lead_with_lease<W, Fut>(
     client: Client,
     config: LeaseConfig,
@@ -60,24 +69,140 @@ where
     W: FnMut(CancellationToken) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let manager = LeaseManagerBuilder::new(client, &config.name)
-        .with_namespace(&config.namespace)
-        .with_parameters(
-            LeaseParams::new(&config.identity, config.duration_seconds, config.grace_seconds)
-                .with_field_manager(LEASE_FIELD_MANAGER),
-        )
-        .build()
-        .await?;
-    let (leading, lease_task) = manager.watch().await;
+    let candidate = Candidate::new(client, config.clone());
+    // The first manager is built here, so a cluster that refuses the Lease fails the start.
+    let first = candidate.manager().await?;
+    let (sender, leading) = watch::channel(false);
     info!(lease = %config.name, identity = %config.identity, "waiting for the leader lease");
+    let election = AbortOnDropHandle::new(tokio::spawn(candidate.elect(first, sender)));
     run_while_leading(leading, &metrics, shutdown, lead).await;
-    // run_while_leading dropped the receiver: the lease task releases the lease and ends.
-    match lease_task.await {
-        Ok(Ok(_)) => info!("leader lease released"),
-        Ok(Err(error)) => warn!(%error, "releasing the leader lease failed; it expires on its own"),
-        Err(error) => warn!(%error, "the leader lease task failed"),
+    // run_while_leading dropped the receiver: the election releases the lease and ends.
+    match election.await {
+        Ok(()) => info!("leader election ended; the lease is released"),
+        Err(error) => warn!(%error, "the leader election task failed"),
     }
     Ok(())
+}
+
+/// What the candidate does after one manager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Shut down: release and return.
+    End,
+    /// The manager stopped: start a new one.
+    Restart,
+    /// The Lease is free: a new manager, which reads it afresh and takes it.
+    Take,
+}
+
+/// One replica's candidacy: kube-lease-manager holds and renews the Lease; while standing by,
+/// the candidate also polls the Lease and, once it is free, starts a fresh manager, which takes
+/// it at once.
+#[derive(Clone)]
+struct Candidate {
+    client: Client,
+    config: LeaseConfig,
+    leases: Api<Lease>,
+}
+
+impl Candidate {
+    fn new(client: Client, config: LeaseConfig) -> Self {
+        let leases = Api::namespaced(client.clone(), &config.namespace);
+        Self { client, config, leases }
+    }
+
+    async fn manager(&self) -> Result<LeaseManager, LeaderError> {
+        let config = &self.config;
+        Ok(LeaseManagerBuilder::new(self.client.clone(), &config.name)
+            .with_namespace(&config.namespace)
+            .with_parameters(
+                LeaseParams::new(&config.identity, config.duration_seconds, config.grace_seconds)
+                    .with_field_manager(LEASE_FIELD_MANAGER),
+            )
+            .build()
+            .await?)
+    }
+
+    /// Forwards whether this replica leads to `sender` until every receiver is gone, then
+    /// releases the Lease (when held) and returns.
+    async fn elect(self, first: LeaseManager, sender: watch::Sender<bool>) {
+        let mut manager = Some(first);
+        let mut failures = 0u32;
+        loop {
+            let current = match manager.take() {
+                Some(manager) => manager,
+                None => match self.manager().await {
+                    Ok(manager) => manager,
+                    Err(error) => {
+                        failures += 1;
+                        warn!(%error, "starting the lease manager failed; retrying");
+                        tokio::select! {
+                            () = sender.closed() => return,
+                            () = tokio::time::sleep(STANDBY_POLL * failures.min(10)) => continue,
+                        }
+                    }
+                },
+            };
+            failures = 0;
+            let (mut leading, task) = current.watch().await;
+            let task = AbortOnDropHandle::new(task);
+            let mut polls = tokio::time::interval(STANDBY_POLL);
+            polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let next = loop {
+                tokio::select! {
+                    () = sender.closed() => break Next::End,
+                    changed = leading.changed() => {
+                        if changed.is_err() {
+                            warn!("the lease manager stopped; starting a new one");
+                            break Next::Restart;
+                        }
+                        let _ = sender.send(*leading.borrow_and_update());
+                    }
+                    _ = polls.tick(), if !*leading.borrow() => {
+                        if self.lease_is_free().await {
+                            info!(lease = %self.config.name, "the leader lease is free: taking it");
+                            break Next::Take;
+                        }
+                    }
+                }
+            };
+            match next {
+                // Dropping the receiver makes the manager's task release the lease if it holds
+                // it, and end.
+                Next::End | Next::Restart => {
+                    drop(leading);
+                    if let Ok(Err(error)) = task.await {
+                        warn!(%error, "releasing the leader lease failed; it expires on its own");
+                    }
+                }
+                // A standby holds nothing: stopped without a word, its task cannot race the new
+                // manager (or another replica) with a release based on what it read earlier.
+                Next::Take => task.abort(),
+            }
+            let _ = sender.send(false);
+            if next == Next::End {
+                return;
+            }
+        }
+    }
+
+    /// Whether nobody holds the Lease: released (no holder) or expired.
+    async fn lease_is_free(&self) -> bool {
+        let Ok(Some(lease)) = self.leases.get_opt(&self.config.name).await else { return false };
+        let Some(spec) = lease.spec else { return true };
+        let holder = spec.holder_identity.as_deref().unwrap_or("");
+        if holder.is_empty() {
+            return true;
+        }
+        match (spec.renew_time, spec.lease_duration_seconds) {
+            (Some(renewed), Some(seconds)) => {
+                let expires =
+                    std::time::SystemTime::from(renewed.0) + Duration::from_secs(seconds.max(0) as u64);
+                expires < std::time::SystemTime::now()
+            }
+            _ => false,
+        }
+    }
 }
 
 /// How long stopped work may take to finish before it is abandoned.

@@ -1,7 +1,16 @@
 //! Log output for the long-running commands: `RUST_LOG` filters (default `info`), text for
 //! people or JSON for log pipelines.
+//!
+//! Field values can come from clients (a review's uid, an object's name) and hold newlines or
+//! terminal escape sequences, which in text logs would forge lines or repaint a terminal. Text
+//! logs escape every control character ([`EscapedFields`]); JSON escapes them by its nature.
 
+use std::fmt::{self, Write as _};
+
+use tracing::field::{Field, Visit};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::field::{MakeVisitor, VisitFmt, VisitOutput};
+use tracing_subscriber::fmt::format::Writer;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -17,7 +26,131 @@ pub fn init(format: LogFormat) {
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.fmt_fields(EscapedFields).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
     };
+}
+
+/// Formats fields as tracing's default text format does (`message key=value …`, string
+/// values quoted), with every control character of a value escaped (`\n`, `\u{1b}`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EscapedFields;
+
+impl<'a> MakeVisitor<Writer<'a>> for EscapedFields {
+    type Visitor = EscapedVisitor<'a>;
+
+    fn make_visitor(&self, writer: Writer<'a>) -> Self::Visitor {
+        EscapedVisitor { writer, first: true, result: Ok(()) }
+    }
+}
+
+pub struct EscapedVisitor<'a> {
+    writer: Writer<'a>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl EscapedVisitor<'_> {
+    fn record(&mut self, field: &Field, value: fmt::Arguments<'_>) {
+        if self.result.is_err() {
+            return;
+        }
+        let raw = value.to_string();
+        let text = escape_controls(&raw);
+        let separator = if self.first { "" } else { " " };
+        self.first = false;
+        self.result = match field.name() {
+            "message" => write!(self.writer, "{separator}{text}"),
+            name => write!(self.writer, "{separator}{name}={text}"),
+        };
+    }
+}
+
+impl Visit for EscapedVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        // Quoted (and escaped) as the default format writes strings.
+        self.record(field, format_args!("{value:?}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.record(field, format_args!("{value:?}"));
+    }
+}
+
+impl VisitOutput<fmt::Result> for EscapedVisitor<'_> {
+    fn finish(self) -> fmt::Result {
+        self.result
+    }
+}
+
+impl VisitFmt for EscapedVisitor<'_> {
+    fn writer(&mut self) -> &mut dyn fmt::Write {
+        &mut self.writer
+    }
+}
+
+/// `text` with every control character written as its escape (`\n`, `\t`, `\u{1b}`).
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            let _ = write!(escaped, "{}", c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Log lines written to a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn text_logs_escape_what_clients_send() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .fmt_fields(EscapedFields)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let uid = "u1\n2026-01-01T00:00:00Z  INFO forged: admission review allowed";
+            let name = "web\u{1b}[2J";
+            tracing::info!(uid = %uid, name = %name, namespace = "shop\r", "admission review");
+        });
+        let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(output.lines().count(), 1, "one event, one line: {output:?}");
+        assert!(output.contains(r"uid=u1\n2026-01-01T00:00:00Z  INFO forged"), "{output}");
+        assert!(output.contains(r"name=web\u{1b}[2J"), "{output}");
+        assert!(output.contains(r#"namespace="shop\r""#), "{output}");
+        assert!(output.contains(" admission review uid="), "the message first, as usual: {output}");
+    }
+
+    #[test]
+    fn only_control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain é \"quoted\""), "plain é \"quoted\"");
+        assert_eq!(escape_controls("a\tb\u{7f}"), "a\\tb\\u{7f}");
+    }
 }

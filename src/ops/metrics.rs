@@ -56,6 +56,17 @@ pub struct WriteLabels {
     pub verb: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServerLabels {
+    pub server: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionCloseLabels {
+    pub server: &'static str,
+    pub reason: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// The label values every family starts with, at zero, so a dashboard or alert sees each
@@ -119,6 +130,8 @@ pub struct Metrics {
     xds_push_duration: HistogramFamily<XdsTypeLabels>,
     xds_nacks: Family<XdsTypeLabels, Counter>,
     xds_refused: Family<CodeLabels, Counter>,
+    connections: Family<ServerLabels, Gauge>,
+    connections_closed: Family<ConnectionCloseLabels, Counter>,
 }
 
 fn reconcile_buckets() -> Histogram {
@@ -241,6 +254,18 @@ impl Metrics {
             "xDS streams refused, per gRPC status (permission_denied: not a proxy of the fleet it names)",
             xds_refused.clone(),
         );
+        let connections = Family::<ServerLabels, Gauge>::default();
+        registry.register(
+            "http_connections",
+            "Open connections, per server (webhook, operations)",
+            connections.clone(),
+        );
+        let connections_closed = Family::<ConnectionCloseLabels, Counter>::default();
+        registry.register(
+            "http_connections_closed",
+            "Connections the server closed, per server and reason (idle, header_timeout, write_timeout, handshake, shutdown, peer)",
+            connections_closed.clone(),
+        );
         let metrics = Self {
             registry: Arc::new(registry),
             xds_connected_proxies,
@@ -259,6 +284,8 @@ impl Metrics {
             injection_denials,
             certificate_expiry,
             leader,
+            connections,
+            connections_closed,
         };
         metrics.start_every_series_at_zero();
         metrics
@@ -357,6 +384,16 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// A connection to `server` opened (`+1`) or ended (`-1`).
+    pub fn connection_opened(&self, server: &'static str, delta: i64) {
+        self.connections.get_or_create(&ServerLabels { server }).inc_by(delta);
+    }
+
+    /// A connection to `server` ended, for `reason`.
+    pub fn connection_closed(&self, server: &'static str, reason: &'static str) {
+        self.connections_closed.get_or_create(&ConnectionCloseLabels { server, reason }).inc();
     }
 
     pub fn xds_proxy_connected(&self, connected: bool) {

@@ -1,5 +1,12 @@
-//! The permissions the operator's code uses, the single list `deploy/rbac.yaml` is checked
-//! against. Change both together: a verb the code uses but RBAC lacks fails in production only.
+//! The permissions the operator's code uses, the single list `deploy/` is checked against
+//! (`tests/deploy.rs`); `tests/rbac.rs` runs the operator against an in-memory API server and
+//! checks that it needs exactly these. Change them together: a verb the code uses but RBAC
+//! lacks fails in production only.
+//!
+//! Two installs share them: cluster-wide (`deploy/`: [`workload_rules`] in a ClusterRole) and
+//! namespaced (`deploy-namespaced/`, `--watch-namespace`: the same rules in a Role of the
+//! watched namespace). Both add [`webhook_configuration_rules`] and, in the operator's own
+//! namespace, [`namespace_rules`].
 
 use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
 use k8s_openapi::api::rbac::v1::PolicyRule;
@@ -15,37 +22,48 @@ fn rule(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) -> Poli
     }
 }
 
-/// Cluster-wide: the custom resources and their children in every namespace, events, and the
-/// operator's own webhook configurations.
-pub fn cluster_rules() -> Vec<PolicyRule> {
-    // Children are written with server-side apply (PATCH), which creates them when absent.
+/// Where the operator reconciles (every namespace, or the watched one): the custom resources
+/// and their children, and events.
+pub fn workload_rules() -> Vec<PolicyRule> {
+    // Children are written with server-side apply (PATCH), which also needs `create` when it
+    // creates them; `get` reads a child the label-selected cache cannot see (a name clash).
     let children = ["get", "list", "watch", "create", "patch", "delete"];
     vec![
-        // Reflectors of the parents (controllers and the injector's Envoy lookup).
-        rule("samplecontroller.k8s.io", &["foos"], &[], &["get", "list", "watch"]),
-        rule("samplecontroller.k8s.io", &["foos/status"], &[], &["get", "patch"]),
-        rule("example.com", &["envoys"], &[], &["get", "list", "watch"]),
-        rule("example.com", &["envoys/status"], &[], &["get", "patch"]),
+        // Reflectors of the parents (controllers and the injector's Envoy lookup); status is
+        // written with server-side apply.
+        rule("samplecontroller.k8s.io", &["foos"], &[], &["list", "watch"]),
+        rule("samplecontroller.k8s.io", &["foos/status"], &[], &["patch"]),
+        rule("example.com", &["envoys"], &[], &["list", "watch"]),
+        rule("example.com", &["envoys/status"], &[], &["patch"]),
         // Foo and Envoy Deployments; deleted when a Foo renames its Deployment.
         rule("apps", &["deployments"], &[], &children),
         // Envoy bootstrap ConfigMaps and Services.
         rule("", &["configmaps", "services"], &[], &children),
         // kube-runtime's event Recorder (events.k8s.io/v1, with series patches).
         rule("events.k8s.io", &["events"], &[], &["create", "patch"]),
-        // caBundle kept current by the leader.
-        rule(
-            "admissionregistration.k8s.io",
-            &["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-            &[WEBHOOK_CONFIGURATION],
-            &["get", "patch"],
-        ),
     ]
+}
+
+/// The cluster-wide install's ClusterRole: [`workload_rules`] in every namespace.
+pub fn cluster_rules() -> Vec<PolicyRule> {
+    workload_rules()
+}
+
+/// The only cluster-scoped objects the operator touches, by name: its webhook configurations,
+/// whose `caBundle` the leader keeps current.
+pub fn webhook_configuration_rules() -> Vec<PolicyRule> {
+    vec![rule(
+        "admissionregistration.k8s.io",
+        &["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+        &[WEBHOOK_CONFIGURATION],
+        &["get", "patch"],
+    )]
 }
 
 /// In the operator's namespace: its certificate Secret and its leader Lease.
 pub fn namespace_rules() -> Vec<PolicyRule> {
     vec![
-        // `create` cannot be limited by name.
+        // `create` cannot be limited by name; the mirror lists and watches by field selector.
         rule("", &["secrets"], &[], &["create"]),
         rule("", &["secrets"], &[WEBHOOK_SECRET], &["get", "list", "watch", "update"]),
         rule("coordination.k8s.io", &["leases"], &[], &["create"]),

@@ -3,10 +3,13 @@
 //! dry-run request is answered exactly like any other.
 
 use envoy_operator_core::admission::AdmittedKind;
+use envoy_operator_core::bounded;
 use envoy_operator_core::rules::FieldErrors;
 use serde_json::Value;
 
-use super::review::{AdmissionRequest, AdmissionResponse, Operation, ReviewError, parse_request};
+use super::review::{
+    AdmissionRequest, AdmissionResponse, ObjectReader, Operation, ReviewError, parse_request_with, read_whole,
+};
 
 /// An admission handler: what one endpoint decides for one request. Plain functions, so the
 /// router can serve any number of them (`/mutate`, `/validate`, later `/inject`).
@@ -93,7 +96,9 @@ fn unexpected_kind(request: &AdmissionRequest) -> AdmissionResponse {
         &request.uid,
         format!(
             "this webhook admits {}; it was sent a {}.{} (check the webhook configuration's rules)",
-            known, gvk.kind, group
+            known,
+            bounded::echo(&gvk.kind),
+            bounded::echo(group)
         ),
     )
 }
@@ -115,7 +120,16 @@ pub fn review(
     admit: impl Fn(&AdmissionRequest) -> AdmissionResponse,
     body: &[u8],
 ) -> Result<Reviewed, ReviewError> {
-    let request = parse_request(body)?;
+    review_with(admit, read_whole, body)
+}
+
+/// [`review`], reading the objects with `read` (see [`parse_request_with`]).
+pub fn review_with(
+    admit: impl Fn(&AdmissionRequest) -> AdmissionResponse,
+    read: ObjectReader,
+    body: &[u8],
+) -> Result<Reviewed, ReviewError> {
+    let request = parse_request_with(body, read)?;
     let response = admit(&request);
     let body = response.to_review_json();
     Ok(Reviewed { request, response, body })

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::bootstrap::XdsTarget;
 use envoy_operator_core::inject::lookup::xds_of;
-use envoy_operator_core::inject::{EnvoyLookup, InjectConfig, Injection, inject};
+use envoy_operator_core::inject::pod::read_for_injection;
+use envoy_operator_core::inject::{EnvoyLookup, InjectConfig, Injection, Injector};
 use envoy_operator_core::names::INJECT_PATH;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -36,16 +37,19 @@ impl EnvoyLookup for EnvoyCache {
     }
 }
 
-/// The `/inject` endpoint, holding its configuration, the Envoy cache and the metrics.
+/// The `/inject` endpoint, holding the injector (its sidecar built once for the
+/// configuration), the Envoy cache and the metrics.
 pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: Metrics) -> Endpoint {
-    Endpoint::new(INJECT_PATH, move |request| admit_pod(request, &config, envoys.as_ref(), &metrics))
+    let injector = Injector::new(config);
+    Endpoint::new(INJECT_PATH, move |request| admit_pod(request, &injector, envoys.as_ref(), &metrics))
+        .reading(read_for_injection)
 }
 
 /// Answers one pod review: a patch adding the sidecar, an untouched allow with the skip
 /// counted, or a denial naming what is wrong with the pod's injection annotations.
 pub fn admit_pod(
     request: &AdmissionRequest,
-    config: &InjectConfig,
+    injector: &Injector,
     envoys: &dyn EnvoyLookup,
     metrics: &Metrics,
 ) -> AdmissionResponse {
@@ -57,25 +61,27 @@ pub fn admit_pod(
     if request.operation != Operation::Create {
         return AdmissionResponse::allow(uid);
     }
-    match inject(pod, request.namespace.as_deref(), config, envoys) {
+    match injector.inject_json(pod, request.namespace.as_deref(), envoys) {
         Ok(Injection::Patched { patch, summary }) => {
             metrics.injected();
+            let who = request.log_fields();
             tracing::debug!(
-                uid,
-                namespace = request.namespace.as_deref().unwrap_or(""),
-                pod = %request.display_name(),
+                uid = %who.uid,
+                namespace = %who.namespace,
+                pod = %who.name,
                 hash = %summary.status.hash,
                 native = summary.native,
                 "sidecar injected"
             );
-            AdmissionResponse::allow_with_patch(uid, &patch).with_warnings(summary.notes)
+            AdmissionResponse::allow_with_patch_json(uid, patch).with_warnings(summary.notes)
         }
         Ok(Injection::Skipped(skip)) => {
             metrics.injection_skipped(skip.reason.as_str());
+            let who = request.log_fields();
             tracing::info!(
-                uid,
-                namespace = request.namespace.as_deref().unwrap_or(""),
-                pod = %request.display_name(),
+                uid = %who.uid,
+                namespace = %who.namespace,
+                pod = %who.name,
                 reason = skip.reason.as_str(),
                 detail = %skip.detail,
                 "sidecar not injected"
@@ -86,10 +92,11 @@ pub fn admit_pod(
         }
         Err(error) => {
             metrics.injection_denied(error.metric_label());
+            let who = request.log_fields();
             tracing::info!(
-                uid,
-                namespace = request.namespace.as_deref().unwrap_or(""),
-                pod = %request.display_name(),
+                uid = %who.uid,
+                namespace = %who.namespace,
+                pod = %who.name,
                 %error,
                 "pod denied: its sidecar cannot be injected"
             );

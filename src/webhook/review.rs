@@ -6,29 +6,38 @@
 //! string, as the API documents Go's `[]byte` (kube-core writes an array of numbers, ~3.5×
 //! the size).
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use envoy_operator_core::bounded;
 use envoy_operator_core::manifest::display_name;
 use envoy_operator_core::rules::{FieldErrorKind, FieldErrors};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// Warnings in one answer (the API server relays each to the client).
+pub const MAX_WARNINGS: usize = 16;
+/// Characters of one warning.
+pub const MAX_WARNING_CHARS: usize = 512;
 pub const KIND: &str = "AdmissionReview";
 
-/// An AdmissionReview as the API server sends it.
+/// An AdmissionReview as the API server sends it. `O` is how the objects are held: read
+/// into JSON values, or (while parsing) their raw text, for the endpoint to read as it needs.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionReview {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct AdmissionReview<O = Value> {
     pub api_version: String,
     pub kind: String,
-    pub request: Option<AdmissionRequest>,
+    pub request: Option<AdmissionRequest<O>>,
 }
 
 /// The request inside a review.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+pub struct AdmissionRequest<O = Value> {
     /// Identifies this call; echoed in the response.
     pub uid: String,
     /// The kind of `object`, as the webhook is configured to receive it.
@@ -46,13 +55,46 @@ pub struct AdmissionRequest {
     #[serde(default)]
     pub user_info: UserInfo,
     /// The new object; absent (null) on DELETE.
-    #[serde(default)]
-    pub object: Option<Value>,
+    #[serde(default = "none")]
+    pub object: Option<O>,
     /// The stored object on UPDATE and DELETE.
-    #[serde(default)]
-    pub old_object: Option<Value>,
+    #[serde(default = "none")]
+    pub old_object: Option<O>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+}
+
+fn none<O>() -> Option<O> {
+    None
+}
+
+/// How an endpoint reads the objects of a review from their JSON text.
+pub type ObjectReader = fn(&[u8]) -> Result<Value, serde_json::Error>;
+
+/// Reads the whole object: what the rule engine needs, since it defaults and validates the
+/// raw object, unknown fields included.
+pub fn read_whole(json: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(json)
+}
+
+impl AdmissionRequest<&RawValue> {
+    /// The same request with its objects read by `read`.
+    fn read_objects(self, read: ObjectReader) -> Result<AdmissionRequest, serde_json::Error> {
+        let read_one = |raw: Option<&RawValue>| raw.map(|raw| read(raw.get().as_bytes())).transpose();
+        Ok(AdmissionRequest {
+            object: read_one(self.object)?,
+            old_object: read_one(self.old_object)?,
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            dry_run: self.dry_run,
+        })
+    }
 }
 
 impl AdmissionRequest {
@@ -69,6 +111,28 @@ impl AdmissionRequest {
     pub fn is_dry_run(&self) -> bool {
         self.dry_run.unwrap_or(false)
     }
+
+    /// The request's identity for log lines, each value cut to a bounded length: they come
+    /// from the client and may be megabytes long.
+    pub fn log_fields(&self) -> LogFields<'_> {
+        LogFields {
+            uid: bounded::echo(&self.uid),
+            kind: bounded::echo(&self.kind.kind),
+            namespace: bounded::echo(self.namespace.as_deref().unwrap_or("")),
+            name: Cow::Owned(bounded::echo(&self.display_name()).into_owned()),
+            user: bounded::echo(&self.user_info.username),
+        }
+    }
+}
+
+/// See [`AdmissionRequest::log_fields`].
+#[derive(Debug)]
+pub struct LogFields<'a> {
+    pub uid: Cow<'a, str>,
+    pub kind: Cow<'a, str>,
+    pub namespace: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub user: Cow<'a, str>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -146,17 +210,27 @@ impl ReviewError {
     }
 }
 
-/// Parses a request body into the request of an `admission.k8s.io/v1` AdmissionReview.
+/// Parses a request body into the request of an `admission.k8s.io/v1` AdmissionReview,
+/// reading the objects whole.
 pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
-    let review: AdmissionReview = serde_json::from_slice(body)?;
+    parse_request_with(body, read_whole)
+}
+
+/// [`parse_request`], reading the objects with `read`: the envelope first, with the objects
+/// kept as raw text, so each endpoint builds only the part of them it looks at.
+pub fn parse_request_with(body: &[u8], read: ObjectReader) -> Result<AdmissionRequest, ReviewError> {
+    let review: AdmissionReview<&RawValue> = serde_json::from_slice(body)?;
     if review.api_version != API_VERSION || review.kind != KIND {
-        return Err(ReviewError::WrongType { api_version: review.api_version, kind: review.kind });
+        return Err(ReviewError::WrongType {
+            api_version: bounded::echo(&review.api_version).into_owned(),
+            kind: bounded::echo(&review.kind).into_owned(),
+        });
     }
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
     }
-    Ok(request)
+    Ok(request.read_objects(read)?)
 }
 
 /// The answer to one request.
@@ -227,19 +301,41 @@ impl AdmissionResponse {
         response
     }
 
+    /// Allows with a JSON Patch given as its JSON text; an empty patch (`[]`) is no patch.
+    pub fn allow_with_patch_json(uid: &str, patch: Vec<u8>) -> Self {
+        let mut response = Self::allow(uid);
+        if patch.as_slice() != b"[]" {
+            response.patch = Some(patch);
+        }
+        response
+    }
+
+    /// Adds warnings, at most [`MAX_WARNINGS`] (the last counting the rest), each cut to
+    /// [`MAX_WARNING_CHARS`].
     pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
-        self.warnings = warnings;
+        let warnings = warnings
+            .into_iter()
+            .map(|warning| match bounded::truncate(&warning, MAX_WARNING_CHARS) {
+                Cow::Borrowed(_) => warning,
+                Cow::Owned(cut) => cut,
+            })
+            .collect();
+        self.warnings = bounded::capped(warnings, MAX_WARNINGS, |n| format!("and {n} more warnings"));
         self
     }
 
     /// Denies an object that breaks the rules: 422 Invalid, every field error listed.
     pub fn invalid(uid: &str, group: &str, kind: &str, name: &str, errors: &FieldErrors) -> Self {
+        // As many causes as the message lists, the same cut values: the answer stays small
+        // however many errors the object has.
         let causes = errors
+            .listed()
             .iter()
             .map(|error| {
                 let text = error.to_string();
-                let message = text.strip_prefix(&format!("{}: ", error.path)).unwrap_or(&text).to_owned();
-                Cause { reason: cause_reason(error.kind), message, field: error.path.clone() }
+                let field = bounded::echo(&error.path).into_owned();
+                let message = text.strip_prefix(&format!("{field}: ")).unwrap_or(&text).to_owned();
+                Cause { reason: cause_reason(error.kind), message, field }
             })
             .collect();
         Self::deny(
@@ -249,7 +345,7 @@ impl AdmissionResponse {
                 reason: "Invalid".to_owned(),
                 message: errors.message(kind, name),
                 details: Some(StatusDetails {
-                    name: name.to_owned(),
+                    name: bounded::echo(name).into_owned(),
                     group: group.to_owned(),
                     kind: kind.to_owned(),
                     causes,

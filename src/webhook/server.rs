@@ -1,6 +1,7 @@
 //! Serving the router over TLS: HTTP/1.1 and HTTP/2 (ALPN), TLS 1.2+, the certificate
-//! reloaded from its files while serving, header and handshake timeouts, and a graceful
-//! shutdown that finishes requests in flight and closes idle keep-alive connections.
+//! reloaded from its files while serving, every connection bounded ([`crate::serve`]), and a
+//! graceful shutdown in two steps: a drain (not ready, still serving, clients told to move
+//! on), then a stop that finishes requests in flight within the grace period.
 //!
 //! Embeddable: `envoy-operator webhook` runs it alone, and the operator's `run` command can
 //! run it next to the controllers with its own shutdown signal.
@@ -10,14 +11,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum_server::accept::NoDelayAcceptor;
-use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use envoy_operator_core::names;
-use hyper_util::rt::TokioTimer;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
 use crate::ops::metrics::Metrics;
+use crate::serve::{self, ConnectionLimits, ServerOptions, Shutdown};
 use crate::tls::{ReloadingCert, TlsError, server_config};
 
 /// How to serve.
@@ -28,14 +27,14 @@ pub struct ServeConfig {
     /// The admission endpoints to serve.
     pub endpoints: Vec<Endpoint>,
     pub limits: Limits,
+    /// Bounds on connections: their number, handshake, header, write and idle deadlines.
+    pub connections: ConnectionLimits,
     /// How often the certificate files are checked for a change.
     pub reload_interval: Duration,
-    /// Time a client has to send a request's headers (HTTP/1.1) once it starts one, so
-    /// idle slow clients cannot hold connections.
-    pub header_read_timeout: Duration,
-    /// Time a client has to complete the TLS handshake.
-    pub handshake_timeout: Duration,
-    /// On shutdown, how long requests in flight may take before connections are dropped.
+    /// On shutdown, how long the server keeps serving while not ready, so that endpoints and
+    /// the API server's connections move away before the port closes.
+    pub drain: Duration,
+    /// Then, how long requests in flight may take before connections are dropped.
     pub shutdown_grace: Duration,
     /// Where admission answers are counted.
     pub metrics: Metrics,
@@ -47,14 +46,18 @@ impl Default for ServeConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], names::WEBHOOK_PORT)),
             endpoints: standard_endpoints(),
             limits: Limits::default(),
+            connections: ConnectionLimits::webhook(),
             reload_interval: Duration::from_secs(5),
-            header_read_timeout: Duration::from_secs(5),
-            handshake_timeout: Duration::from_secs(5),
+            drain: DEFAULT_DRAIN,
             shutdown_grace: Duration::from_secs(15),
             metrics: Metrics::new(),
         }
     }
 }
+
+/// The drain on shutdown unless told otherwise: a readiness probe period (5 s in `deploy/`),
+/// in which the endpoint goes and the API server stops choosing this replica.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 
 /// Errors of serving.
 #[derive(Debug, thiserror::Error)]
@@ -109,35 +112,36 @@ impl WebhookServer {
         self.readiness.clone()
     }
 
-    /// Serves until `shutdown` completes, then stops accepting, lets requests in flight
-    /// finish (up to the grace period) and returns.
+    /// Serves until `shutdown` completes, then drains (not ready, still serving) for the drain
+    /// period, stops accepting, lets requests in flight finish (up to the grace period) and
+    /// returns.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let Self { listener, config, certs, readiness } = self;
         let local_addr = listener.local_addr().ok();
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let app = router(&config.endpoints, readiness.clone(), config.limits, config.metrics.clone());
-        let tls = RustlsConfig::from_config(server_config(certs.clone())?);
-        let acceptor =
-            RustlsAcceptor::new(tls).handshake_timeout(config.handshake_timeout).acceptor(NoDelayAcceptor);
-
-        let handle = axum_server::Handle::new();
-        let mut server = axum_server::from_tcp(listener)
-            .map_err(|source| ServeError::Bind { addr: config.listen, source })?
-            .acceptor(acceptor)
-            .handle(handle.clone());
-        let http = server.http_builder();
-        http.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
-        http.http2().timer(TokioTimer::new()).max_concurrent_streams(config.limits.max_concurrent as u32);
+        let options = ServerOptions {
+            name: "webhook",
+            limits: config.connections,
+            tls: Some(server_config(certs.clone())?),
+            metrics: config.metrics.clone(),
+            grace: config.shutdown_grace,
+        };
 
         // Both helpers end with the server, also when this future is dropped.
         let reload = AbortOnDropHandle::new(tokio::spawn(certs.clone().watch(config.reload_interval)));
-        let grace = config.shutdown_grace;
+        let steps = Shutdown::default();
         let stopper = {
-            let readiness = readiness.clone();
+            let (readiness, steps, drain) = (readiness.clone(), steps.clone(), config.drain);
             AbortOnDropHandle::new(tokio::spawn(async move {
                 shutdown.await;
                 readiness.set(false);
-                tracing::info!(grace = ?grace, "webhook shutting down: finishing requests in flight");
-                handle.graceful_shutdown(Some(grace));
+                steps.drain.cancel();
+                tracing::info!(drain = ?drain, "webhook draining: not ready, still serving");
+                tokio::time::sleep(drain).await;
+                tracing::info!("webhook shutting down: finishing requests in flight");
+                steps.stop.cancel();
             }))
         };
 
@@ -148,12 +152,12 @@ impl WebhookServer {
             endpoints = ?config.endpoints.iter().map(|e| e.path).collect::<Vec<_>>(),
             "webhook serving"
         );
-        let result = server.serve(app.into_make_service()).await.map_err(ServeError::Serve);
+        serve::serve(listener, app, options, steps).await;
         readiness.set(false);
         reload.abort();
         stopper.abort();
         tracing::info!("webhook stopped");
-        result
+        Ok(())
     }
 }
 

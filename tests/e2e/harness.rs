@@ -59,7 +59,7 @@ pub fn webhook_host() -> IpAddr {
 }
 
 /// A free TCP port on `host` (bound, then released for the server to take).
-fn free_port(host: IpAddr) -> SocketAddr {
+pub fn free_port(host: IpAddr) -> SocketAddr {
     let listener = std::net::TcpListener::bind((host, 0)).unwrap_or_else(|error| {
         panic!("binding {host}:0 (E2E_WEBHOOK_HOST must be a local address): {error}")
     });

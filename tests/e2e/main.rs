@@ -12,4 +12,5 @@ mod admission;
 mod envoy;
 mod foo;
 mod inject;
+mod leader;
 mod restart;

@@ -119,3 +119,37 @@ async fn other_kinds_and_operations_pass_untouched() {
     let (_, response) = inject(&foo, &metrics).await;
     assert_eq!((response["allowed"].clone(), patch_of(&response)), (Value::Bool(true), None));
 }
+
+#[tokio::test]
+async fn a_pod_with_65536_volumes_is_answered_with_the_cap_it_exceeds() {
+    // ~1.3 MB, under the API server's request limit: the attack that used to take seconds.
+    let metrics = Metrics::new();
+    let mut review = pod_fixture("pod-create-from-replicaset-mutate.json");
+    let volumes: Vec<Value> =
+        (0..65_536).map(|n| serde_json::json!({"name": format!("envoy-tmp-{n}")})).collect();
+    review["request"]["object"]["spec"]["volumes"] = Value::Array(volumes);
+    let (status, response) = inject(&review, &metrics).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.starts_with("the pod has 65536 volumes, more than the 1024"), "{message}");
+    assert!(metrics.encode().contains("envoy_operator_sidecar_skips_total{reason=\"too_large\"} 1"));
+}
+
+#[tokio::test]
+async fn unknown_annotations_give_a_bounded_list_of_warnings() {
+    let metrics = Metrics::new();
+    let mut review = pod_fixture("pod-create-from-replicaset-mutate.json");
+    let annotations: serde_json::Map<String, Value> = (0..1000)
+        .map(|n| (format!("sidecar.example.com/typo-{n}-{}", "x".repeat(1000)), Value::from("1")))
+        .collect();
+    review["request"]["object"]["metadata"]["annotations"] = Value::Object(annotations);
+    let (status, response) = inject(&review, &metrics).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(patch_of(&response).is_some(), "injected, with warnings");
+    let warnings = response["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), envoy_operator_core::inject::limits::MAX_NOTES);
+    assert!(warnings.iter().all(|w| w.as_str().unwrap().len() < 600));
+    assert!(warnings.last().unwrap().as_str().unwrap().starts_with("and 993 more unknown"));
+}

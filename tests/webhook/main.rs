@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod config;
+mod connections;
 mod handler;
 mod inject;
 mod props;

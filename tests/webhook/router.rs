@@ -1,5 +1,6 @@
 //! The router in-process (`oneshot`): paths, methods, content types, limits, panics.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -190,12 +191,99 @@ async fn one_more_endpoint_is_one_more_entry() {
 }
 
 #[tokio::test]
-async fn a_request_over_the_time_limit_gets_503_with_a_message() {
-    // A body that never ends: the handler waits for it until the request timeout.
+async fn a_body_that_never_arrives_gets_408_with_a_message() {
+    // The body is read under the request's deadline, before any slot is taken.
     let limits = Limits { request_timeout: Duration::from_millis(50), ..Limits::default() };
     let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
     let endless = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
     let (status, _, body) = send(app, post("/validate", Body::from_stream(endless))).await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
+    assert!(text(&body).contains("did not arrive within 50ms"), "{}", text(&body));
+}
+
+/// Blocks its thread until `release` is set (or, so a regression fails instead of hanging,
+/// 20 s pass), then allows.
+fn stalls_until(
+    release: &'static AtomicBool,
+) -> impl Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync {
+    move |request| {
+        let give_up = std::time::Instant::now() + Duration::from_secs(20);
+        while !release.load(Ordering::SeqCst) && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        AdmissionResponse::allow(&request.uid)
+    }
+}
+
+#[tokio::test]
+async fn a_review_over_the_time_limit_gets_503_with_a_message() {
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    let mut endpoints = standard_endpoints();
+    endpoints.push(Endpoint::new("/stall", stalls_until(&RELEASE)));
+    // Every review goes to the blocking pool, and none may take more than 50 ms.
+    let limits =
+        Limits { request_timeout: Duration::from_millis(50), inline_review_bytes: 0, ..Limits::default() };
+    let app = router(&endpoints, Readiness::default(), limits, Metrics::new());
+    let (status, _, body) = send(app, post("/stall", fixture("foo-create-validate.json"))).await;
+    RELEASE.store(true, Ordering::SeqCst);
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(text(&body).contains("no answer within 50ms"), "{}", text(&body));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_long_review_does_not_hold_up_health_or_other_reviews() {
+    // One async worker thread: a review computed on it would stop everything else.
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    let mut endpoints = standard_endpoints();
+    endpoints.push(Endpoint::new("/stall", stalls_until(&RELEASE)));
+    let limits =
+        Limits { inline_review_bytes: 1024, request_timeout: Duration::from_secs(60), ..Limits::default() };
+    let app = router(&endpoints, Readiness::default(), limits, Metrics::new());
+    let big = {
+        let mut review = crate::common::fixture_json("foo-create-validate.json");
+        review["request"]["object"]["metadata"]["annotations"] = serde_json::json!({"pad": "x".repeat(4096)});
+        serde_json::to_vec(&review).unwrap()
+    };
+    let stalled = tokio::spawn(send(app.clone(), post("/stall", big)));
+    tokio::task::yield_now().await;
+    let get = Request::get("/healthz").body(Body::empty()).unwrap();
+    assert_eq!(send(app.clone(), get).await.0, StatusCode::OK);
+    let (status, _, body) = send(app.clone(), post("/validate", fixture("foo-create-validate.json"))).await;
+    assert_eq!((status, response_of(&body)["allowed"].clone()), (StatusCode::OK, serde_json::json!(true)));
+    assert!(!stalled.is_finished(), "answered while the long review still ran");
+    RELEASE.store(true, Ordering::SeqCst);
+    assert_eq!(stalled.await.unwrap().0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn thirty_thousand_bad_ports_get_a_short_answer() {
+    // Listener ports of port 0, and a 1 MB image: one error each, each echoed, before the caps.
+    let mut review = crate::common::fixture_json("envoy-create-validate.json");
+    let ports: Vec<serde_json::Value> =
+        (0..30_000).map(|n| serde_json::json!({"name": format!("p{n}"), "port": 0})).collect();
+    review["request"]["object"]["spec"]["ports"] = serde_json::Value::Array(ports);
+    review["request"]["object"]["spec"]["image"] = serde_json::json!("x".repeat(1_000_000));
+    let body = serde_json::to_vec(&review).unwrap();
+    let (status, _, answer) = send(app(), post("/validate", body.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(answer.len() < 16 * 1024, "{} bytes answer a {}-byte review", answer.len(), body.len());
+    let response = response_of(&answer);
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.contains("spec.ports: Forbidden: must have at most 16 items"), "{message}");
+    assert!(message.contains("more bytes)"), "the image is echoed cut: {message}");
+    let causes = response["status"]["details"]["causes"].as_array().unwrap();
+    assert!(causes.len() <= envoy_operator_core::rules::MAX_LISTED_ERRORS, "{} causes", causes.len());
+}
+
+#[tokio::test]
+async fn a_review_of_too_many_json_values_is_refused_before_parsing() {
+    let limits = Limits { max_json_values: 1000, ..Limits::default() };
+    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
+    let mut review = crate::common::fixture_json("foo-create-validate.json");
+    review["request"]["object"]["metadata"]["annotations"] =
+        serde_json::json!({"a": serde_json::Value::Array(vec![serde_json::json!([]); 2000])});
+    let (status, _, body) = send(app, post("/validate", serde_json::to_vec(&review).unwrap())).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(text(&body).contains("more than 1000 JSON values"), "{}", text(&body));
 }

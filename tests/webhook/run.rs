@@ -44,6 +44,7 @@ async fn run_without_a_cluster_serves_the_webhooks() {
     let child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
         .args(["run", "--listen", &format!("127.0.0.1:{webhook}"), "--metrics-listen"])
         .arg(format!("127.0.0.1:{operations}"))
+        .args(["--drain-seconds", "10"])
         .current_dir(dir.path())
         .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
         .env("HOME", dir.path())
@@ -100,7 +101,26 @@ async fn run_without_a_cluster_serves_the_webhooks() {
 
     let pid = operator.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // Draining: not ready, and still serving reviews, on new connections too.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match http_get(operations, "/readyz").await {
+            Some((503, body)) => {
+                assert!(body.contains("[-] webhook"), "{body}");
+                break;
+            }
+            Some((200, _)) => {}
+            other => panic!("the operations port must answer while draining: {other:?}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never became not ready after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stream =
+        connect(SocketAddr::from(([127, 0, 0, 1], webhook)), client_config(&[&ca], &[b"http/1.1"])).await;
+    let mut draining = http1(stream).await;
+    let (status, body) = send1(&mut draining, post("/validate", fixture("foo-create-validate.json"))).await;
+    assert_eq!((status, response_of(&body)["allowed"].clone()), (200, serde_json::json!(true)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
     let status = loop {
         if let Some(status) = operator.0.try_wait().unwrap() {
             break status;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use envoy_operator::serve::ConnectionLimits;
 use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Readiness, standard_endpoints};
@@ -66,6 +67,7 @@ async fn start_with(adjust: impl FnOnce(ServeConfig) -> ServeConfig) -> Running 
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         endpoints,
         reload_interval: Duration::from_millis(50),
+        drain: Duration::ZERO,
         shutdown_grace: Duration::from_secs(60),
         ..ServeConfig::default()
     };
@@ -319,8 +321,14 @@ fn tokio_stream_of(mut receiver: tokio::sync::mpsc::Receiver<Bytes>) -> impl fut
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let server =
-        start_with(|config| ServeConfig { header_read_timeout: Duration::from_millis(200), ..config }).await;
+    let server = start_with(|config| ServeConfig {
+        connections: ConnectionLimits {
+            header_read_timeout: Duration::from_millis(200),
+            ..config.connections
+        },
+        ..config
+    })
+    .await;
     let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
     let mut stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
     stream.write_all(b"POST /validate HTTP/1.1\r\nhost: localhost\r\n").await.unwrap();

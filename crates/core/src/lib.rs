@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod api;
 pub mod bootstrap;
+pub mod bounded;
 pub mod check;
 pub mod children;
 pub mod crd;

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::InjectError;
 use crate::bootstrap::XdsTarget;
+use crate::bounded;
 use crate::rules::envoy::DEFAULT_XDS_CLUSTER_NAME;
 use crate::rules::{format, quantity};
 
@@ -105,23 +106,41 @@ pub const POD_ANNOTATIONS: [&str; 8] =
 /// Warnings for annotations with [`PREFIX`] that this operator does not read: most likely
 /// typos (`proxy-mem`) or the opt-out label written as an annotation, which would otherwise
 /// be silently ignored.
+/// At most [`MAX_NOTES`](super::limits::MAX_NOTES) of them, the last counting the rest, each
+/// quoting at most a cut key.
 pub fn warnings(annotations: Option<&Map<String, Value>>) -> Vec<String> {
-    annotations
+    let unknown: Vec<&String> = annotations
         .into_iter()
         .flat_map(|a| a.keys())
         .filter(|key| key.starts_with(PREFIX) && !POD_ANNOTATIONS.contains(&key.as_str()))
+        .collect();
+    let max = super::limits::MAX_NOTES;
+    let shown = if unknown.len() > max { max - 1 } else { unknown.len() };
+    let mut notes: Vec<String> = unknown[..shown]
+        .iter()
         .map(|key| {
-            if key == INJECT_LABEL {
+            if *key == INJECT_LABEL {
                 format!("{INJECT_LABEL} is a label: as an annotation only \"false\" (opting out) is honoured")
             } else {
+                let key = bounded::echo(key);
                 format!("unknown annotation {key} ignored (known: {})", POD_ANNOTATIONS.join(", "))
             }
         })
-        .collect()
+        .collect();
+    if unknown.len() > shown {
+        notes.push(format!("and {} more unknown {PREFIX} annotations ignored", unknown.len() - shown));
+    }
+    notes
 }
 
+/// The error for an invalid value, quoting at most a cut value: an annotation may be as
+/// long as the API server's 256 KiB.
 fn invalid(key: &'static str, value: &str, reason: &str) -> InjectError {
-    InjectError::InvalidAnnotation { key, value: value.to_owned(), reason: reason.to_owned() }
+    InjectError::InvalidAnnotation {
+        key,
+        value: bounded::echo(value).into_owned(),
+        reason: bounded::echo(reason).into_owned(),
+    }
 }
 
 /// Parses `host:port` (`[v6-address]:port` for IPv6) into an xDS target with the default
@@ -193,6 +212,24 @@ mod tests {
         assert_eq!(warnings.len(), 2);
         assert!(warnings[0].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"));
         assert!(warnings[1].contains("is a label: as an annotation only \"false\""));
+    }
+
+    #[test]
+    fn warnings_are_capped_and_keys_cut() {
+        let mut annotations = Map::new();
+        for i in 0..10_000 {
+            annotations.insert(format!("{PREFIX}typo-{i}"), json!("x"));
+        }
+        annotations.insert(format!("{PREFIX}{}", "k".repeat(100_000)), json!("x"));
+        let warnings = warnings(Some(&annotations));
+        assert_eq!(warnings.len(), super::super::limits::MAX_NOTES);
+        assert!(warnings.iter().all(|w| w.len() < 600), "{warnings:?}");
+        assert_eq!(
+            warnings.last().unwrap(),
+            &format!("and {} more unknown {PREFIX} annotations ignored", 10_001 - 7)
+        );
+        let error = Overrides::parse(json!({XDS: "y".repeat(1 << 20)}).as_object()).unwrap_err();
+        assert!(error.to_string().len() < 1000, "a huge value is not echoed whole");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod annotations;
 pub mod config;
 pub mod decision;
+pub mod limits;
 pub mod lookup;
 mod patch;
 pub mod pod;
@@ -26,15 +27,16 @@ pub use self::config::{InjectConfig, ProxyResources};
 pub use self::decision::{Skip, SkipReason};
 pub use self::lookup::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
 use self::pod::PodView;
-use self::sidecar::{CONTAINER_NAME, SidecarSpec, TMP_VOLUME};
+use self::sidecar::{CONTAINER_NAME, PreparedSidecar, SidecarSpec, TMP_VOLUME};
 pub use self::status::InjectionStatus;
 use crate::bootstrap::XdsTarget;
 
-/// What injection made of a pod.
+/// What injection made of a pod. The patch is a [`Patch`] to apply, or (from
+/// [`Injector::inject_json`]) its JSON text, ready to send.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Injection {
+pub enum Injection<P = Patch> {
     /// The pod gets a sidecar: apply `patch` to the pod as received.
-    Patched { patch: Patch, summary: Box<Summary> },
+    Patched { patch: P, summary: Box<Summary> },
     /// The pod is left as it is (an empty patch), for this reason.
     Skipped(Skip),
 }
@@ -93,6 +95,11 @@ pub enum InjectError {
         "the pod already has a container named {name:?} that the injector did not add: rename it, or opt the pod out with the label sidecar.example.com/inject=false"
     )]
     ContainerNameTaken { name: String },
+
+    #[error(
+        "the pod has {count} {what}, more than the {limit} the injector handles: opt it out with the label {opt_out}=false"
+    )]
+    TooLarge { what: &'static str, count: usize, limit: usize, opt_out: &'static str },
 }
 
 impl InjectError {
@@ -115,6 +122,7 @@ impl InjectError {
             Self::UnknownEnvoy { .. } => "unknown_envoy",
             Self::NamespaceUnknown { .. } => "namespace_unknown",
             Self::ContainerNameTaken { .. } => "container_name_taken",
+            Self::TooLarge { .. } => "too_large",
         }
     }
 }
@@ -124,18 +132,121 @@ impl InjectError {
 /// `namespace` is where the pod is created: the AdmissionRequest's `namespace`, which is
 /// authoritative (pods from ReplicaSets have no `metadata.namespace`); `None` falls back to
 /// the pod's own. Pure and deterministic: the same pod, configuration and Envoys give the
-/// same patch, and a patched pod gives [`SkipReason::AlreadyInjected`].
+/// same patch, and a patched pod gives [`SkipReason::AlreadyInjected`]. Builds the sidecar
+/// for this one call; an [`Injector`] builds its configuration's sidecar once.
 pub fn inject(
     pod: &Value,
     namespace: Option<&str>,
     config: &InjectConfig,
     envoys: &dyn EnvoyLookup,
 ) -> Result<Injection, InjectError> {
+    plan(pod, namespace, config, envoys, &[]).map(|planned| planned.render(|plan| plan.patch()))
+}
+
+/// The injector of one configuration: [`inject`], with the sidecar that pods without
+/// overrides get (one regular, one native) built and serialized once, since it is the same for
+/// every such pod. What the webhook holds.
+#[derive(Clone, Debug)]
+pub struct Injector {
+    config: InjectConfig,
+    prepared: Vec<PreparedSidecar>,
+}
+
+impl Injector {
+    pub fn new(config: InjectConfig) -> Self {
+        let prepared = [false, true]
+            .map(|native| {
+                PreparedSidecar::new(SidecarSpec {
+                    image: config.image.clone(),
+                    resources: config.resources.clone(),
+                    xds: config.default_xds.clone(),
+                    native,
+                    tmp_volume: TMP_VOLUME.to_owned(),
+                })
+            })
+            .into();
+        Self { config, prepared }
+    }
+
+    pub fn config(&self) -> &InjectConfig {
+        &self.config
+    }
+
+    /// Exactly what [`inject`] returns for this configuration.
+    pub fn inject(
+        &self,
+        pod: &Value,
+        namespace: Option<&str>,
+        envoys: &dyn EnvoyLookup,
+    ) -> Result<Injection, InjectError> {
+        plan(pod, namespace, &self.config, envoys, &self.prepared)
+            .map(|planned| planned.render(|plan| plan.patch()))
+    }
+
+    /// [`inject`](Self::inject) with the patch as JSON text, written from the prepared
+    /// sidecar's text where the pod gets the prepared sidecar.
+    pub fn inject_json(
+        &self,
+        pod: &Value,
+        namespace: Option<&str>,
+        envoys: &dyn EnvoyLookup,
+    ) -> Result<Injection<Vec<u8>>, InjectError> {
+        plan(pod, namespace, &self.config, envoys, &self.prepared)
+            .map(|planned| planned.render(|plan| plan.json()))
+    }
+}
+
+/// A decision, before the patch is rendered.
+enum Planned<'p, 's> {
+    Patch(Box<Plan<'p, 's>>),
+    Skip(Skip),
+}
+
+impl<'p, 's> Planned<'p, 's> {
+    fn render<P>(self, patch: impl FnOnce(&Plan<'p, 's>) -> P) -> Injection<P> {
+        match self {
+            Self::Skip(skip) => Injection::Skipped(skip),
+            Self::Patch(plan) => {
+                let patch = patch(&plan);
+                Injection::Patched { patch, summary: plan.summary }
+            }
+        }
+    }
+}
+
+/// Everything the patch needs: the pod's shape, the sidecar (prepared, or built for this
+/// pod), and the status annotation.
+struct Plan<'p, 's> {
+    view: PodView<'p>,
+    sidecar: std::borrow::Cow<'s, PreparedSidecar>,
+    status: String,
+    summary: Box<Summary>,
+}
+
+impl Plan<'_, '_> {
+    fn patch(&self) -> Patch {
+        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, self.summary.native, &self.status)
+    }
+
+    fn json(&self) -> Vec<u8> {
+        patch::sidecar_patch_json(&self.view, &self.sidecar.json, self.summary.native, &self.status)
+    }
+}
+
+fn plan<'p, 's>(
+    pod: &'p Value,
+    namespace: Option<&str>,
+    config: &InjectConfig,
+    envoys: &dyn EnvoyLookup,
+    prepared: &'s [PreparedSidecar],
+) -> Result<Planned<'p, 's>, InjectError> {
     let view = PodView::new(pod)?;
     let namespace = namespace.filter(|ns| !ns.is_empty()).or_else(|| view.namespace());
     if let Some(skip) = decision::skip(&view, namespace, config) {
-        return Ok(Injection::Skipped(skip));
+        return Ok(Planned::Skip(skip));
     }
+    // Before anything is built for the pod.
+    limits::check(&view)?;
 
     let overrides = Overrides::parse(view.annotations)?;
     if view.has_container(CONTAINER_NAME) {
@@ -146,19 +257,24 @@ pub fn inject(
     let resources = sidecar::resolve_resources(&config.resources, &overrides)?;
     let native = native_sidecar(&view, &overrides, config, &mut notes);
     let tmp_volume = free_volume_name(&view, &mut notes);
+    let notes = crate::bounded::capped(notes, limits::MAX_NOTES, |n| format!("and {n} more notes"));
 
     let spec = SidecarSpec { image: config.image.clone(), resources, xds: xds.clone(), native, tmp_volume };
-    let sidecar = sidecar::build(&spec);
+    let sidecar = match prepared.iter().find(|prepared| prepared.spec == spec) {
+        Some(prepared) => std::borrow::Cow::Borrowed(prepared),
+        None => std::borrow::Cow::Owned(PreparedSidecar::new(spec)),
+    };
     let name = vec![CONTAINER_NAME.to_owned()];
     let status = InjectionStatus {
         version: status::STATUS_VERSION,
-        hash: sidecar.hash.clone(),
+        hash: sidecar.sidecar.hash.clone(),
         containers: if native { Vec::new() } else { name.clone() },
         init_containers: if native { name } else { Vec::new() },
-        volumes: vec![spec.tmp_volume.clone()],
+        volumes: vec![sidecar.spec.tmp_volume.clone()],
     };
-    let patch = patch::sidecar_patch(&view, &sidecar, native, &status.to_annotation());
-    Ok(Injection::Patched { patch, summary: Box::new(Summary { status, xds, xds_source, native, notes }) })
+    let annotation = status.to_annotation();
+    let summary = Box::new(Summary { status, xds, xds_source, native, notes });
+    Ok(Planned::Patch(Box::new(Plan { view, sidecar, status: annotation, summary })))
 }
 
 /// Whether the sidecar is a native one. A pod that runs to completion always gets one (the
@@ -222,13 +338,17 @@ fn resolve_xds(
 /// `envoy-tmp`, or the first of `envoy-tmp-2`, `envoy-tmp-3`… the pod does not use. Volumes
 /// are internal plumbing, so a clash is resolved rather than denied; the status annotation
 /// records the name, so `--uninject` removes the right one.
+/// One pass over the volumes, then set lookups: a pod with every name up to
+/// `envoy-tmp-65536` costs linear time, not quadratic.
 fn free_volume_name(pod: &PodView<'_>, notes: &mut Vec<String>) -> String {
-    if !pod.has_volume(TMP_VOLUME) {
+    let taken = pod.volume_names();
+    if !taken.contains(TMP_VOLUME) {
         return TMP_VOLUME.to_owned();
     }
-    let name = (2..)
+    // Among the first `taken.len() + 1` candidates at least one is free.
+    let name = (2..=taken.len() + 2)
         .map(|n| format!("{TMP_VOLUME}-{n}"))
-        .find(|name| !pod.has_volume(name))
+        .find(|name| !taken.contains(name.as_str()))
         .unwrap_or_else(|| TMP_VOLUME.to_owned());
     notes.push(format!("the pod already has a volume {TMP_VOLUME}: the sidecar's is named {name}"));
     name

@@ -2,6 +2,8 @@
 //! checked for shape once, so the rest of the code never indexes blindly. Nothing is
 //! deserialized into k8s-openapi types: fields this build does not know stay untouched.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use super::InjectError;
@@ -122,6 +124,12 @@ impl<'a> PodView<'a> {
     pub fn has_volume(&self, name: &str) -> bool {
         self.volumes.into_iter().flatten().any(|v| name_of(v) == Some(name))
     }
+
+    /// The names of the pod's volumes, as a set: one pass, then every lookup is O(1), so
+    /// searching for a free name stays linear however many volumes the pod has.
+    pub fn volume_names(&self) -> HashSet<&'a str> {
+        self.volumes.into_iter().flatten().filter_map(name_of).collect()
+    }
 }
 
 pub fn name_of(item: &Value) -> Option<&str> {
@@ -148,5 +156,201 @@ fn optional_array<'a>(value: Option<&'a Value>, field: &str) -> Result<Option<&'
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => Ok(Some(items)),
         Some(_) => Err(malformed(&format!("{field} is not an array"))),
+    }
+}
+
+/// Reads a pod's JSON keeping only what injection looks at (see [`PodView`]): the names,
+/// labels and annotations of `metadata`; `hostNetwork`; each container's `name`,
+/// `restartPolicy` and ports' `containerPort`; each volume's `name`. Everything else is
+/// skipped without being built, so reading costs little time and memory whatever else the pod
+/// holds, and [`super::inject`] on the result decides exactly as on the whole pod: the patch
+/// only ever adds, and where it adds depends only on these fields. A field of the wrong type
+/// keeps its type (an array stays an array, emptied), so the same shape errors are reported.
+pub fn read_for_injection(json: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    let value = Kept(&POD).deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// Which parts of a JSON value to keep.
+enum Shape {
+    /// The whole value.
+    All,
+    /// An object's listed members, each with its own shape; the others are skipped.
+    Members(&'static [(&'static str, Shape)]),
+    /// An array's items, each with this shape.
+    Items(&'static Shape),
+}
+
+const PORT: Shape = Shape::Members(&[("containerPort", Shape::All)]);
+const CONTAINER: Shape =
+    Shape::Members(&[("name", Shape::All), ("restartPolicy", Shape::All), ("ports", Shape::Items(&PORT))]);
+const VOLUME: Shape = Shape::Members(&[("name", Shape::All)]);
+const POD: Shape = Shape::Members(&[
+    (
+        "metadata",
+        Shape::Members(&[
+            ("name", Shape::All),
+            ("generateName", Shape::All),
+            ("namespace", Shape::All),
+            ("labels", Shape::All),
+            ("annotations", Shape::All),
+        ]),
+    ),
+    (
+        "spec",
+        Shape::Members(&[
+            ("hostNetwork", Shape::All),
+            ("containers", Shape::Items(&CONTAINER)),
+            ("initContainers", Shape::Items(&CONTAINER)),
+            ("ephemeralContainers", Shape::Items(&CONTAINER)),
+            ("volumes", Shape::Items(&VOLUME)),
+        ]),
+    ),
+]);
+
+/// Deserializes a value keeping the parts its shape names.
+struct Kept(&'static Shape);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Kept {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        match self.0 {
+            Shape::All => serde::Deserialize::deserialize(deserializer),
+            shape => deserializer.deserialize_any(KeptVisitor(shape)),
+        }
+    }
+}
+
+struct KeptVisitor(&'static Shape);
+
+/// Reads an object key as the index of the member it names, without allocating it.
+struct Member(&'static [(&'static str, Shape)]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Member {
+    type Value = Option<usize>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for Member {
+    type Value = Option<usize>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("an object key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|(name, _)| *name == key))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeptVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = Map::new();
+        let members = match self.0 {
+            Shape::Members(members) => *members,
+            _ => &[],
+        };
+        while let Some(member) = map.next_key_seed(Member(members))? {
+            match member.and_then(|index| members.get(index)) {
+                Some((name, shape)) => {
+                    kept.insert((*name).to_owned(), map.next_value_seed(Kept(shape))?);
+                }
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(kept))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        match self.0 {
+            Shape::Items(shape) => {
+                while let Some(item) = seq.next_element_seed(Kept(shape))? {
+                    items.push(item);
+                }
+            }
+            _ => while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {},
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn reading_for_injection_keeps_what_it_reads_and_the_shape_of_the_rest() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": "web-", "namespace": "shop", "labels": {"app": "web"},
+                "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"}, "ownerReferences": [{"uid": "u"}]},
+            "spec": {"hostNetwork": false, "nodeName": "n",
+                "containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "env": [{"name": "A", "value": "B"}]}],
+                "initContainers": [{"name": "setup", "restartPolicy": "Always"}],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "ephemeralContainers": null},
+            "status": {"phase": "Pending"}
+        });
+        let kept = read_for_injection(pod.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            kept,
+            json!({
+                "metadata": {"generateName": "web-", "namespace": "shop", "labels": {"app": "web"},
+                    "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"}},
+                "spec": {"hostNetwork": false,
+                    "containers": [{"name": "app", "ports": [{"containerPort": 80}]}],
+                    "initContainers": [{"name": "setup", "restartPolicy": "Always"}],
+                    "volumes": [{"name": "data"}],
+                    "ephemeralContainers": null}
+            })
+        );
+        let wrong =
+            read_for_injection(br#"{"spec": {"containers": {"name": "x"}, "volumes": "v"}}"#).unwrap();
+        assert_eq!(wrong, json!({"spec": {"containers": {}, "volumes": "v"}}));
+        assert!(read_for_injection(b"{\"spec\": ").is_err());
+        assert!(read_for_injection(b"{} trailing").is_err());
     }
 }

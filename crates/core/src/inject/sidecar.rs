@@ -43,6 +43,37 @@ pub struct Sidecar {
     pub hash: String,
 }
 
+/// The container and volume as compact JSON text, to be written into patches as they are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SidecarJson {
+    pub container: String,
+    pub volume: String,
+}
+
+impl Sidecar {
+    /// The container and volume as JSON text (what [`template_hash`] hashes).
+    pub fn to_json(&self) -> SidecarJson {
+        // Plain data of strings and numbers: serialization cannot fail.
+        SidecarJson { container: self.container.to_string(), volume: self.volume.to_string() }
+    }
+}
+
+/// A sidecar built once and kept with its JSON text, for every pod it fits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedSidecar {
+    pub spec: SidecarSpec,
+    pub sidecar: Sidecar,
+    pub json: SidecarJson,
+}
+
+impl PreparedSidecar {
+    pub fn new(spec: SidecarSpec) -> Self {
+        let sidecar = build(&spec);
+        let json = sidecar.to_json();
+        Self { spec, sidecar, json }
+    }
+}
+
 /// Builds the sidecar for `spec`. Deterministic: the same spec gives byte-identical JSON.
 pub fn build(spec: &SidecarSpec) -> Sidecar {
     let bootstrap = bootstrap(spec.xds.as_ref().map_or(Xds::None, Xds::External));

@@ -166,14 +166,18 @@ impl Rules for Envoy {
     }
 }
 
+/// Listener ports an Envoy may expose (the CRD's `maxItems`).
+pub const MAX_PORTS: usize = 16;
+
 fn validate_ports(errors: &mut FieldErrors, ports: &[ServicePort]) {
-    const MAX_PORTS: usize = 16;
     if ports.len() > MAX_PORTS {
         errors.push(FieldError::forbidden("spec.ports", format!("must have at most {MAX_PORTS} items")));
     }
     let mut names = HashMap::new();
     let mut numbers = HashMap::new();
-    for (i, port) in ports.iter().enumerate() {
+    // Items beyond the cap are not checked one by one: the list is refused anyway, and the
+    // work (and the answer) must not grow with a list of a million ports.
+    for (i, port) in ports.iter().enumerate().take(MAX_PORTS) {
         let path = format!("spec.ports[{i}]");
         check_format(errors, &format!("{path}.name"), &port.name, format::iana_svc_name(&port.name));
         if port.name == crate::proxy::READINESS_PORT_NAME {

@@ -21,7 +21,7 @@ pub mod route;
 
 use std::ops::Deref;
 
-pub use field::{FieldError, FieldErrorKind, FieldErrors};
+pub use field::{FieldError, FieldErrorKind, FieldErrors, MAX_LISTED_ERRORS};
 
 /// Allowed-but-notable things about an object, shown by `kubectl` as `Warning: …`.
 pub type Warnings = Vec<String>;
