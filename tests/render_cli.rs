@@ -74,3 +74,18 @@ fn lists_and_unserved_versions_fail_like_kubectl_would() {
         String::from_utf8_lossy(&output.stderr).contains("Foo is served as samplecontroller.k8s.io/v1alpha1")
     );
 }
+
+#[test]
+fn fleets_without_an_xds_server_are_admin_only_unless_the_control_plane_is_asked_for() {
+    let envoy =
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge, namespace: shop}\nspec: {}\n";
+    let plain = render(&["-f", "-"], envoy);
+    assert!(plain.status.success(), "stderr: {}", String::from_utf8_lossy(&plain.stderr));
+    let plain = String::from_utf8(plain.stdout).expect("UTF-8");
+    assert!(!plain.contains("envoy_operator_xds"), "run serves no control plane yet:\n{plain}");
+
+    let asked = render(&["-f", "-", "--xds-advertise", "xds.example.internal:18000"], envoy);
+    assert!(asked.status.success(), "stderr: {}", String::from_utf8_lossy(&asked.stderr));
+    let asked = String::from_utf8(asked.stdout).expect("UTF-8");
+    assert!(asked.contains("envoy_operator_xds") && asked.contains("xds.example.internal"), "{asked}");
+}
