@@ -81,9 +81,9 @@ pub fn not_found() -> Value {
 }
 
 /// An external program a test needs (`promtool`, `envoy`): from the environment variable
-/// `env`, else `name` on `PATH`. Missing, the test fails under the test script
-/// (`ENVOY_OPERATOR_REQUIRE_TOOLS=1`, which installs them) and is otherwise skipped with a note
-/// on stderr, never silently.
+/// `env`, else `name` on `PATH`. Missing, the test fails under `.ci/run` (which installs them
+/// and sets `ENVOY_OPERATOR_REQUIRE_TOOLS=1`) and is otherwise skipped with a note on stderr,
+/// never silently.
 pub fn tool(env: &str, name: &str) -> Option<std::path::PathBuf> {
     let found = std::env::var_os(env).map(std::path::PathBuf::from).or_else(|| {
         std::env::var_os("PATH")
@@ -91,8 +91,8 @@ pub fn tool(env: &str, name: &str) -> Option<std::path::PathBuf> {
     });
     if found.is_none() {
         let required = std::env::var_os("ENVOY_OPERATOR_REQUIRE_TOOLS").is_some_and(|v| v == "1");
-        assert!(!required, "{name} is not installed (set {env} or put it on PATH); .ci/test installs it");
-        eprintln!("SKIPPED: {name} is not installed (set {env} or put it on PATH); .ci/test installs it");
+        assert!(!required, "{name} is not installed (set {env} or put it on PATH); .ci/run installs it");
+        eprintln!("SKIPPED: {name} is not installed (set {env} or put it on PATH); .ci/run installs it");
     }
     found
 }
