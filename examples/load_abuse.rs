@@ -154,15 +154,36 @@ async fn main() -> Result<(), Failure> {
     let started = Instant::now();
     let deadline = started + duration;
     let period = Duration::from_secs_f64(f64::from(args.good_connections) / f64::from(args.good_rate.max(1)));
-    let mut good = Vec::new();
-    for i in 0..args.good_connections {
-        let offset = period.mul_f64(f64::from(i) / f64::from(args.good_connections));
-        good.push(tokio::spawn(good_client(webhook, client.clone(), period, offset, deadline)));
-    }
+    // The good clients run on a thread and runtime of their own, as the API server is a
+    // process of its own: the abusers' busy loops do not delay their sending.
+    let (good_connections, good_client_config) = (args.good_connections, client.clone());
+    let good = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let mut workers = Vec::new();
+            for i in 0..good_connections {
+                let offset = period.mul_f64(f64::from(i) / f64::from(good_connections));
+                workers.push(tokio::spawn(good_client(
+                    webhook,
+                    good_client_config.clone(),
+                    period,
+                    offset,
+                    deadline,
+                )));
+            }
+            let mut results = Vec::new();
+            for worker in workers {
+                results.push(worker.await?);
+            }
+            Ok::<_, Failure>(results)
+        })
+    });
+    let results = tokio::task::spawn_blocking(move || good.join())
+        .await?
+        .map_err(|_| "the good clients' thread panicked")??;
     let mut latencies = Vec::new();
     let mut failures: BTreeMap<String, u64> = BTreeMap::new();
-    for worker in good {
-        let (mut ok, failed) = worker.await?;
+    for (mut ok, failed) in results {
         latencies.append(&mut ok);
         for (kind, count) in failed {
             *failures.entry(kind).or_default() += count;

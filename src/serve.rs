@@ -3,6 +3,9 @@
 //!
 //! - **A cap on open connections.** The accept loop takes a slot before it accepts, so at the
 //!   cap new clients wait in the kernel's backlog instead of costing a file descriptor each.
+//!   While it waits, connections that never sent a request (and handshakes in progress) for
+//!   over a second are closed to make room: the API server sends its request as soon as it has
+//!   connected, so only a client hoarding connections loses them.
 //! - **Deadlines on every phase.** The TLS handshake; a new connection's first request; a
 //!   request's headers once their first byte arrived (HTTP/1.1); every write (a client that
 //!   stops reading is cut off instead of pinning its response); and idleness.
@@ -139,19 +142,12 @@ pub async fn serve(listener: TcpListener, app: Router, options: ServerOptions, s
         limits: options.limits,
         metrics: options.metrics.clone(),
         name: options.name,
+        pressure: Notify::new(),
     });
     let slots = Arc::new(Semaphore::new(options.limits.max_connections.max(1)));
     let mut connections = JoinSet::new();
     loop {
-        let slot = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-        };
+        let Some(slot) = take_slot(&slots, &mut connections, &shared, &stop).await else { break };
         let (tcp, peer) = tokio::select! {
             biased;
             () = stop.cancelled() => break,
@@ -190,6 +186,37 @@ struct Shared {
     limits: ConnectionLimits,
     metrics: Metrics,
     name: &'static str,
+    /// Woken while the accept loop waits for a slot: hoarded connections close.
+    pressure: Notify,
+}
+
+/// How often the accept loop, at the cap, asks hoarded connections to close.
+const PRESSURE_REPEAT: Duration = Duration::from_millis(250);
+/// How long a connection may go without its first request (or handshake) before it counts as
+/// hoarded while the server is at its cap.
+const HOARDING: Duration = Duration::from_secs(1);
+
+/// A connection slot; at the cap, waits for one while asking hoarded connections to close,
+/// and reaps finished connections meanwhile. `None` once `stop` is cancelled.
+async fn take_slot(
+    slots: &Arc<Semaphore>,
+    connections: &mut JoinSet<()>,
+    shared: &Shared,
+    stop: &CancellationToken,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(slot) = slots.clone().try_acquire_owned() {
+        return Some(slot);
+    }
+    let mut asking = tokio::time::interval(PRESSURE_REPEAT);
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return None,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            slot = slots.clone().acquire_owned() => return slot.ok(),
+            _ = asking.tick() => shared.pressure.notify_waiters(),
+        }
+    }
 }
 
 /// Counts the connection in the open-connections gauge while alive.
@@ -210,20 +237,44 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, shared: &Shared, shutdown:
     let io = Monitored::new(tcp, activity.clone(), limits.write_timeout);
     let reason = match &shared.tls {
         None => drive(io, false, shared, &activity, shutdown).await,
-        Some(acceptor) => match timeout(limits.handshake_timeout, acceptor.accept(io)).await {
-            Ok(Ok(tls)) => {
-                let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                drive(tls, http2, shared, &activity, shutdown).await
+        Some(acceptor) => {
+            match timeout(limits.handshake_timeout, handshake(acceptor, io, &shared.pressure)).await {
+                Ok(Ok(tls)) => {
+                    let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                    drive(tls, http2, shared, &activity, shutdown).await
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(server = shared.name, %peer, %error, "TLS handshake failed");
+                    Closed::Handshake
+                }
+                Err(_) => Closed::Handshake,
             }
-            Ok(Err(error)) => {
-                tracing::debug!(server = shared.name, %peer, %error, "TLS handshake failed");
-                Closed::Handshake
-            }
-            Err(_) => Closed::Handshake,
-        },
+        }
     };
     tracing::debug!(server = shared.name, %peer, reason = reason.as_str(), "connection closed");
     shared.metrics.connection_closed(shared.name, reason.as_str());
+}
+
+/// The TLS handshake; given up when the server is at its cap and it has taken over
+/// [`HOARDING`] (a real client completes it in milliseconds).
+async fn handshake(
+    acceptor: &TlsAcceptor,
+    io: Monitored,
+    pressure: &Notify,
+) -> io::Result<tokio_rustls::server::TlsStream<Monitored>> {
+    let started = Instant::now();
+    let accepting = acceptor.accept(io);
+    tokio::pin!(accepting);
+    loop {
+        tokio::select! {
+            result = &mut accepting => return result,
+            () = pressure.notified() => {
+                if started.elapsed() >= HOARDING {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake too slow while at the connection cap"));
+                }
+            }
+        }
+    }
 }
 
 /// Why a connection ended.
@@ -236,6 +287,8 @@ enum Closed {
     WriteTimeout,
     Handshake,
     Shutdown,
+    /// Closed to make room while the server was at its cap (it never sent a request).
+    Evicted,
     Error,
 }
 
@@ -248,6 +301,7 @@ impl Closed {
             Self::WriteTimeout => "write_timeout",
             Self::Handshake => "handshake",
             Self::Shutdown => "shutdown",
+            Self::Evicted => "evicted",
             Self::Error => "error",
         }
     }
@@ -301,7 +355,7 @@ where
             header_read: None,
             first_request: limits.first_request_timeout,
         };
-        supervise(builder.serve_connection(io, service), activity, policy, shutdown).await
+        supervise(builder.serve_connection(io, service), activity, policy, shutdown, &shared.pressure).await
     } else {
         // Request heads are timed by `supervise` (hyper's own timer also runs between
         // keep-alive requests, see the module docs).
@@ -318,7 +372,7 @@ where
             header_read: Some(limits.header_read_timeout),
             first_request: limits.first_request_timeout,
         };
-        supervise(builder.serve_connection(io, service), activity, policy, shutdown).await
+        supervise(builder.serve_connection(io, service), activity, policy, shutdown, &shared.pressure).await
     }
 }
 
@@ -338,6 +392,7 @@ async fn supervise<C: GracefulConnection>(
     activity: &Activity,
     policy: Policy,
     shutdown: Shutdown,
+    pressure: &Notify,
 ) -> Closed {
     tokio::pin!(connection);
     let mut closing = None;
@@ -369,6 +424,12 @@ async fn supervise<C: GracefulConnection>(
                 closing = Some(Closed::Shutdown);
             }
             () = activity.changed.notified(), if closing.is_none() => {}
+            () = pressure.notified(), if closing.is_none() => {
+                if activity.hoarding() {
+                    connection.as_mut().graceful_shutdown();
+                    closing = Some(Closed::Evicted);
+                }
+            }
             () = sleep_until(check), if closing.is_none() => match activity.expired(policy) {
                 Some(Closed::HeaderTimeout) => return Closed::HeaderTimeout,
                 Some(reason) => {
@@ -481,6 +542,15 @@ impl Activity {
         }
         let idle = if self.served.load(Ordering::Relaxed) { policy.idle } else { policy.first_request };
         (self.at(self.idle_since.load(Ordering::Relaxed)) + idle).min(far)
+    }
+
+    /// Whether the connection holds a slot without ever having sent a request, for over
+    /// [`HOARDING`].
+    fn hoarding(&self) -> bool {
+        !self.served.load(Ordering::Relaxed)
+            && self.in_flight.load(Ordering::Acquire) == 0
+            && self.reading_since.load(Ordering::Relaxed) == NOT_READING
+            && self.epoch.elapsed() >= HOARDING
     }
 
     /// The deadline that passed, if any.

@@ -171,8 +171,12 @@ async fn connections_beyond_the_cap_wait_for_a_slot() {
     let limits = ConnectionLimits { max_connections: 2, ..ConnectionLimits::webhook() };
     let server = serve(limits, Limits::default()).await;
     let config = client_config(&[&server.ca], &[b"http/1.1"]);
-    let first = connect(server.addr, config.clone()).await;
-    let _second = connect(server.addr, config.clone()).await;
+    // Two connections in use (each served a review), so neither counts as hoarded.
+    let mut first = http1(connect(server.addr, config.clone()).await).await;
+    let mut second = http1(connect(server.addr, config.clone()).await).await;
+    for sender in [&mut first, &mut second] {
+        assert_eq!(send1(sender, post("/validate", fixture("foo-create-validate.json"))).await.0, 200);
+    }
     let third = tokio::spawn(connect(server.addr, config.clone()));
     // The third TCP connection waits in the backlog: no handshake while two are open.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -181,6 +185,20 @@ async fn connections_beyond_the_cap_wait_for_a_slot() {
     let third = tokio::time::timeout(HANG_GUARD, third).await.expect("accepted once a slot is free").unwrap();
     let mut sender = http1(third).await;
     assert_eq!(send1(&mut sender, post("/validate", fixture("foo-create-validate.json"))).await.0, 200);
+}
+
+#[tokio::test]
+async fn at_the_cap_connections_that_never_sent_a_request_make_room() {
+    let limits = ConnectionLimits { max_connections: 2, ..ConnectionLimits::webhook() };
+    let server = serve(limits, Limits::default()).await;
+    let config = client_config(&[&server.ca], &[b"http/1.1"]);
+    // Two hoarders: connected, then silent (their first-request allowance is 10 s).
+    let hoarders = [connect(server.addr, config.clone()).await, connect(server.addr, config.clone()).await];
+    let mut sender = http1(connect(server.addr, config).await).await;
+    let (status, body) = send1(&mut sender, post("/validate", fixture("foo-create-validate.json"))).await;
+    assert_eq!((status, response_of(&body)["allowed"].clone()), (200, serde_json::json!(true)));
+    eventually("a hoarder evicted", || closed(&server.metrics, "evicted") >= 1).await;
+    drop(hoarders);
 }
 
 #[tokio::test]
