@@ -14,12 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_operator_core::api::Envoy;
+use envoy_operator_core::children::envoy::ControlPlaneTrust;
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use futures::{FutureExt, StreamExt};
 use kube::Client;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
+use crate::control_plane::server::{ControlPlaneServer, XdsConfig};
+use crate::control_plane::trust;
 use crate::controller::{self as controllers, ControllerConfig};
 use crate::ops::certs::{self, CertError, SecretCertificate};
 use crate::ops::health::{self, Health, Readiness};
@@ -64,6 +67,9 @@ pub struct RunConfig {
     pub inject: InjectConfig,
     /// Overrides for the webhook server (limits, timeouts); `listen` and `endpoints` are set by `run`.
     pub serve: ServeConfig,
+    /// The xDS control plane of the fleets without `spec.xds`; `None` leaves them admin-only.
+    /// Served only with a cluster (its inputs are the cluster's objects).
+    pub xds: Option<XdsConfig>,
 }
 
 impl RunConfig {
@@ -76,7 +82,8 @@ impl RunConfig {
             service_name: self.service_name.clone(),
             namespace: self.namespace().to_owned(),
             days: 365,
-            extra_names: Vec::new(),
+            // Fleets check that the control plane's certificate names the host they dial.
+            extra_names: self.xds.iter().map(|xds| xds.advertise.host.clone()).collect(),
         }
     }
 }
@@ -93,6 +100,10 @@ pub enum RunError {
     Leader(#[from] LeaderError),
     #[error("operations port {addr}: {source}")]
     Operations { addr: SocketAddr, source: std::io::Error },
+    #[error("xDS port {addr}: {source}")]
+    XdsListen { addr: SocketAddr, source: std::io::Error },
+    #[error("xDS server: {0}")]
+    Xds(#[from] crate::xds_server::ServeError),
 }
 
 impl RunError {
@@ -103,6 +114,7 @@ impl RunError {
             Self::Certs(error) => error.metric_label(),
             Self::Leader(_) => "leader",
             Self::Operations { .. } => "operations",
+            Self::XdsListen { .. } | Self::Xds(_) => "xds",
         }
     }
 }
@@ -208,6 +220,7 @@ pub async fn run(
     };
 
     let mut inject = config.inject.clone();
+    let mut control_plane = None;
     let (envoys, secret): (SharedEnvoys, _) = match &client {
         Some(client) => {
             let Some(version) =
@@ -220,7 +233,20 @@ pub async fn run(
             inject.native_sidecars_supported = runs_native_sidecars(&version);
             let secret = prepare_certificates(&config, client, &mut background).await?;
             let watched = config.controllers.namespace.as_deref();
-            (Arc::new(envoy_cache(client, watched, &health, &mut background)), secret)
+            let envoys = match &config.xds {
+                Some(xds) => {
+                    let server =
+                        ControlPlaneServer::bind(xds, client, watched, &config.identity, &metrics, &health)
+                            .await
+                            .map_err(|source| RunError::XdsListen { addr: xds.listen, source })?;
+                    // The injector reads the control plane's cache of Envoys: one watch, not two.
+                    let envoys = EnvoyCache::new(server.caches.envoys.clone());
+                    control_plane = Some(server);
+                    envoys
+                }
+                None => envoy_cache(client, watched, &health, &mut background),
+            };
+            (Arc::new(envoys), secret)
         }
         None => {
             warn!(
@@ -229,6 +255,19 @@ pub async fn run(
             ensure_development_certificates(&config)?;
             (Arc::new(NoEnvoys), None)
         }
+    };
+    // What fleets trust: the control plane's address and the CA of the certificate it serves.
+    let trust = match (&control_plane, &config.xds) {
+        (Some(_), Some(xds)) => {
+            let (trust, keep_current) = trust::watch_ca_file(
+                xds.advertise.clone(),
+                config.cert_dir.join(tls::CA_FILE),
+                trust::CA_POLL_INTERVAL,
+            );
+            background.spawn(keep_current);
+            Some(trust)
+        }
+        _ => None,
     };
 
     let certificate = ReloadingCert::load(CertPaths::in_dir(&config.cert_dir))?;
@@ -241,26 +280,42 @@ pub async fn run(
     let endpoints = webhook::endpoints(inject, envoys, &metrics);
     let serve =
         ServeConfig { listen: config.listen, endpoints, metrics: metrics.clone(), ..config.serve.clone() };
-    let server = WebhookServer::bind(serve, certificate)?;
+    let server = WebhookServer::bind(serve, certificate.clone())?;
     health.add_readiness("webhook", &server.readiness());
     info!(listen = %config.listen, "serving the admission webhooks");
 
+    // The xDS port closes after the webhook's drain: proxies move to other replicas while
+    // this one is no longer ready, rather than at the first signal.
+    let drained = tokio_util::sync::CancellationToken::new();
     let webhook = async {
         let result = server.run(shutdown.clone()).await;
         let _ = webhook_stopped.send(());
+        drained.cancel();
         result
     };
-    let leading = async {
-        match &client {
-            Some(client) => lead(&config, client.clone(), &metrics, &health, shutdown.clone()).await,
+    let xds = async {
+        match control_plane {
+            Some(control_plane) => {
+                if let Ok(address) = control_plane.local_addr() {
+                    info!(listen = %address, "serving the xDS control plane");
+                }
+                control_plane.serve(certificate.clone(), drained.clone().cancelled_owned()).await
+            }
             None => Ok(()),
         }
     };
-    let (webhook, operations, leading) = tokio::join!(webhook, operations, leading);
+    let leading = async {
+        match &client {
+            Some(client) => lead(&config, client.clone(), &metrics, &health, trust, shutdown.clone()).await,
+            None => Ok(()),
+        }
+    };
+    let (webhook, operations, leading, xds) = tokio::join!(webhook, operations, leading, xds);
     background.shutdown().await;
     webhook?;
     operations_result(operations)?;
     leading?;
+    xds?;
     info!("stopped");
     Ok(())
 }
@@ -333,6 +388,7 @@ async fn lead(
     client: Client,
     metrics: &Metrics,
     health: &Health,
+    trust: Option<tokio::sync::watch::Receiver<ControlPlaneTrust>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     // Ready while not leading; while leading, once the controllers' caches are filled.
@@ -350,6 +406,7 @@ async fn lead(
             let (client, metrics, controller_config) =
                 (client.clone(), metrics.clone(), controller_config.clone());
             let (namespace, options, ready) = (namespace.clone(), options.clone(), ready.clone());
+            let trust = trust.clone();
             async move {
                 ready.set(false);
                 // Runs until the controllers stop (never returns on its own).
@@ -373,7 +430,11 @@ async fn lead(
                                 synced.set(true);
                             }
                         });
-                        ctx.with_metrics(Arc::new(metrics))
+                        let ctx = ctx.with_metrics(Arc::new(metrics));
+                        match trust {
+                            Some(trust) => ctx.with_control_plane(trust),
+                            None => ctx,
+                        }
                     },
                 );
                 tokio::select! {

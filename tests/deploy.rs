@@ -312,7 +312,7 @@ fn the_namespace_enforces_the_restricted_pod_security_standard() {
 }
 
 #[test]
-fn ingress_reaches_the_webhook_and_metrics_ports_only() {
+fn ingress_reaches_the_webhook_xds_and_metrics_ports_only() {
     let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
     let template = deployment.spec.expect("spec").template;
     let pod_labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
@@ -336,9 +336,16 @@ fn ingress_reaches_the_webhook_and_metrics_ports_only() {
         .filter_map(|port| port["port"].as_str())
         .collect();
     allowed.sort_unstable();
-    assert_eq!(allowed, ["metrics", "webhook"]);
+    assert_eq!(allowed, ["metrics", "webhook", "xds"]);
     assert!(allowed.iter().all(|port| ports.iter().any(|p| p == port)), "named ports of the container");
-    let metrics = &policy["spec"]["ingress"][1];
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    let rule_of = |port: &str| {
+        ingress
+            .iter()
+            .find(|rule| rule["ports"].as_array().into_iter().flatten().any(|p| p["port"] == port))
+            .expect("a rule for the port")
+    };
+    let metrics = rule_of("metrics");
     assert!(
         metrics["from"][0]["namespaceSelector"].is_object(),
         "metrics only from the monitoring namespace"
@@ -368,4 +375,21 @@ fn termination_leaves_time_for_the_pre_stop_the_drain_and_reviews_in_flight() {
     let period = pod.termination_grace_period_seconds.expect("terminationGracePeriodSeconds");
     assert!(pre_stop > 0 && drain > 0);
     assert!(pre_stop + drain + grace <= period, "{pre_stop} + {drain} + {grace} > {period}");
+}
+
+#[test]
+fn fleets_reach_the_xds_port_by_the_service_their_bootstraps_name() {
+    let service = documents("service.yaml")
+        .into_iter()
+        .find(|document| document["metadata"]["name"] == envoy_operator_core::names::XDS_SERVICE)
+        .expect("the xDS Service");
+    let port = &service["spec"]["ports"][0];
+    assert_eq!(port["port"], envoy_operator_core::names::XDS_PORT);
+    assert_eq!(port["targetPort"], "xds");
+    let deployment: Deployment = of_kind("deployment.yaml", "Deployment");
+    let container = deployment.spec.expect("spec").template.spec.expect("pod spec").containers.remove(0);
+    let xds =
+        container.ports.iter().flatten().find(|p| p.name.as_deref() == Some("xds")).expect("an xds port");
+    let listen: std::net::SocketAddr = envoy_operator_core::names::XDS_LISTEN.parse().expect("an address");
+    assert_eq!(xds.container_port, i32::from(listen.port()), "the port `run --xds-listen` binds by default");
 }

@@ -15,9 +15,11 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_operator::control_plane::server::XdsConfig;
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::run::{self, CertMode, RunConfig};
 use envoy_operator::webhook::server::ServeConfig;
+use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
 use serde_json::{Value, json};
 use support::fake_api::FakeApi;
@@ -118,6 +120,11 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         },
         inject: InjectConfig { operator_namespace: OPERATOR_NS.to_owned(), ..InjectConfig::default() },
         serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
+        xds: Some(XdsConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertise: ControlPlane { host: "envoy-operator-xds.envoy-operator.svc".to_owned(), port: 18000 },
+            insecure_node_identity: false,
+        }),
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let client = api.client();

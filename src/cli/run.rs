@@ -8,9 +8,11 @@ use std::time::Duration;
 use envoy_operator_core::names;
 
 use super::cluster::ClusterFlags;
+use super::control_plane::AdvertiseFlags;
 use super::controller::ControllerFlags;
 use super::inject_flags::InjectFlags;
 use super::usage_error;
+use crate::control_plane::server::XdsConfig;
 use crate::ops::logging::{self, LogFormat};
 use crate::ops::signal;
 use crate::run::{self, CertMode, RunConfig};
@@ -54,12 +56,27 @@ pub struct RunArgs {
     pub log_format: LogFormat,
     #[command(flatten)]
     pub inject: InjectFlags,
+    /// Address of the xDS control plane's TLS port (gRPC ADS), on every replica: fleets without
+    /// `spec.xds` get their listeners, routes, clusters and endpoints from it.
+    #[arg(long, default_value = names::XDS_LISTEN)]
+    pub xds_listen: SocketAddr,
+    #[command(flatten)]
+    pub advertise: AdvertiseFlags,
+    /// DEVELOPMENT ONLY, outside a cluster: serve a proxy the fleet its node metadata names,
+    /// without checking that it connects from a pod of that fleet. Anyone who can reach the
+    /// xDS port can then read any fleet's configuration.
+    #[arg(long)]
+    pub xds_insecure_node_identity: bool,
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     logging::init(args.log_format);
     let inject = match args.inject.to_config(&args.operator_namespace) {
         Ok(config) => config,
+        Err(message) => return Ok(usage_error(&message)),
+    };
+    let advertise = match args.advertise.control_plane(&args.operator_namespace) {
+        Ok(control_plane) => control_plane,
         Err(message) => return Ok(usage_error(&message)),
     };
     let identity = args
@@ -80,7 +97,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         controllers: args.reconcile.to_config(),
         inject,
         serve: ServeConfig { drain: Duration::from_secs(args.drain_seconds), ..ServeConfig::default() },
+        xds: Some(XdsConfig {
+            listen: args.xds_listen,
+            advertise,
+            insecure_node_identity: args.xds_insecure_node_identity,
+        }),
     };
+    if args.xds_insecure_node_identity {
+        tracing::warn!(
+            "--xds-insecure-node-identity: any client that reaches the xDS port gets the configuration of the fleet it names; for development only"
+        );
+    }
     let result = runtime.block_on(run::run(config, cluster.map(|c| c.client), signal::shutdown_signal()));
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -5,4 +5,8 @@
 
 pub mod authorize;
 pub mod convert;
+pub mod inputs;
 pub mod metrics;
+pub mod publish;
+pub mod server;
+pub mod trust;

@@ -105,6 +105,7 @@ pub async fn run(
             .owns_stream(config_map_events.touched_objects())
             .owns_stream(envoy_deployment_events.touched_objects())
             .owns_stream(service_events.touched_objects())
+            .reconcile_all_on(trust_changes(&ctx))
             .with_config(controller_config)
             .graceful_shutdown_on(shutdown)
             .run(reconcile_envoy, error_policy, ctx)
@@ -112,6 +113,17 @@ pub async fn run(
     tokio::join!(foo_controller, envoy_controller);
     info!("controllers stopped");
     Ok(())
+}
+
+/// A tick whenever the control plane's trust (its CA bundle) changes: every fleet's bootstrap
+/// ConfigMap carries it. Never ticks without a control plane.
+fn trust_changes(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
+    let trust = ctx.control_plane.clone();
+    futures::stream::unfold(trust, |trust| async move {
+        let mut trust = trust?;
+        trust.changed().await.ok()?;
+        Some(((), Some(trust)))
+    })
 }
 
 /// Parent events that also drop a deleted parent's backoff record, so the record never

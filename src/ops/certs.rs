@@ -111,6 +111,36 @@ impl CertMaterial {
     pub fn validity(&self) -> Result<Validity, CertError> {
         validity(&self.cert_pem)
     }
+
+    /// Those of `names` the serving certificate does not name (DNS names and IP addresses).
+    pub fn missing_names(&self, names: &[String]) -> Result<Vec<String>, CertError> {
+        let named = subject_alt_names(&self.cert_pem)?;
+        Ok(names.iter().filter(|name| !named.contains(*name)).cloned().collect())
+    }
+}
+
+/// The DNS names and IP addresses the first certificate of a PEM text names.
+fn subject_alt_names(pem: &str) -> Result<Vec<String>, CertError> {
+    use x509_parser::extensions::GeneralName;
+    let block = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .next()
+        .ok_or_else(|| CertError::Parse("no certificate in the PEM text".into()))?
+        .map_err(|e| CertError::Parse(e.to_string()))?;
+    let certificate = block.parse_x509().map_err(|e| CertError::Parse(e.to_string()))?;
+    let extension = certificate.subject_alternative_name().map_err(|e| CertError::Parse(e.to_string()))?;
+    let names = extension.map(|extension| extension.value.general_names.as_slice()).unwrap_or_default();
+    Ok(names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+            GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => <[u8; 4]>::try_from(*bytes).ok().map(|ip| std::net::IpAddr::from(ip).to_string()),
+                16 => <[u8; 16]>::try_from(*bytes).ok().map(|ip| std::net::IpAddr::from(ip).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect())
 }
 
 /// When a certificate is valid.
@@ -299,8 +329,14 @@ pub async fn rotate_if_due(
         return recreate_secret(client, namespace, options, now).await.map(Some);
     };
     let current = CertMaterial::from_secret(&secret)?;
-    if !current.validity()?.needs_rotation(now) {
+    // A certificate that lacks a name it must serve (the xDS Service, added by an upgrade)
+    // is replaced the way an expiring one is.
+    let missing = current.missing_names(&options.service_names())?;
+    if !current.validity()?.needs_rotation(now) && missing.is_empty() {
         return Ok(None);
+    }
+    if !missing.is_empty() {
+        info!(?missing, "the serving certificate lacks names it must have; rotating");
     }
     let fresh = generate(options)?;
     let rotated = CertMaterial {
@@ -634,6 +670,25 @@ mod tests {
         let mut secret = serde_json::to_value(material.to_secret("envoy-operator")).unwrap();
         secret["metadata"]["resourceVersion"] = json!("41");
         secret
+    }
+
+    #[test]
+    fn a_certificate_is_checked_for_the_names_it_must_serve() {
+        let old = generate(&options(30)).unwrap();
+        let mut upgraded = options(30);
+        upgraded.extra_names = vec!["envoy-operator-xds.envoy-operator.svc".to_owned()];
+        assert_eq!(
+            old.missing_names(&upgraded.service_names()).unwrap(),
+            ["envoy-operator-xds.envoy-operator.svc"]
+        );
+        let fresh = generate(&upgraded).unwrap();
+        assert_eq!(fresh.missing_names(&upgraded.service_names()).unwrap(), Vec::<String>::new());
+        let local = crate::tls::generate(&options(30)).unwrap();
+        let local = CertMaterial::from_generated(local);
+        assert_eq!(
+            local.missing_names(&["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap(),
+            Vec::<String>::new()
+        );
     }
 
     #[tokio::test]

@@ -35,9 +35,15 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         rule("samplecontroller.k8s.io", &["foos/status"], &[], &["patch"]),
         rule("example.com", &["envoys"], &[], &["list", "watch"]),
         rule("example.com", &["envoys/status"], &[], &["patch"]),
+        // The xDS control plane's caches (every replica): what fleets are translated from,
+        // and the fleet pods a connection's address is checked against.
+        rule("example.com", &["envoyroutes"], &[], &["list", "watch"]),
+        rule("discovery.k8s.io", &["endpointslices"], &[], &["list", "watch"]),
+        rule("", &["pods"], &[], &["list", "watch"]),
         // Foo and Envoy Deployments; deleted when a Foo renames its Deployment.
         rule("apps", &["deployments"], &[], &children),
-        // Envoy bootstrap ConfigMaps and Services.
+        // Envoy bootstrap ConfigMaps and Services (every Service is also read by the xDS caches:
+        // routes' backends).
         rule("", &["configmaps", "services"], &[], &children),
         // kube-runtime's event Recorder (events.k8s.io/v1, with series patches).
         rule("events.k8s.io", &["events"], &[], &["create", "patch"]),

@@ -111,6 +111,7 @@ impl OperatorSetup {
                 ..InjectConfig::default()
             },
             serve: ServeConfig::default(),
+            xds: None,
         }
     }
 }

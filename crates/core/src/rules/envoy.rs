@@ -120,11 +120,9 @@ impl Rules for Envoy {
             warnings.push("spec.replicas: 0: the fleet is scaled to zero and serves nothing".to_owned());
         }
 
+        // Without spec.xds the fleet is served by the operator's control plane: nothing to warn of.
         match &spec.xds {
-            None => warnings.push(
-                "spec.xds: not set: the proxies start with only their admin interface and serve no traffic"
-                    .to_owned(),
-            ),
+            None => {}
             Some(xds) => {
                 if let Some(name) = &xds.name {
                     check_format(&mut errors, "spec.xds.name", name, format::cluster_name(name));
@@ -332,14 +330,13 @@ mod tests {
     }
 
     #[test]
-    fn missing_xds_and_unpinned_images_warn() {
+    fn unpinned_images_warn_and_a_fleet_on_the_operators_control_plane_does_not() {
         let mut object =
             envoy(EnvoySpec { image: Some("envoyproxy/envoy:latest".into()), ..Default::default() });
         object.apply_defaults();
         let warnings = object.validate(None).unwrap();
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[0].starts_with("spec.xds: not set"));
-        assert!(warnings[1].starts_with("spec.image: \"envoyproxy/envoy:latest\" is not pinned"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("spec.image: \"envoyproxy/envoy:latest\" is not pinned"));
     }
 
     #[test]

@@ -1,0 +1,414 @@
+//! From caches to snapshots: every Envoy without `spec.xds` (the fleets the operator serves) is
+//! translated ([`envoy_operator_core::xds::translate`]) with the EnvoyRoutes, Services and
+//! EndpointSlices of its namespace, converted, and published in the snapshot cache, whose
+//! streams then move their proxies to it. A fleet whose Envoy is gone, or now names an xDS
+//! server of its own, loses its snapshot: its proxies keep what they have.
+//!
+//! Level-driven like the reconcilers: a batch of touched namespaces is rebuilt from the caches
+//! as they are then, whatever the events said; an unchanged translation gives an equal snapshot,
+//! which wakes no stream ([`SnapshotCache::set`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envoy_operator_core::api::{Envoy, EnvoyRoute};
+use envoy_operator_core::children::envoy::fleet_key;
+use envoy_operator_core::rules::defaulted;
+use envoy_operator_core::xds::{Inputs, Resources, translate};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
+use tracing::{debug, info, warn};
+
+use super::convert;
+use super::inputs::{Caches, Touched};
+use crate::xds_server::{FleetKey, Snapshot, SnapshotCache, SnapshotError, Tracker};
+
+/// How long to gather further changes after the first of a batch: a `kubectl apply` of many
+/// objects becomes one rebuild per namespace, while a single change still reaches Envoy in a
+/// few milliseconds.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(10);
+
+/// A fleet's translation as the xDS server serves it.
+pub fn snapshot(resources: &Resources) -> Result<Snapshot, SnapshotError> {
+    let mut builder = Snapshot::builder();
+    for listener in &resources.listeners {
+        builder.add(&convert::listener(listener));
+    }
+    for routes in &resources.route_configurations {
+        builder.add(&convert::route_configuration(routes));
+    }
+    for cluster in &resources.clusters {
+        builder.add(&convert::cluster(cluster));
+    }
+    for assignment in &resources.cluster_load_assignments {
+        builder.add(&convert::cluster_load_assignment(assignment));
+    }
+    builder.build()
+}
+
+/// Which namespaces a batch rebuilds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    Nothing,
+    Namespaces(BTreeSet<String>),
+    Everything,
+}
+
+impl Scope {
+    fn add(&mut self, touched: Touched) {
+        match (&mut *self, touched) {
+            (Self::Everything, _) => {}
+            (_, Touched::Everything) => *self = Self::Everything,
+            (Self::Namespaces(namespaces), Touched::Namespace(namespace)) => {
+                namespaces.insert(namespace);
+            }
+            (Self::Nothing, Touched::Namespace(namespace)) => *self = Self::Namespaces([namespace].into()),
+        }
+    }
+
+    fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Self::Nothing => false,
+            Self::Namespaces(namespaces) => namespaces.contains(namespace),
+            Self::Everything => true,
+        }
+    }
+}
+
+/// The objects of the namespaces a batch rebuilds, taken from the caches at once.
+#[derive(Default)]
+struct Namespaced {
+    envoys: Vec<Arc<Envoy>>,
+    routes: Vec<EnvoyRoute>,
+    services: Vec<Service>,
+    endpoint_slices: Vec<EndpointSlice>,
+}
+
+impl Namespaced {
+    fn read(caches: &Caches, scope: &Scope) -> Self {
+        let within = |namespace: Option<String>| scope.covers(namespace.as_deref().unwrap_or_default());
+        Self {
+            envoys: caches.envoys.state().into_iter().filter(|o| within(o.namespace())).collect(),
+            routes: owned(caches.routes.state(), &within),
+            services: owned(caches.services.state(), &within),
+            endpoint_slices: owned(caches.endpoint_slices.state(), &within),
+        }
+    }
+
+    fn of<K: ResourceExt + Clone>(objects: &[K], namespace: &str) -> Vec<K> {
+        objects.iter().filter(|o| o.namespace().as_deref() == Some(namespace)).cloned().collect()
+    }
+}
+
+fn owned<K: Clone + ResourceExt>(objects: Vec<Arc<K>>, within: &impl Fn(Option<String>) -> bool) -> Vec<K> {
+    objects.into_iter().filter(|o| within(o.namespace())).map(Arc::unwrap_or_clone).collect()
+}
+
+/// What one batch did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Fleets whose snapshot was set (changed or not).
+    pub fleets: Vec<(FleetKey, String)>,
+    /// Fleets whose snapshot was removed.
+    pub removed: Vec<FleetKey>,
+    /// Fleets whose translation could not be made a snapshot (their proxies keep the last one).
+    pub failed: Vec<(FleetKey, String)>,
+}
+
+/// Rebuilds the fleets of `scope` from the caches into `cache`.
+pub fn publish(caches: &Caches, scope: &Scope, cache: &SnapshotCache, tracker: &Tracker) -> Published {
+    let objects = Namespaced::read(caches, scope);
+    let mut published = Published::default();
+    let mut served = BTreeSet::new();
+    for envoy in &objects.envoys {
+        if envoy.spec.xds.is_some() {
+            continue;
+        }
+        let key = FleetKey::from(fleet_key(envoy));
+        let namespace = envoy.namespace().unwrap_or_default();
+        // Per namespace, not per Envoy, in the common case of one fleet per namespace; the
+        // copies are of the namespace's objects only.
+        let routes = Namespaced::of(&objects.routes, &namespace);
+        let services = Namespaced::of(&objects.services, &namespace);
+        let endpoint_slices = Namespaced::of(&objects.endpoint_slices, &namespace);
+        let envoy = defaulted(Envoy::clone(envoy));
+        let translation = translate(&Inputs {
+            envoy: &envoy,
+            routes: &routes,
+            services: &services,
+            endpoint_slices: &endpoint_slices,
+        });
+        served.insert(key.clone());
+        match snapshot(&translation.resources) {
+            Ok(snapshot) => {
+                let version = cache.set(key.clone(), snapshot);
+                published.fleets.push((key, version));
+            }
+            Err(error) => published.failed.push((key, error.to_string())),
+        }
+    }
+    for key in cache.keys() {
+        let namespace = key.as_str().split_once('/').map_or("", |(namespace, _)| namespace);
+        if scope.covers(namespace) && !served.contains(&key) {
+            cache.remove(&key);
+            tracker.forget(&key);
+            published.removed.push(key);
+        }
+    }
+    published
+}
+
+/// Publishes every fleet once the caches are filled (so that no fleet is served from a partial
+/// view), then every batch of changes, until `touched` ends. `ready` is called after the first
+/// publication.
+pub async fn run(
+    caches: Caches,
+    touched: impl Stream<Item = Touched> + Send + 'static,
+    cache: SnapshotCache,
+    tracker: Tracker,
+    ready: impl FnOnce() + Send,
+) {
+    let touched = touched.fuse();
+    tokio::pin!(touched);
+    // The caches fill only while their watches are polled: drain the events while waiting.
+    let filled = caches.wait_until_ready();
+    tokio::pin!(filled);
+    loop {
+        tokio::select! {
+            result = &mut filled => {
+                if result.is_err() {
+                    return;
+                }
+                break;
+            }
+            event = touched.next() => if event.is_none() { return },
+        }
+    }
+    rebuild(&caches, Scope::Everything, &cache, &tracker).await;
+    info!(fleets = cache.keys().len(), "the xDS control plane's caches are filled; serving");
+    ready();
+
+    while let Some(first) = touched.next().await {
+        let mut scope = Scope::Nothing;
+        scope.add(first);
+        let window = tokio::time::sleep(BATCH_WINDOW);
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                () = &mut window => break,
+                event = touched.next() => match event {
+                    Some(event) => scope.add(event),
+                    None => break,
+                },
+            }
+        }
+        rebuild(&caches, scope, &cache, &tracker).await;
+    }
+}
+
+/// [`publish`] off the async workers: a namespace of many routes is CPU work.
+async fn rebuild(caches: &Caches, scope: Scope, cache: &SnapshotCache, tracker: &Tracker) {
+    let started = Instant::now();
+    let (caches, cache, tracker) = (caches.clone(), cache.clone(), tracker.clone());
+    let published =
+        match tokio::task::spawn_blocking(move || publish(&caches, &scope, &cache, &tracker)).await {
+            Ok(published) => published,
+            Err(error) => {
+                warn!(%error, "rebuilding the fleets' configuration failed");
+                return;
+            }
+        };
+    for (fleet, error) in &published.failed {
+        warn!(%fleet, %error, "the fleet's configuration is inconsistent; its proxies keep the last one");
+    }
+    for fleet in &published.removed {
+        info!(%fleet, "no longer serving the fleet (its Envoy is gone or names its own xDS server)");
+    }
+    debug!(fleets = published.fleets.len(), took = ?started.elapsed(), "published the fleets' configuration");
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::xds_server::TypeResources;
+
+    const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    const ROUTES: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+    const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+
+    struct Fixture {
+        caches: Caches,
+        envoys: Writer<Envoy>,
+        routes: Writer<EnvoyRoute>,
+        services: Writer<Service>,
+        endpoint_slices: Writer<EndpointSlice>,
+        cache: SnapshotCache,
+        tracker: Tracker,
+    }
+
+    fn apply<K>(writer: &mut Writer<K>, object: Value)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(object).unwrap()));
+    }
+
+    fn delete<K>(writer: &mut Writer<K>, object: Value)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Delete(serde_json::from_value(object).unwrap()));
+    }
+
+    fn envoy(namespace: &str, name: &str, external: bool) -> Value {
+        let mut spec = json!({"ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
+        if external {
+            spec["xds"] = json!({"host": "xds.mesh", "port": 18000});
+        }
+        json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+               "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+    }
+
+    fn route(namespace: &str, backend: &str) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+               "metadata": {"name": "shop", "namespace": namespace, "generation": 1},
+               "spec": {"parentRefs": [{"name": "edge"}],
+                        "rules": [{"backendRefs": [{"name": backend, "port": 8080}]}]}})
+    }
+
+    fn service(namespace: &str, name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+               "spec": {"ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}})
+    }
+
+    fn slice(namespace: &str, service: &str, address: &str) -> Value {
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": format!("{service}-abc"), "namespace": namespace,
+                            "labels": {"kubernetes.io/service-name": service}},
+               "addressType": "IPv4",
+               "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+               "endpoints": [{"addresses": [address], "conditions": {"ready": true}}]})
+    }
+
+    fn fixture() -> Fixture {
+        let (envoy_reader, envoys) = reflector::store();
+        let (route_reader, routes) = reflector::store();
+        let (service_reader, services) = reflector::store();
+        let (slice_reader, endpoint_slices) = reflector::store();
+        let (pod_reader, _) = reflector::store();
+        Fixture {
+            caches: Caches {
+                envoys: envoy_reader,
+                routes: route_reader,
+                services: service_reader,
+                endpoint_slices: slice_reader,
+                pods: pod_reader,
+            },
+            envoys,
+            routes,
+            services,
+            endpoint_slices,
+            cache: SnapshotCache::new(),
+            tracker: Tracker::new(),
+        }
+    }
+
+    impl Fixture {
+        fn publish(&self, scope: Scope) -> Published {
+            publish(&self.caches, &scope, &self.cache, &self.tracker)
+        }
+
+        fn resources(&self, fleet: &str, type_url: &str) -> Vec<String> {
+            let snapshot = self.cache.get(&FleetKey::from(fleet)).expect("a snapshot");
+            let resources: &TypeResources = snapshot.resources(type_url);
+            resources.iter().map(|resource| resource.name().to_owned()).collect()
+        }
+    }
+
+    fn namespaces(names: &[&str]) -> Scope {
+        Scope::Namespaces(names.iter().map(|name| (*name).to_owned()).collect())
+    }
+
+    #[test]
+    fn an_envoy_without_its_own_xds_server_is_served_its_routes_backends_and_endpoints() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.envoys, envoy("shop", "external", true));
+        apply(&mut f.routes, route("shop", "api"));
+        apply(&mut f.services, service("shop", "api"));
+        apply(&mut f.endpoint_slices, slice("shop", "api", "10.1.0.7"));
+
+        let published = f.publish(Scope::Everything);
+        assert_eq!(published.fleets.len(), 1, "{published:?}");
+        assert_eq!(published.fleets[0].0, FleetKey::from("shop/edge"));
+        assert!(published.failed.is_empty() && published.removed.is_empty(), "{published:?}");
+        assert_eq!(f.cache.keys(), [FleetKey::from("shop/edge")], "an Envoy with spec.xds is not served");
+
+        assert_eq!(f.resources("shop/edge", LISTENER).len(), 1);
+        assert_eq!(f.resources("shop/edge", ROUTES).len(), 1);
+        let clusters = f.resources("shop/edge", CLUSTER);
+        assert_eq!(clusters.len(), 1, "{clusters:?}");
+        assert_eq!(f.resources("shop/edge", ENDPOINTS), clusters, "EDS for every cluster");
+    }
+
+    #[test]
+    fn a_change_publishes_a_new_version_and_no_change_keeps_the_version() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.routes, route("shop", "api"));
+        apply(&mut f.services, service("shop", "api"));
+        apply(&mut f.endpoint_slices, slice("shop", "api", "10.1.0.7"));
+        let first = f.publish(namespaces(&["shop"])).fleets[0].1.clone();
+        assert_eq!(f.publish(namespaces(&["shop"])).fleets[0].1, first, "same inputs, same version");
+
+        // A backend scales: the endpoints change, so does the version.
+        apply(&mut f.endpoint_slices, slice("shop", "api", "10.1.0.8"));
+        let scaled = f.publish(namespaces(&["shop"])).fleets[0].1.clone();
+        assert_ne!(scaled, first);
+    }
+
+    #[test]
+    fn only_touched_namespaces_are_rebuilt_and_gone_fleets_are_no_longer_served() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.envoys, envoy("blog", "edge", false));
+        f.publish(Scope::Everything);
+        assert_eq!(f.cache.keys(), [FleetKey::from("blog/edge"), FleetKey::from("shop/edge")]);
+
+        delete(&mut f.envoys, envoy("shop", "edge", false));
+        let untouched = f.publish(namespaces(&["blog"]));
+        assert!(untouched.removed.is_empty(), "shop was not touched: {untouched:?}");
+        assert_eq!(f.cache.keys().len(), 2);
+
+        let touched = f.publish(namespaces(&["shop"]));
+        assert_eq!(touched.removed, [FleetKey::from("shop/edge")]);
+        assert_eq!(f.cache.keys(), [FleetKey::from("blog/edge")]);
+
+        // An Envoy that now names its own xDS server is no longer ours to serve.
+        apply(&mut f.envoys, envoy("blog", "edge", true));
+        assert_eq!(f.publish(Scope::Everything).removed, [FleetKey::from("blog/edge")]);
+        assert!(f.cache.keys().is_empty());
+    }
+
+    #[test]
+    fn scopes_grow_to_everything() {
+        let mut scope = Scope::Nothing;
+        scope.add(Touched::Namespace("a".into()));
+        scope.add(Touched::Namespace("b".into()));
+        assert_eq!(scope, namespaces(&["a", "b"]));
+        assert!(scope.covers("a") && !scope.covers("c"));
+        scope.add(Touched::Everything);
+        scope.add(Touched::Namespace("c".into()));
+        assert_eq!(scope, Scope::Everything);
+        assert!(scope.covers("z"));
+    }
+}

@@ -1,0 +1,105 @@
+//! One replica's control plane, assembled: the caches and their watches, the publisher, and the
+//! ADS server on its TLS port, sharing the webhook's certificate.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use envoy_operator_core::bootstrap::ControlPlane;
+use kube::Client;
+use rustls::server::ResolvesServerCert;
+use tokio::net::TcpListener;
+
+use super::authorize::FleetAuthorizer;
+use super::inputs::{self, Caches};
+use super::publish;
+use crate::ops::health::{Health, Readiness};
+use crate::ops::metrics::Metrics;
+use crate::xds_server::{
+    self, AdsConfig, AdsService, ServeConfig, ServeError, SnapshotCache, Tracker, Transport,
+};
+
+/// What `run` is told about the control plane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdsConfig {
+    /// The ADS port.
+    pub listen: SocketAddr,
+    /// Where fleets reach it (written into their bootstraps).
+    pub advertise: ControlPlane,
+    /// Serve a connection the fleet its node metadata names, without checking that it comes
+    /// from a pod of that fleet: for Envoys started by hand, outside a cluster.
+    pub insecure_node_identity: bool,
+}
+
+/// A bound, not yet serving, control plane.
+pub struct ControlPlaneServer {
+    listener: TcpListener,
+    service: AdsService,
+    pub caches: Caches,
+    pub cache: SnapshotCache,
+    pub tracker: Tracker,
+    publisher: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl ControlPlaneServer {
+    /// Binds the ADS port (so that a taken port fails `run` at once) and starts the watches of
+    /// `namespace` (all namespaces when `None`). `/readyz` reports `xds` not ready until the
+    /// caches are filled and every fleet published: a proxy connecting earlier would be refused
+    /// as a stranger.
+    pub async fn bind(
+        config: &XdsConfig,
+        client: &Client,
+        namespace: Option<&str>,
+        identity: &str,
+        metrics: &Metrics,
+        health: &Health,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let (caches, touched) = inputs::watch(client, namespace);
+        let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
+        let authorizer = FleetAuthorizer {
+            envoys: caches.envoys.clone(),
+            pods: caches.pods.clone(),
+            insecure_node_identity: config.insecure_node_identity,
+        };
+        let service = AdsService::builder(cache.clone(), authorizer)
+            .tracker(tracker.clone())
+            .metrics(Arc::new(metrics.clone()))
+            .config(AdsConfig { control_plane_id: Some(identity.to_owned()), ..AdsConfig::default() })
+            .build();
+        let ready = Readiness::default();
+        health.add_readiness("xds", &ready);
+        let publisher =
+            Box::pin(publish::run(caches.clone(), touched, cache.clone(), tracker.clone(), move || {
+                ready.set(true)
+            }));
+        Ok(Self { listener, service, caches, cache, tracker, publisher })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown`; the caches and the publisher run as long.
+    pub async fn serve(
+        self,
+        certificate: Arc<dyn ResolvesServerCert>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServeError> {
+        let server = xds_server::serve(
+            self.listener,
+            self.service,
+            ServeConfig::new(Transport::Tls(certificate)),
+            shutdown,
+        );
+        tokio::pin!(server);
+        tokio::select! {
+            result = &mut server => result,
+            () = self.publisher => {
+                // The watches only end with the client; keep serving what was published.
+                tracing::warn!("the control plane's watches ended; serving the last configuration");
+                server.await
+            }
+        }
+    }
+}
