@@ -19,9 +19,7 @@ use envoy_operator::control_plane::publish;
 use envoy_operator::xds_server::{AdsService, FleetKey, SnapshotCache, Tracker, Transport};
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::bootstrap::ControlPlane as Advertised;
-use envoy_operator_core::children::envoy::{
-    BOOTSTRAP_KEY, CA_SDS_KEY, CONFIG_DIR, ControlPlaneTrust, desired_children,
-};
+use envoy_operator_core::children::envoy::{ControlPlaneTrust, desired_children};
 use envoy_operator_core::names::FLEET_LABEL;
 use envoy_operator_core::rules::defaulted;
 use futures::channel::mpsc;
@@ -34,6 +32,7 @@ use support::backend::Backend;
 use support::certs::pki;
 use support::control_plane::ControlPlane;
 use support::envoy::Envoy as EnvoyProcess;
+use support::fleet::runnable_bootstrap;
 use support::{CONVERGE, eventually};
 
 const NAMESPACE: &str = "shop";
@@ -145,31 +144,11 @@ fn listed(objects: &mut Objects) {
     done(&mut objects.pods);
 }
 
-/// The fleet's bootstrap as the reconciler writes it into its ConfigMap, made runnable on
-/// loopback: the ConfigMap's files in `dir` instead of the pod's mount, the pod's node id, and
-/// admin and readiness ports the system picks.
+/// The fleet's bootstrap ConfigMap as the reconciler writes it, runnable on loopback.
 fn fleet_bootstrap(envoy: &Value, trust: &ControlPlaneTrust, dir: &std::path::Path) -> Value {
     let envoy = defaulted(serde_json::from_value::<Envoy>(envoy.clone()).expect("an Envoy"));
-    let config_map = desired_children(&envoy, Some(trust)).config_map;
-    let data = config_map.data.expect("the ConfigMap has data");
-    let mount = dir.to_str().expect("a UTF-8 path");
-    std::fs::write(dir.join(CA_SDS_KEY), &data[CA_SDS_KEY]).expect("writing the CA file");
-    let yaml = data[BOOTSTRAP_KEY].replace(CONFIG_DIR, mount);
-    let mut bootstrap: Value = serde_saphyr::from_str(&yaml).expect("the bootstrap is YAML");
-    // What the pod's `--service-node $(POD_NAME)` and `--service-cluster <fleet>` say.
-    bootstrap["node"]["id"] = json!(POD);
-    bootstrap["node"]["cluster"] = json!(envoy.effective().name);
-    bootstrap["admin"]["address"]["socket_address"]["port_value"] = json!(0);
-    for listener in bootstrap["static_resources"]["listeners"].as_array_mut().into_iter().flatten() {
-        listener["address"]["socket_address"]["port_value"] = json!(0);
-    }
-    // "localhost" may resolve to ::1 first; the test's control plane listens on 127.0.0.1.
-    for cluster in bootstrap["static_resources"]["clusters"].as_array_mut().into_iter().flatten() {
-        if cluster["type"] == "STRICT_DNS" {
-            cluster["dns_lookup_family"] = json!("V4_ONLY");
-        }
-    }
-    bootstrap
+    let data = desired_children(&envoy, Some(trust)).config_map.data.expect("the ConfigMap has data");
+    runnable_bootstrap(&data, dir, POD, &envoy.effective().name)
 }
 
 fn free_port() -> u16 {

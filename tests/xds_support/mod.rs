@@ -7,6 +7,7 @@ pub mod backend;
 pub mod certs;
 pub mod control_plane;
 pub mod envoy;
+pub mod fleet;
 /// The Envoy resources the server's own unit tests build, shared rather than copied.
 #[path = "../../src/xds_server/tests/resources.rs"]
 pub mod resources;
