@@ -11,12 +11,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
+use envoy_operator::control_plane::server::XdsConfig;
 use envoy_operator::controller::ControllerConfig;
 use envoy_operator::controller::Settings;
 use envoy_operator::run::{self, CertMode, RunConfig, RunError};
 use envoy_operator::tls::{self, CertOptions};
 use envoy_operator::webhook::server::ServeConfig;
 use envoy_operator_core::api::Foo;
+use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::crd;
 use envoy_operator_core::inject::InjectConfig;
 use envoy_operator_core::webhook_config::{self, WebhookOptions, WebhookTarget};
@@ -88,9 +90,27 @@ pub struct OperatorSetup {
     pub cert_dir: std::path::PathBuf,
     pub listen: SocketAddr,
     pub resync: Duration,
+    /// The control plane, served as in production; advertised as `localhost` (which the test
+    /// certificate names) since the stories' Envoys run on this machine, and trusting node
+    /// identities, since they are no pods.
+    pub xds: XdsConfig,
 }
 
 impl OperatorSetup {
+    /// Another replica on this machine: the same operator on webhook and xDS ports of its own.
+    pub fn another_replica(&self) -> OperatorSetup {
+        let xds = free_port(IpAddr::from([127, 0, 0, 1]));
+        OperatorSetup {
+            listen: free_port(self.listen.ip()),
+            xds: XdsConfig {
+                listen: xds,
+                advertise: ControlPlane { port: xds.port(), ..self.xds.advertise.clone() },
+                ..self.xds.clone()
+            },
+            ..self.clone()
+        }
+    }
+
     pub fn config(&self, identity: &str) -> RunConfig {
         RunConfig {
             listen: self.listen,
@@ -111,7 +131,7 @@ impl OperatorSetup {
                 ..InjectConfig::default()
             },
             serve: ServeConfig::default(),
-            xds: None,
+            xds: Some(self.xds.clone()),
         }
     }
 }
@@ -251,11 +271,12 @@ impl Cluster {
         let setup = self.setup.as_ref().expect("in-process mode");
         // A killed runtime closes its listener in the background (std binds with
         // SO_REUSEADDR on Unix, so only a listener still open makes this fail).
-        let listen = setup.listen;
-        wait_for(&format!("the previous operator's listener on {listen} to close"), SHORT, || async move {
-            std::net::TcpListener::bind(listen).map(drop).map_err(|e| e.to_string())
-        })
-        .await;
+        for listen in [setup.listen, setup.xds.listen] {
+            wait_for(&format!("the previous operator's listener on {listen} to close"), SHORT, || async move {
+                std::net::TcpListener::bind(listen).map(drop).map_err(|e| e.to_string())
+            })
+            .await;
+        }
         let operator = Operator::start(setup, identity).await;
         *self.operator.lock().await = Some(operator);
     }
@@ -374,6 +395,14 @@ async fn start(cluster: &mut Cluster, resync: Duration) {
             cert_dir: dir.path().to_owned(),
             listen: free_port(host),
             resync,
+            xds: {
+                let listen = free_port(IpAddr::from([127, 0, 0, 1]));
+                XdsConfig {
+                    listen,
+                    advertise: ControlPlane { host: "localhost".to_owned(), port: listen.port() },
+                    insecure_node_identity: true,
+                }
+            },
         };
         let base = match host {
             IpAddr::V4(_) => format!("https://{}", setup.listen),

@@ -13,7 +13,7 @@ use kube::api::Api;
 
 use crate::foo::foo_manifest;
 use crate::harness::{
-    LEASE, Operator, SHORT, free_port, get, in_cluster, in_cluster_mode, wait_for, webhook_host,
+    LEASE, Operator, SHORT, get, in_cluster, in_cluster_mode, wait_for,
 };
 
 /// The Lease's holder and when it was acquired and last renewed.
@@ -59,7 +59,7 @@ async fn a_standby_takes_over_at_once_after_a_graceful_stop_and_after_the_lease_
         reconciled(cluster, "before", SHORT).await;
         // Two standbys, each with a webhook port of its own.
         let standby = |n: u32| {
-            let setup = crate::harness::OperatorSetup { listen: free_port(webhook_host()), ..setup.clone() };
+            let setup = setup.another_replica();
             let identity = format!("e2e-{}-standby-{n}", cluster.run_id);
             async move { Operator::start(&setup, &identity).await }
         };

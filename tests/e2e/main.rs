@@ -7,6 +7,8 @@
 //! schedulable node.
 
 mod harness;
+#[path = "../xds_support/mod.rs"]
+mod xds_support;
 
 mod admission;
 mod envoy;
@@ -14,3 +16,4 @@ mod foo;
 mod inject;
 mod leader;
 mod restart;
+mod route;

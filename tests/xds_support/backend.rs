@@ -20,7 +20,13 @@ pub struct Backend {
 
 impl Backend {
     pub async fn start(name: &str) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port for a backend");
+        Self::start_on(name, std::net::IpAddr::from([127, 0, 0, 1])).await
+    }
+
+    /// A backend on `host` (any free port): an address an EndpointSlice may name must not be
+    /// loopback.
+    pub async fn start_on(name: &str, host: std::net::IpAddr) -> Backend {
+        let listener = TcpListener::bind((host, 0)).await.expect("a port for a backend");
         let address = listener.local_addr().expect("the backend's address");
         let body = Bytes::from(name.to_string());
         let task = tokio::spawn(async move {
