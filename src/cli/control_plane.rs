@@ -1,5 +1,5 @@
-//! The flags that say where fleets reach the operator's own xDS server, shared by the commands
-//! that build fleets' bootstraps (`run`, `render`).
+//! The flags that say where fleets and sidecars reach the operator's own xDS server, shared by
+//! the commands that build their bootstraps (`run`, `render`, `inject`, `webhook`).
 
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::annotations::parse_xds;
@@ -7,9 +7,10 @@ use envoy_operator_core::names;
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct AdvertiseFlags {
-    /// Where fleets and sidecars reach the operator's xDS server (default: its Service,
-    /// `envoy-operator-xds.<operator namespace>.svc:18000`). The serving certificate must name
-    /// the host.
+    /// Where fleets and sidecars reach the operator's xDS server; the serving certificate must
+    /// name the host. Bootstraps of fleets default to its Service,
+    /// `envoy-operator-xds.<operator namespace>.svc:18000`; `inject` and `webhook` serve
+    /// sidecars from the control plane only when it is set.
     #[arg(long, value_name = "HOST:PORT")]
     pub xds_advertise: Option<String>,
 }
