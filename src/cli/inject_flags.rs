@@ -71,6 +71,8 @@ impl InjectFlags {
                 memory_limit: quantity(&self.proxy_memory_limit),
             },
             default_xds: default_xds.transpose()?,
+            // The commands that serve or know the control plane set it from their own flags.
+            control_plane: None,
             native_sidecar: self.native_sidecar,
             native_sidecars_supported: self.kube_version.is_none_or(supports_native_sidecars),
             operator_namespace: operator_namespace.to_owned(),

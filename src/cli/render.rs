@@ -1,15 +1,21 @@
 //! `envoy-operator render`: the children the reconcilers would apply for manifests' Foos and
+//! Envoys; with `--xds`, the xDS resources the operator's control plane would serve their
 //! Envoys.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use envoy_operator_core::children::envoy::ControlPlaneTrust;
 use envoy_operator_core::children::render::{Settings, render_object};
+use envoy_operator_core::manifest::{Outcome, to_yaml};
 use envoy_operator_core::names::{self, DEFAULT_NGINX_IMAGE};
+use envoy_operator_core::xds::render::Manifests;
+use serde_json::Value;
 
 use super::control_plane::AdvertiseFlags;
-use super::documents::{ManifestArgs, Pipeline};
+use super::documents::{ManifestArgs, OutputFormat, Pipeline, read_objects};
+use super::error::Error;
 use super::usage_error;
 
 #[derive(clap::Args)]
@@ -30,9 +36,19 @@ pub struct RenderArgs {
     /// admin-only bootstrap `run` gives them today.
     #[arg(long, value_name = "FILE")]
     pub xds_ca_file: Option<PathBuf>,
+    /// Print, instead of the children, the xDS resources each Envoy without spec.xds would be
+    /// served, translated from the EnvoyRoutes, Services and EndpointSlices of the same
+    /// manifests (objects without a namespace are in `default`): per Envoy, the routes'
+    /// statuses and one DiscoveryResponse per type (clusters, endpoints, listeners, routes: the
+    /// order they are pushed in), in Envoy's own JSON form. `-o json` prints a JSON array.
+    #[arg(long, conflicts_with_all = ["nginx_image", "xds_ca_file", "xds_advertise"])]
+    pub xds: bool,
 }
 
 pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
+    if args.xds {
+        return render_xds(&args.manifests);
+    }
     let control_plane = match args.advertise.control_plane(&args.operator_namespace) {
         Ok(control_plane) => control_plane,
         Err(message) => return Ok(usage_error(&message)),
@@ -48,4 +64,61 @@ pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
     let settings = Settings { nginx_image: &args.nginx_image, control_plane: asked.then_some(&trust) };
     Pipeline { failed_as: "not rendered", all_or_nothing: false }
         .run(&args.manifests, |object| render_object(&object, &settings))
+}
+
+/// `render --xds`: every object read first (a fleet's configuration depends on all of them),
+/// then one document per fleet. Like `render`, prints what can be rendered and exits 1 when any
+/// object would be refused.
+fn render_xds(args: &ManifestArgs) -> super::Result<ExitCode> {
+    const DEFAULT_NAMESPACE: &str = "default";
+    let objects = read_objects(args)?;
+    let documents = objects.len();
+    let mut manifests = Manifests::default();
+    let mut failures = 0;
+    for (origin, object) in objects {
+        match object.and_then(|object| manifests.add(object, DEFAULT_NAMESPACE)) {
+            Ok(()) => {}
+            Err(Outcome::Skipped { note }) => eprintln!("note: {origin}: {note}"),
+            Err(outcome) => {
+                failures += usize::from(outcome.is_failure());
+                if let Outcome::Rejected { message } | Outcome::Unreadable { message } = outcome {
+                    eprintln!("error: {origin}: {message}");
+                }
+            }
+        }
+    }
+    for note in manifests.unrendered_parents() {
+        eprintln!("note: {note}");
+    }
+    let fleets = manifests.fleets();
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        OutputFormat::Json => {
+            let array = Value::Array(fleets.iter().map(|fleet| fleet.document()).collect());
+            let text = serde_json::to_string_pretty(&array).map_err(|e| Error::Output(e.into()))?;
+            writeln!(out, "{text}").map_err(Error::Output)?;
+        }
+        OutputFormat::Yaml => {
+            for (i, fleet) in fleets.iter().enumerate() {
+                let mut text = String::from(if i > 0 { "---\n" } else { "" });
+                for line in fleet.comment().lines() {
+                    text.push_str(&format!("# {line}\n"));
+                }
+                text.push_str(&to_yaml(&fleet.document())?);
+                write!(out, "{text}").map_err(Error::Output)?;
+            }
+        }
+    }
+    out.flush().map_err(Error::Output)?;
+    if failures > 0 {
+        eprintln!("{failures} of {documents} documents not rendered");
+        return Ok(ExitCode::FAILURE);
+    }
+    if fleets.is_empty() {
+        eprintln!(
+            "error: no Envoy without spec.xds in the manifests: nothing is served by the operator's control plane"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_operator_core::inject::NoEnvoys;
+use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use envoy_operator_core::names;
 
+use super::control_plane::AdvertiseFlags;
 use super::inject::read_catalog;
 use super::inject_flags::InjectFlags;
 use super::usage_error;
@@ -40,7 +41,9 @@ pub struct WebhookArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=60))]
     pub request_timeout: u64,
     /// Envoy manifests the injector resolves `sidecar.example.com/envoy` against (without a
-    /// cluster, there is no Envoy cache to look them up in).
+    /// cluster, there is no Envoy cache to look them up in). A pod naming one without spec.xds
+    /// gets its configuration from the operator's control plane with --xds-advertise, else an
+    /// admin-only sidecar.
     #[arg(long = "envoys", value_name = "FILE")]
     pub envoys: Vec<PathBuf>,
     /// The operator's namespace, whose pods the injector never touches.
@@ -51,11 +54,17 @@ pub struct WebhookArgs {
     pub log_format: LogFormat,
     #[command(flatten)]
     pub inject: InjectFlags,
+    #[command(flatten)]
+    pub advertise: AdvertiseFlags,
 }
 
 pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     logging::init(args.log_format);
-    let inject_config = match args.inject.to_config(&args.operator_namespace) {
+    let inject_config = args
+        .inject
+        .to_config(&args.operator_namespace)
+        .and_then(|config| Ok(InjectConfig { control_plane: args.advertise.given()?, ..config }));
+    let inject_config = match inject_config {
         Ok(config) => config,
         Err(message) => return Ok(usage_error(&message)),
     };

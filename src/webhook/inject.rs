@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::bootstrap::XdsTarget;
 use envoy_operator_core::inject::lookup::xds_of;
 use envoy_operator_core::inject::pod::read_for_injection;
-use envoy_operator_core::inject::{EnvoyLookup, InjectConfig, Injection, Injector};
+use envoy_operator_core::inject::{EnvoyLookup, EnvoyXds, InjectConfig, Injection, Injector};
 use envoy_operator_core::names::INJECT_PATH;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -32,7 +31,7 @@ impl EnvoyCache {
 }
 
 impl EnvoyLookup for EnvoyCache {
-    fn xds_for(&self, namespace: &str, name: &str) -> Option<Option<XdsTarget>> {
+    fn xds_for(&self, namespace: &str, name: &str) -> Option<EnvoyXds> {
         self.0.get(&ObjectRef::new(name).within(namespace)).map(|envoy| xds_of(&envoy))
     }
 }
@@ -125,9 +124,12 @@ mod tests {
         envoy.spec.xds = None;
         writer.apply_watcher_event(&watcher::Event::Apply(envoy));
         let store = EnvoyCache::new(store);
-        let edge = store.xds_for("shop", "edge").unwrap().unwrap();
+        let Some(EnvoyXds::External(edge)) = store.xds_for("shop", "edge") else { panic!("spec.xds") };
         assert_eq!((edge.cluster_name.as_str(), edge.host.as_str()), ("xds_cluster", "xds.mesh"));
-        assert_eq!(store.xds_for("shop", "bare"), Some(None));
+        assert_eq!(
+            store.xds_for("shop", "bare"),
+            Some(EnvoyXds::ControlPlane { config_map: "bare-bootstrap".to_owned() })
+        );
         assert_eq!(store.xds_for("other", "edge"), None);
     }
 }

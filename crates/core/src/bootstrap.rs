@@ -10,7 +10,8 @@
 //!   plaintext) carries state-of-the-world ADS, as before the operator had its own;
 //! - the operator's own control plane: delta ADS over TLS, trusting the operator's CA from an
 //!   SDS file Envoy watches ([`ca_sds_file`], kept next to the bootstrap), so a rotated CA
-//!   reaches running proxies without a restart; the node names its fleet in its metadata.
+//!   reaches running proxies without a restart; the node names its fleet in its metadata. Its
+//!   runtime lets routes carry regular expressions of any size ([`RE2_RUNTIME`]).
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -68,11 +69,11 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
         lds_config: ConfigSource::ads(),
         cds_config: ConfigSource::ads(),
     };
-    let (node, dynamic_resources) = match xds {
-        Xds::None => (None, None),
+    let (node, dynamic_resources, layered_runtime) = match xds {
+        Xds::None => (None, None, None),
         Xds::External(target) => {
             clusters.push(Cluster::xds(&target.cluster_name, &target.host, target.port, None));
-            (None, Some(ads("GRPC", &target.cluster_name)))
+            (None, Some(ads("GRPC", &target.cluster_name)), None)
         }
         Xds::Operator { control_plane, fleet, ca_sds_path } => {
             let tls = TransportSocket::upstream_tls(&control_plane.host, ca_sds_path);
@@ -83,7 +84,7 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
                 Some(tls),
             ));
             let node = Node { metadata: [(FLEET_METADATA_KEY.to_owned(), fleet.to_owned())].into() };
-            (Some(node), Some(ads("DELTA_GRPC", OPERATOR_XDS_CLUSTER)))
+            (Some(node), Some(ads("DELTA_GRPC", OPERATOR_XDS_CLUSTER)), Some(LayeredRuntime::re2_limits()))
         }
     };
     Bootstrap {
@@ -91,8 +92,18 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
         admin: Admin { address: Address::socket("127.0.0.1", ADMIN_PORT as u16) },
         static_resources: StaticResources { listeners: vec![Listener::readiness()], clusters },
         dynamic_resources,
+        layered_runtime,
     }
 }
+
+/// The runtime keys of the operator's control plane's proxies: Envoy refuses a regular
+/// expression whose RE2 program is larger than `re2.max_program_size.error_level` (100 by
+/// default, which a few dozen alternatives exceed), and with it the whole route configuration
+/// of the listener. The webhook checks regexes with Rust's `regex`, not RE2, so it cannot hold
+/// routes to Envoy's limit; the limit is raised to 2^32 - 1, as Envoy Gateway's bootstrap does,
+/// and programs over `warn_level` are only logged.
+pub const RE2_RUNTIME: [(&str, u64); 2] =
+    [("re2.max_program_size.error_level", u32::MAX as u64), ("re2.max_program_size.warn_level", 1000)];
 
 /// The SDS file that gives Envoy the control plane's CA (`ca_pem`, one or more PEM certificates)
 /// and the name the server's certificate must carry. Envoy watches its directory, so a rotated CA
@@ -146,6 +157,29 @@ pub struct Bootstrap {
     pub static_resources: StaticResources,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamic_resources: Option<DynamicResources>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layered_runtime: Option<LayeredRuntime>,
+}
+
+/// `envoy.config.bootstrap.v3.LayeredRuntime`: one static layer. No admin layer, as without a
+/// runtime: `/runtime_modify` stays refused, and the proxy runs what its bootstrap says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayeredRuntime {
+    pub layers: Vec<RuntimeLayer>,
+}
+
+impl LayeredRuntime {
+    fn re2_limits() -> Self {
+        let keys = RE2_RUNTIME.iter().map(|(key, value)| ((*key).to_owned(), *value)).collect();
+        Self { layers: vec![RuntimeLayer { name: "envoy-operator".to_owned(), static_layer: keys }] }
+    }
+}
+
+/// `envoy.config.bootstrap.v3.RuntimeLayer` with a `static_layer` of numeric keys.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuntimeLayer {
+    pub name: String,
+    pub static_layer: std::collections::BTreeMap<String, u64>,
 }
 
 /// `envoy.config.core.v3.Node`, its metadata only.
@@ -644,6 +678,25 @@ mod tests {
             secret["validation_context"]["match_typed_subject_alt_names"][0]["matcher"]["exact"],
             "envoy-operator-xds.ops.svc"
         );
+    }
+
+    #[test]
+    fn only_the_operators_proxies_get_the_raised_regex_limit() {
+        let control_plane = ControlPlane { host: "envoy-operator-xds.ops.svc".into(), port: 18000 };
+        let operator =
+            Xds::Operator { control_plane: &control_plane, fleet: "shop/edge", ca_sds_path: "/etc/envoy/x" };
+        let config = parsed(&bootstrap(operator));
+        assert_eq!(
+            config["layered_runtime"],
+            json!({"layers": [{"name": "envoy-operator", "static_layer": {
+                "re2.max_program_size.error_level": 4_294_967_295u64,
+                "re2.max_program_size.warn_level": 1000
+            }}]})
+        );
+        // A user's xDS server decides for itself; an admin-only proxy has no routes.
+        for other in [Xds::External(&xds()), Xds::None] {
+            assert!(parsed(&bootstrap(other)).get("layered_runtime").is_none());
+        }
     }
 
     #[test]

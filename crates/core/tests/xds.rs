@@ -15,9 +15,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{TempFile, tool};
+use common::{TempDir, TempFile, tool};
 
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
+use envoy_operator_core::bootstrap::ControlPlane;
+use envoy_operator_core::children::envoy::{BOOTSTRAP_KEY, CONFIG_DIR, ControlPlaneTrust, desired_children};
 use envoy_operator_core::manifest::parse_documents;
 use envoy_operator_core::rules::{Defaulted, defaulted};
 use envoy_operator_core::xds::{Inputs, Translation, translate};
@@ -287,9 +289,10 @@ fn envoy_refuses_a_broken_translation() {
 
 /// Envoy refuses a regular expression whose RE2 program is larger than 100 unless its runtime
 /// key `re2.max_program_size.error_level` says otherwise, which nothing before Envoy can check
-/// exactly (the webhook compiles regexes with Rust's `regex`). The fleet's bootstrap must raise
-/// the limit, as Envoy Gateway's does, or one such route makes Envoy refuse its listener's
-/// whole route configuration.
+/// exactly (the webhook compiles regexes with Rust's `regex`). The fleet's bootstrap raises the
+/// limit, as Envoy Gateway's does, or one such route would make Envoy refuse its listener's
+/// whole route configuration: proven with the bootstrap the operator writes into the fleet's
+/// ConfigMap, its files where the pod mounts them, serving the translation statically.
 #[test]
 fn large_regexes_need_the_fleets_runtime_to_allow_them() {
     let Some(envoy) = tool("ENVOY_BIN", "envoy") else { return };
@@ -306,14 +309,45 @@ fn large_regexes_need_the_fleets_runtime_to_allow_them() {
     );
     let validate = |bootstrap: &Value, name: &str| {
         let file = TempFile::with(name, &bootstrap.to_string());
-        Command::new(&envoy).args(["--mode", "validate", "-c"]).arg(&file.0).output().expect("envoy runs")
+        Command::new(&envoy)
+            .args(["--mode", "validate", "--service-node", "edge-0", "--service-cluster", "edge", "-c"])
+            .arg(&file.0)
+            .output()
+            .expect("envoy runs")
     };
-    let mut bootstrap = static_bootstrap(&translation);
-    let refused = validate(&bootstrap, "large-regex.json");
+    let refused = validate(&static_bootstrap(&translation), "large-regex.json");
     assert!(!refused.status.success(), "Envoy's default limit refuses it");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("max program size"));
-    bootstrap["layered_runtime"] = json!({"layers": [{"name": "limits", "static_layer": {
-        "re2.max_program_size.error_level": 4_294_967_295u64, "re2.max_program_size.warn_level": 1000}}]});
+
+    // The example's fleet names a user's xDS server; on the operator's, it gets the runtime.
+    let mut own = fixture.envoy.clone().into_inner();
+    own.spec.xds = None;
+    let (_mount, bootstrap) = fleet_bootstrap_serving(&defaulted(own), &translation);
     let accepted = validate(&bootstrap, "large-regex-allowed.json");
     assert!(accepted.status.success(), "{}", String::from_utf8_lossy(&accepted.stderr));
+}
+
+/// The bootstrap of `envoy`'s fleet on the operator's control plane, as its ConfigMap holds it,
+/// with `translation` added to its static resources; and the directory standing for the
+/// ConfigMap's mount, where the bootstrap finds the CA's SDS file (keep it while Envoy runs).
+fn fleet_bootstrap_serving(envoy: &Defaulted<Envoy>, translation: &Translation) -> (TempDir, Value) {
+    let trust = ControlPlaneTrust {
+        control_plane: ControlPlane { host: "envoy-operator-xds.ops.svc".to_owned(), port: 18000 },
+        // Validation checks that the CA file exists, not what its certificate is.
+        ca_pem: Some("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n".to_owned()),
+    };
+    let children = desired_children(envoy, Some(&trust));
+    let data = children.config_map.data.expect("the ConfigMap's files");
+    let mount = TempDir::new("fleet");
+    for (file, text) in &data {
+        std::fs::write(mount.0.join(file), text).expect("a mounted file");
+    }
+    let text = data[BOOTSTRAP_KEY].replace(CONFIG_DIR, &mount.0.display().to_string());
+    let mut bootstrap: Value = serde_saphyr::from_str(&text).expect("the bootstrap is YAML");
+    let served = serde_json::to_value(translation.resources.to_static()).expect("resources serialize");
+    for kind in ["listeners", "clusters"] {
+        let list = bootstrap["static_resources"][kind].as_array_mut().expect("a list");
+        list.extend(served[kind].as_array().into_iter().flatten().cloned());
+    }
+    (mount, bootstrap)
 }

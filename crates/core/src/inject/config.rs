@@ -2,7 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::bootstrap::XdsTarget;
+use crate::bootstrap::{ControlPlane, XdsTarget};
 use crate::names::{
     DEFAULT_ENVOY_IMAGE, OPERATOR_NAMESPACE, PROXY_CPU_REQUEST, PROXY_MEMORY_LIMIT, PROXY_MEMORY_REQUEST,
     SYSTEM_NAMESPACES,
@@ -40,6 +40,10 @@ pub struct InjectConfig {
     pub resources: ProxyResources,
     /// xDS server for pods that name none; without it, such pods get an admin-only bootstrap.
     pub default_xds: Option<XdsTarget>,
+    /// The operator's control plane as sidecars reach it, for pods naming an Envoy without
+    /// `spec.xds`: they get that Envoy's configuration from it. `None` where the operator
+    /// serves none: such sidecars get an admin-only bootstrap.
+    pub control_plane: Option<ControlPlane>,
     /// Inject as a native sidecar (an init container with `restartPolicy: Always`, Kubernetes
     /// 1.29+) unless a pod says otherwise. Off by default: older API servers reject it.
     pub native_sidecar: bool,
@@ -59,6 +63,7 @@ impl Default for InjectConfig {
             image: DEFAULT_ENVOY_IMAGE.to_owned(),
             resources: ProxyResources::default(),
             default_xds: None,
+            control_plane: None,
             native_sidecar: false,
             native_sidecars_supported: true,
             operator_namespace: OPERATOR_NAMESPACE.to_owned(),

@@ -12,17 +12,32 @@ use crate::bootstrap::XdsTarget;
 use crate::manifest::parse_documents;
 use crate::rules::defaulted;
 
-/// Finds the xDS server of an `Envoy`.
-pub trait EnvoyLookup {
-    /// `None` when there is no Envoy `name` in `namespace`; `Some(None)` when there is one
-    /// but it names no (usable) xDS server, so its proxies run admin-only.
-    fn xds_for(&self, namespace: &str, name: &str) -> Option<Option<XdsTarget>>;
+/// Where the proxies of an `Envoy` take their configuration from, as a sidecar naming it
+/// takes it too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvoyXds {
+    /// Its `spec.xds`: a user's xDS server.
+    External(XdsTarget),
+    /// No `spec.xds`: the operator's control plane, whose CA the Envoy's bootstrap ConfigMap
+    /// `config_map` carries (where the operator runs the control plane).
+    ControlPlane { config_map: String },
 }
 
-/// The xDS target of an Envoy after defaulting, exactly as its own fleet would use it. A
-/// cache of Envoys should call this on each cached object.
-pub fn xds_of(envoy: &Envoy) -> Option<XdsTarget> {
-    defaulted(envoy.clone()).effective().xds.clone()
+/// Finds where an `Envoy`'s proxies take their configuration from.
+pub trait EnvoyLookup {
+    /// `None` when there is no Envoy `name` in `namespace`.
+    fn xds_for(&self, namespace: &str, name: &str) -> Option<EnvoyXds>;
+}
+
+/// Where an Envoy's proxies take their configuration from after defaulting, exactly as its
+/// own fleet does. A cache of Envoys should call this on each cached object.
+pub fn xds_of(envoy: &Envoy) -> EnvoyXds {
+    let envoy = defaulted(envoy.clone());
+    let spec = envoy.effective();
+    match &spec.xds {
+        Some(target) => EnvoyXds::External(target.clone()),
+        None => EnvoyXds::ControlPlane { config_map: spec.config_map_name.clone() },
+    }
 }
 
 /// No Envoy resources at all (an operator without a cache, or `inject` without `--envoys`).
@@ -30,7 +45,7 @@ pub fn xds_of(envoy: &Envoy) -> Option<XdsTarget> {
 pub struct NoEnvoys;
 
 impl EnvoyLookup for NoEnvoys {
-    fn xds_for(&self, _namespace: &str, _name: &str) -> Option<Option<XdsTarget>> {
+    fn xds_for(&self, _namespace: &str, _name: &str) -> Option<EnvoyXds> {
         None
     }
 }
@@ -38,7 +53,7 @@ impl EnvoyLookup for NoEnvoys {
 /// Envoys by namespace and name, e.g. read from `--envoys FILE`.
 #[derive(Clone, Debug, Default)]
 pub struct EnvoyCatalog {
-    envoys: HashMap<(String, String), Option<XdsTarget>>,
+    envoys: HashMap<(String, String), EnvoyXds>,
 }
 
 impl EnvoyCatalog {
@@ -91,7 +106,7 @@ impl EnvoyCatalog {
 }
 
 impl EnvoyLookup for EnvoyCatalog {
-    fn xds_for(&self, namespace: &str, name: &str) -> Option<Option<XdsTarget>> {
+    fn xds_for(&self, namespace: &str, name: &str) -> Option<EnvoyXds> {
         self.envoys.get(&(namespace.to_owned(), name.to_owned())).cloned()
     }
 }
@@ -108,9 +123,13 @@ apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n";
         let mut catalog = EnvoyCatalog::default();
         assert!(catalog.add_manifest("envoys.yaml", text, "default").is_empty());
         assert_eq!(catalog.len(), 2);
-        let edge = catalog.xds_for("default", "edge").unwrap().unwrap();
+        let Some(EnvoyXds::External(edge)) = catalog.xds_for("default", "edge") else { panic!("spec.xds") };
         assert_eq!((edge.cluster_name.as_str(), edge.port), ("xds_cluster", 18000));
-        assert_eq!(catalog.xds_for("shop", "bare"), Some(None));
+        // Without spec.xds, the operator's control plane; the ConfigMap name defaulted.
+        assert_eq!(
+            catalog.xds_for("shop", "bare"),
+            Some(EnvoyXds::ControlPlane { config_map: "bare-bootstrap".to_owned() })
+        );
         assert_eq!(catalog.xds_for("shop", "edge"), None);
     }
 

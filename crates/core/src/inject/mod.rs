@@ -5,6 +5,9 @@
 //! The xDS server of the sidecar's bootstrap comes from, in order: the pod annotation
 //! `sidecar.example.com/xds`, the `Envoy` named by `sidecar.example.com/envoy` in the pod's
 //! namespace, the operator's default; with none, the bootstrap has only the admin interface.
+//! A named Envoy without `spec.xds` is served by the operator's control plane
+//! ([`InjectConfig::control_plane`]): the sidecar gets that Envoy's configuration, trusting the
+//! CA of its bootstrap ConfigMap, and the pod the fleet label the control plane checks.
 
 pub mod annotations;
 pub mod config;
@@ -19,17 +22,22 @@ pub mod uninject;
 pub mod webhook_config;
 pub mod workload;
 
+use std::collections::HashSet;
+
 use json_patch::Patch;
 use serde_json::Value;
 
 use self::annotations::{ENVOY, Overrides, XDS};
 pub use self::config::{InjectConfig, ProxyResources};
 pub use self::decision::{Skip, SkipReason};
-pub use self::lookup::{EnvoyCatalog, EnvoyLookup, NoEnvoys};
+pub use self::lookup::{EnvoyCatalog, EnvoyLookup, EnvoyXds, NoEnvoys};
 use self::pod::PodView;
-use self::sidecar::{CONTAINER_NAME, PreparedSidecar, SidecarSpec, TMP_VOLUME};
+use self::sidecar::{
+    CA_VOLUME, CONTAINER_NAME, FleetSidecar, PreparedSidecar, SidecarSpec, SidecarXds, TMP_VOLUME,
+};
 pub use self::status::InjectionStatus;
-use crate::bootstrap::XdsTarget;
+use crate::bootstrap::{OPERATOR_XDS_CLUSTER, XdsTarget};
+use crate::names::FLEET_LABEL;
 
 /// What injection made of a pod. The patch is a [`Patch`] to apply, or (from
 /// [`Injector::inject_json`]) its JSON text, ready to send.
@@ -49,6 +57,9 @@ pub struct Summary {
     /// The xDS server of the bootstrap, if any, and where it came from.
     pub xds: Option<XdsTarget>,
     pub xds_source: XdsSource,
+    /// The fleet (`<namespace>/<Envoy>`) whose configuration the operator's control plane
+    /// serves the sidecar, when it does.
+    pub fleet: Option<String>,
     /// Whether the sidecar is a native sidecar (init container with `restartPolicy: Always`).
     pub native: bool,
     /// Things worth telling the user (the webhook returns them as admission warnings, which
@@ -159,7 +170,7 @@ impl Injector {
                 PreparedSidecar::new(SidecarSpec {
                     image: config.image.clone(),
                     resources: config.resources.clone(),
-                    xds: config.default_xds.clone(),
+                    xds: config.default_xds.clone().into(),
                     native,
                     tmp_volume: TMP_VOLUME.to_owned(),
                 })
@@ -220,16 +231,20 @@ struct Plan<'p, 's> {
     view: PodView<'p>,
     sidecar: std::borrow::Cow<'s, PreparedSidecar>,
     status: String,
+    /// The value of the fleet label to add, if the pod does not carry it yet.
+    fleet_label: Option<String>,
     summary: Box<Summary>,
 }
 
 impl Plan<'_, '_> {
     fn patch(&self) -> Patch {
-        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, self.summary.native, &self.status)
+        let label = self.fleet_label.as_deref();
+        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, self.summary.native, &self.status, label)
     }
 
     fn json(&self) -> Vec<u8> {
-        patch::sidecar_patch_json(&self.view, &self.sidecar.json, self.summary.native, &self.status)
+        let label = self.fleet_label.as_deref();
+        patch::sidecar_patch_json(&self.view, &self.sidecar.json, self.summary.native, &self.status, label)
     }
 }
 
@@ -253,28 +268,69 @@ fn plan<'p, 's>(
         return Err(InjectError::ContainerNameTaken { name: CONTAINER_NAME.to_owned() });
     }
     let mut notes = annotations::warnings(view.annotations);
-    let (xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
+    let (mut xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
     let resources = sidecar::resolve_resources(&config.resources, &overrides)?;
     let native = native_sidecar(&view, &overrides, config, &mut notes);
-    let tmp_volume = free_volume_name(&view, &mut notes);
+    let taken = view.volume_names();
+    // The sidecar's own names (`envoy-tmp-…`, `envoy-xds-ca-…`) never clash with each other.
+    let tmp_volume = free_volume_name(&taken, TMP_VOLUME, &mut notes);
+    let mut fleet_label = None;
+    if let SidecarXds::Fleet(fleet) = &mut xds {
+        fleet.ca_volume = free_volume_name(&taken, CA_VOLUME, &mut notes);
+        fleet_label = missing_fleet_label(&view, &fleet.envoy)?;
+    }
     let notes = crate::bounded::capped(notes, limits::MAX_NOTES, |n| format!("and {n} more notes"));
 
-    let spec = SidecarSpec { image: config.image.clone(), resources, xds: xds.clone(), native, tmp_volume };
+    let (target, fleet) = match &xds {
+        SidecarXds::None => (None, None),
+        SidecarXds::External(target) => (Some(target.clone()), None),
+        SidecarXds::Fleet(fleet) => {
+            let control_plane = &fleet.control_plane;
+            let target = XdsTarget {
+                cluster_name: OPERATOR_XDS_CLUSTER.to_owned(),
+                host: control_plane.host.clone(),
+                port: control_plane.port,
+            };
+            (Some(target), Some(fleet.fleet.clone()))
+        }
+    };
+    let spec = SidecarSpec { image: config.image.clone(), resources, xds, native, tmp_volume };
     let sidecar = match prepared.iter().find(|prepared| prepared.spec == spec) {
         Some(prepared) => std::borrow::Cow::Borrowed(prepared),
         None => std::borrow::Cow::Owned(PreparedSidecar::new(spec)),
     };
     let name = vec![CONTAINER_NAME.to_owned()];
+    let mut volumes = vec![sidecar.spec.tmp_volume.clone()];
+    if let SidecarXds::Fleet(fleet) = &sidecar.spec.xds {
+        volumes.push(fleet.ca_volume.clone());
+    }
     let status = InjectionStatus {
         version: status::STATUS_VERSION,
         hash: sidecar.sidecar.hash.clone(),
         containers: if native { Vec::new() } else { name.clone() },
         init_containers: if native { name } else { Vec::new() },
-        volumes: vec![sidecar.spec.tmp_volume.clone()],
+        volumes,
+        labels: fleet_label.iter().map(|_| FLEET_LABEL.to_owned()).collect(),
     };
     let annotation = status.to_annotation();
-    let summary = Box::new(Summary { status, xds, xds_source, native, notes });
-    Ok(Planned::Patch(Box::new(Plan { view, sidecar, status: annotation, summary })))
+    let summary = Box::new(Summary { status, xds: target, xds_source, fleet, native, notes });
+    Ok(Planned::Patch(Box::new(Plan { view, sidecar, status: annotation, fleet_label, summary })))
+}
+
+/// The fleet label the pod needs to be served `envoy`'s configuration: `None` if it has it
+/// already. A pod labelled as another fleet's contradicts its own annotation.
+fn missing_fleet_label(pod: &PodView<'_>, envoy: &str) -> Result<Option<String>, InjectError> {
+    match pod.label(FLEET_LABEL) {
+        Some(value) if value == envoy => Ok(None),
+        Some(other) => Err(InjectError::InvalidAnnotation {
+            key: ENVOY,
+            value: envoy.to_owned(),
+            reason: format!(
+                "the pod's label {FLEET_LABEL}={other} makes its proxy one of the Envoy {other}: remove the label, or name that Envoy"
+            ),
+        }),
+        None => Ok(Some(envoy.to_owned())),
+    }
 }
 
 /// Whether the sidecar is a native one. A pod that runs to completion always gets one (the
@@ -303,18 +359,20 @@ fn native_sidecar(
     asked
 }
 
+/// Where the sidecar takes its configuration from. The CA volume of a fleet sidecar is named
+/// by the caller, once the pod's volume names are known.
 fn resolve_xds(
     overrides: &Overrides,
     namespace: Option<&str>,
     config: &InjectConfig,
     envoys: &dyn EnvoyLookup,
     notes: &mut Vec<String>,
-) -> Result<(Option<XdsTarget>, XdsSource), InjectError> {
+) -> Result<(SidecarXds, XdsSource), InjectError> {
     if let Some(xds) = &overrides.xds {
         if let Some(name) = &overrides.envoy {
             notes.push(format!("annotation {XDS} takes precedence over {ENVOY}={name}"));
         }
-        return Ok((Some(xds.clone()), XdsSource::Annotation));
+        return Ok((SidecarXds::External(xds.clone()), XdsSource::Annotation));
     }
     if let Some(name) = &overrides.envoy {
         let namespace = namespace.ok_or_else(|| InjectError::NamespaceUnknown { name: name.clone() })?;
@@ -322,34 +380,44 @@ fn resolve_xds(
             namespace: namespace.to_owned(),
             name: name.clone(),
         })?;
-        if xds.is_none() {
-            notes.push(format!(
-                "Envoy {name} has no spec.xds: the sidecar starts with only its admin interface"
-            ));
-        }
+        let xds = match (xds, &config.control_plane) {
+            (EnvoyXds::External(target), _) => SidecarXds::External(target),
+            (EnvoyXds::ControlPlane { config_map }, Some(control_plane)) => SidecarXds::Fleet(FleetSidecar {
+                control_plane: control_plane.clone(),
+                fleet: format!("{namespace}/{name}"),
+                envoy: name.clone(),
+                config_map,
+                ca_volume: CA_VOLUME.to_owned(),
+            }),
+            (EnvoyXds::ControlPlane { .. }, None) => {
+                notes.push(format!(
+                    "Envoy {name} has no spec.xds and the operator serves sidecars no configuration: the sidecar starts with only its admin interface"
+                ));
+                SidecarXds::None
+            }
+        };
         return Ok((xds, XdsSource::Envoy(name.clone())));
     }
     match &config.default_xds {
-        Some(xds) => Ok((Some(xds.clone()), XdsSource::Default)),
-        None => Ok((None, XdsSource::None)),
+        Some(xds) => Ok((SidecarXds::External(xds.clone()), XdsSource::Default)),
+        None => Ok((SidecarXds::None, XdsSource::None)),
     }
 }
 
-/// `envoy-tmp`, or the first of `envoy-tmp-2`, `envoy-tmp-3`… the pod does not use. Volumes
-/// are internal plumbing, so a clash is resolved rather than denied; the status annotation
+/// `base`, or the first of `base-2`, `base-3`… the pod does not use (`taken`). Volumes are
+/// internal plumbing, so a clash is resolved rather than denied; the status annotation
 /// records the name, so `--uninject` removes the right one.
-/// One pass over the volumes, then set lookups: a pod with every name up to
+/// One pass over the volumes (`taken`), then set lookups: a pod with every name up to
 /// `envoy-tmp-65536` costs linear time, not quadratic.
-fn free_volume_name(pod: &PodView<'_>, notes: &mut Vec<String>) -> String {
-    let taken = pod.volume_names();
-    if !taken.contains(TMP_VOLUME) {
-        return TMP_VOLUME.to_owned();
+fn free_volume_name(taken: &HashSet<&str>, base: &str, notes: &mut Vec<String>) -> String {
+    if !taken.contains(base) {
+        return base.to_owned();
     }
     // Among the first `taken.len() + 1` candidates at least one is free.
     let name = (2..=taken.len() + 2)
-        .map(|n| format!("{TMP_VOLUME}-{n}"))
+        .map(|n| format!("{base}-{n}"))
         .find(|name| !taken.contains(name.as_str()))
-        .unwrap_or_else(|| TMP_VOLUME.to_owned());
-    notes.push(format!("the pod already has a volume {TMP_VOLUME}: the sidecar's is named {name}"));
+        .unwrap_or_else(|| base.to_owned());
+    notes.push(format!("the pod already has a volume {base}: the sidecar's is named {name}"));
     name
 }

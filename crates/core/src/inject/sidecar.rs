@@ -1,10 +1,12 @@
-//! The sidecar itself: the `envoy` container and its scratch volume, built from typed
+//! The sidecar itself: the `envoy` container and its scratch volume (and, for a proxy of the
+//! operator's control plane, the volume of the control plane's CA), built from typed
 //! k8s-openapi pieces (so every field name is right) and handed to the patch as JSON.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, ResourceRequirements, Volume, VolumeMount,
+    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, KeyToPath, ResourceRequirements, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
@@ -13,7 +15,8 @@ use sha2::{Digest, Sha256};
 use super::InjectError;
 use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PROXY_MEMORY_LIMIT};
 use super::config::ProxyResources;
-use crate::bootstrap::{Xds, XdsTarget, bootstrap};
+use crate::bootstrap::{ControlPlane, Xds, XdsTarget, bootstrap};
+use crate::children::envoy::{CA_SDS_KEY, CONFIG_DIR};
 use crate::proxy;
 use crate::rules::quantity;
 
@@ -24,37 +27,75 @@ pub const CONTAINER_NAME: &str = "envoy";
 pub const TMP_VOLUME: &str = "envoy-tmp";
 /// Size cap of the `/tmp` volume.
 const TMP_SIZE_LIMIT: &str = "16Mi";
+/// Preferred name of the volume of the control plane's CA; `envoy-xds-ca-2`… when taken.
+pub const CA_VOLUME: &str = "envoy-xds-ca";
 
 /// Everything the sidecar depends on, resolved from configuration and pod annotations.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SidecarSpec {
     pub image: String,
     pub resources: ProxyResources,
-    pub xds: Option<XdsTarget>,
+    pub xds: SidecarXds,
     pub native: bool,
     pub tmp_volume: String,
 }
 
-/// The container and volume to add, and the hash that identifies this exact template.
+/// Where the sidecar takes its configuration from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SidecarXds {
+    /// Nowhere: the admin interface only.
+    None,
+    /// A user's xDS server.
+    External(XdsTarget),
+    /// The operator's control plane, as a proxy of an Envoy fleet.
+    Fleet(FleetSidecar),
+}
+
+impl From<Option<XdsTarget>> for SidecarXds {
+    fn from(target: Option<XdsTarget>) -> Self {
+        target.map_or(Self::None, Self::External)
+    }
+}
+
+/// A sidecar served by the operator's control plane the configuration of the Envoy `envoy` of
+/// the pod's namespace. The server trusts the CA that Envoy's bootstrap ConfigMap carries, and
+/// serves only pods labelled as the fleet's ([`crate::names::FLEET_LABEL`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetSidecar {
+    pub control_plane: ControlPlane,
+    /// The fleet the node metadata names: `<namespace>/<envoy>`.
+    pub fleet: String,
+    pub envoy: String,
+    /// The Envoy's bootstrap ConfigMap, whose CA file ([`CA_SDS_KEY`]) the sidecar mounts.
+    pub config_map: String,
+    /// The pod volume of that file.
+    pub ca_volume: String,
+}
+
+/// The container and volumes to add, and the hash that identifies this exact template.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sidecar {
     pub container: Value,
-    pub volume: Value,
+    /// The `/tmp` volume, then the CA's for a proxy of the operator's control plane.
+    pub volumes: Vec<Value>,
     pub hash: String,
 }
 
-/// The container and volume as compact JSON text, to be written into patches as they are.
+/// The container and volumes as compact JSON text, to be written into patches as they are.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SidecarJson {
     pub container: String,
-    pub volume: String,
+    pub volumes: Vec<String>,
 }
 
 impl Sidecar {
-    /// The container and volume as JSON text (what [`template_hash`] hashes).
+    /// The container and volumes as JSON text (what [`template_hash`] hashes).
     pub fn to_json(&self) -> SidecarJson {
         // Plain data of strings and numbers: serialization cannot fail.
-        SidecarJson { container: self.container.to_string(), volume: self.volume.to_string() }
+        SidecarJson {
+            container: self.container.to_string(),
+            volumes: self.volumes.iter().map(Value::to_string).collect(),
+        }
     }
 }
 
@@ -76,7 +117,53 @@ impl PreparedSidecar {
 
 /// Builds the sidecar for `spec`. Deterministic: the same spec gives byte-identical JSON.
 pub fn build(spec: &SidecarSpec) -> Sidecar {
-    let bootstrap = bootstrap(spec.xds.as_ref().map_or(Xds::None, Xds::External));
+    let ca_sds_path = format!("{CONFIG_DIR}/{CA_SDS_KEY}");
+    let bootstrap = bootstrap(match &spec.xds {
+        SidecarXds::None => Xds::None,
+        SidecarXds::External(target) => Xds::External(target),
+        SidecarXds::Fleet(fleet) => Xds::Operator {
+            control_plane: &fleet.control_plane,
+            fleet: &fleet.fleet,
+            ca_sds_path: &ca_sds_path,
+        },
+    });
+    let mut volume_mounts = vec![VolumeMount {
+        name: spec.tmp_volume.clone(),
+        mount_path: "/tmp".to_owned(),
+        ..Default::default()
+    }];
+    let mut volumes = vec![Volume {
+        name: spec.tmp_volume.clone(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(Quantity(TMP_SIZE_LIMIT.to_owned())),
+            medium: None,
+        }),
+        ..Default::default()
+    }];
+    if let SidecarXds::Fleet(fleet) = &spec.xds {
+        // The whole directory, not a subPath: Envoy watches it, so a rotated CA is picked up.
+        volume_mounts.push(VolumeMount {
+            name: fleet.ca_volume.clone(),
+            mount_path: CONFIG_DIR.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+        // Only the CA file, not the fleet's bootstrap. Not optional: Envoy refuses to start
+        // without the file, so the pod waits for it rather than crash-looping.
+        volumes.push(Volume {
+            name: fleet.ca_volume.clone(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: fleet.config_map.clone(),
+                items: Some(vec![KeyToPath {
+                    key: CA_SDS_KEY.to_owned(),
+                    path: CA_SDS_KEY.to_owned(),
+                    mode: None,
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(spec.image.clone()),
@@ -102,28 +189,17 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
         readiness_probe: Some(proxy::readiness_probe()),
         resources: Some(requirements(&spec.resources)),
         security_context: Some(proxy::security_context()),
-        volume_mounts: Some(vec![VolumeMount {
-            name: spec.tmp_volume.clone(),
-            mount_path: "/tmp".to_owned(),
-            ..Default::default()
-        }]),
+        volume_mounts: Some(volume_mounts),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         restart_policy: spec.native.then(|| "Always".to_owned()),
         ..Default::default()
     };
-    let volume = Volume {
-        name: spec.tmp_volume.clone(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            size_limit: Some(Quantity(TMP_SIZE_LIMIT.to_owned())),
-            medium: None,
-        }),
-        ..Default::default()
-    };
     // Plain data of strings and numbers: serialization cannot fail.
     let container = name_first(serde_json::to_value(container).unwrap_or(Value::Null));
-    let volume = name_first(serde_json::to_value(volume).unwrap_or(Value::Null));
-    let hash = template_hash(&container, &volume);
-    Sidecar { container, volume, hash }
+    let volumes: Vec<Value> =
+        volumes.into_iter().map(|v| name_first(serde_json::to_value(v).unwrap_or(Value::Null))).collect();
+    let hash = template_hash(&container, &volumes);
+    Sidecar { container, volumes, hash }
 }
 
 /// k8s-openapi serializes fields alphabetically; `name` first reads the way people write it.
@@ -159,12 +235,14 @@ impl ProxyResources {
     }
 }
 
-/// A short hash of the exact container and volume JSON.
-fn template_hash(container: &Value, volume: &Value) -> String {
+/// A short hash of the exact container and volumes JSON.
+fn template_hash(container: &Value, volumes: &[Value]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(container.to_string().as_bytes());
-    hasher.update(b"\n");
-    hasher.update(volume.to_string().as_bytes());
+    for volume in volumes {
+        hasher.update(b"\n");
+        hasher.update(volume.to_string().as_bytes());
+    }
     hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
@@ -206,7 +284,7 @@ mod tests {
         SidecarSpec {
             image: "envoyproxy/envoy:v1.34.1".to_owned(),
             resources: ProxyResources::default(),
-            xds: None,
+            xds: SidecarXds::None,
             native: false,
             tmp_volume: TMP_VOLUME.to_owned(),
         }
@@ -228,7 +306,8 @@ mod tests {
         assert_eq!(c["resources"]["requests"]["cpu"], "100m");
         assert!(c["resources"]["limits"].get("cpu").is_none());
         assert!(c.get("restartPolicy").is_none());
-        assert_eq!(c["volumeMounts"][0]["name"], sidecar.volume["name"]);
+        assert_eq!(c["volumeMounts"][0]["name"], sidecar.volumes[0]["name"]);
+        assert_eq!(sidecar.volumes.len(), 1);
         let config: Value = serde_json::from_str(c["args"][1].as_str().unwrap()).unwrap();
         assert_eq!(config["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
         assert!(config.get("dynamic_resources").is_none());
@@ -243,8 +322,36 @@ mod tests {
         assert_ne!(base.hash, native.hash);
         let xds =
             XdsTarget { cluster_name: "xds_cluster".to_owned(), host: "xds.mesh".to_owned(), port: 18000 };
-        assert_ne!(base.hash, build(&SidecarSpec { xds: Some(xds), ..spec() }).hash);
+        assert_ne!(base.hash, build(&SidecarSpec { xds: SidecarXds::External(xds), ..spec() }).hash);
         assert_eq!(base.hash.len(), 16);
+    }
+
+    #[test]
+    fn a_fleet_sidecar_mounts_the_ca_file_its_bootstrap_reads() {
+        let fleet = FleetSidecar {
+            control_plane: ControlPlane { host: "xds.ops.svc".to_owned(), port: 18000 },
+            fleet: "shop/edge".to_owned(),
+            envoy: "edge".to_owned(),
+            config_map: "edge-bootstrap".to_owned(),
+            ca_volume: "envoy-xds-ca-2".to_owned(),
+        };
+        let sidecar = build(&SidecarSpec { xds: SidecarXds::Fleet(fleet), ..spec() });
+        assert_eq!(sidecar.volumes.len(), 2);
+        let ca = &sidecar.volumes[1];
+        assert_eq!(ca["name"], "envoy-xds-ca-2");
+        assert_eq!(ca["configMap"]["name"], "edge-bootstrap");
+        assert_eq!(ca["configMap"]["items"], serde_json::json!([{"key": CA_SDS_KEY, "path": CA_SDS_KEY}]));
+        let mount = &sidecar.container["volumeMounts"][1];
+        assert_eq!(
+            (mount["name"].as_str(), mount["readOnly"].as_bool()),
+            (Some("envoy-xds-ca-2"), Some(true))
+        );
+        let config: Value = serde_json::from_str(sidecar.container["args"][1].as_str().unwrap()).unwrap();
+        let sds = &config["static_resources"]["clusters"][1]["transport_socket"]["typed_config"]["common_tls_context"]
+            ["validation_context_sds_secret_config"]["sds_config"]["path_config_source"];
+        assert_eq!(sds["path"], format!("{}/{CA_SDS_KEY}", mount["mountPath"].as_str().unwrap()));
+        assert_eq!(config["node"]["metadata"][crate::bootstrap::FLEET_METADATA_KEY], "shop/edge");
+        assert_ne!(sidecar.hash, build(&spec()).hash);
     }
 
     #[test]

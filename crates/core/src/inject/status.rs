@@ -21,6 +21,10 @@ pub struct InjectionStatus {
     /// Volumes added to `spec.volumes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
+    /// Keys of the labels added to `metadata.labels` (the fleet label of a sidecar naming an
+    /// Envoy served by the operator's control plane).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
 }
 
 /// The current format version.
@@ -49,6 +53,7 @@ mod tests {
             containers: vec!["envoy".to_owned()],
             init_containers: Vec::new(),
             volumes: vec!["envoy-tmp".to_owned()],
+            labels: Vec::new(),
         };
         let text = status.to_annotation();
         assert_eq!(

@@ -1,5 +1,5 @@
-//! Removing a sidecar: exactly the containers and volumes the status annotation records, and
-//! the annotation itself. Offline only (`inject --uninject`).
+//! Removing a sidecar: exactly the containers, volumes and labels the status annotation
+//! records, and the annotation itself. Offline only (`inject --uninject`).
 
 use serde_json::{Map, Value};
 
@@ -17,7 +17,8 @@ pub enum Uninjected {
 }
 
 /// Removes what the status annotation of `pod` (a pod or pod template) records. Lists and
-/// the annotations map left empty are removed, as they were before injection created them.
+/// the annotations and labels maps left empty are removed, as they were before injection
+/// created them.
 pub fn uninject(pod: &mut Value) -> Result<Uninjected, String> {
     let Some(annotation) = pod.pointer("/metadata/annotations").and_then(|a| a.get(STATUS)) else {
         return Ok(Uninjected::NotInjected);
@@ -32,15 +33,25 @@ pub fn uninject(pod: &mut Value) -> Result<Uninjected, String> {
         remove_named(spec, "initContainers", &status.init_containers, true);
         remove_named(spec, "volumes", &status.volumes, true);
     }
-    if let Some(metadata) = pod.get_mut("metadata").and_then(Value::as_object_mut)
-        && let Some(annotations) = metadata.get_mut("annotations").and_then(Value::as_object_mut)
-    {
-        annotations.shift_remove(STATUS);
-        if annotations.is_empty() {
-            metadata.shift_remove("annotations");
-        }
+    if let Some(metadata) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
+        remove_keys(metadata, "annotations", &[STATUS]);
+        remove_keys(metadata, "labels", &status.labels);
     }
     Ok(Uninjected::Removed(status))
+}
+
+/// Removes `keys` from the map `metadata[field]`, and the map if that leaves it empty.
+fn remove_keys(metadata: &mut Map<String, Value>, field: &str, keys: &[impl AsRef<str>]) {
+    let Some(map) = metadata.get_mut(field).and_then(Value::as_object_mut) else { return };
+    if keys.is_empty() {
+        return;
+    }
+    for key in keys {
+        map.shift_remove(key.as_ref());
+    }
+    if map.is_empty() {
+        metadata.shift_remove(field);
+    }
 }
 
 fn remove_named(spec: &mut Map<String, Value>, field: &str, names: &[String], drop_if_empty: bool) {

@@ -76,6 +76,10 @@ pub fn process_object(mut object: Value, options: &Options<'_>) -> Outcome {
                 };
             }
             let xds = match (&summary.xds, &summary.xds_source) {
+                (Some(xds), XdsSource::Envoy(name)) if summary.fleet.is_some() => format!(
+                    "the configuration of Envoy {name} from the operator's control plane at {}:{}",
+                    xds.host, xds.port
+                ),
                 (Some(xds), XdsSource::Envoy(name)) => {
                     format!("xDS {}:{} from Envoy {name}", xds.host, xds.port)
                 }

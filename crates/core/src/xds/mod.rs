@@ -9,7 +9,8 @@
 //! - [`clusters`] and [`endpoints`]: an EDS cluster and its assignment per Service port used;
 //! - [`attach`], [`backends`] and [`status`]: what attaches where, what resolves, and the
 //!   routes' `Accepted` and `ResolvedRefs` conditions;
-//! - [`model`]: the Envoy messages, serializing to Envoy's JSON.
+//! - [`model`]: the Envoy messages, serializing to Envoy's JSON;
+//! - [`render`]: the translations of a set of manifests, for `render --xds`.
 
 pub mod attach;
 pub mod backends;
@@ -18,6 +19,7 @@ pub mod endpoints;
 pub mod hosts;
 pub mod listener;
 pub mod model;
+pub mod render;
 pub mod routes;
 pub mod rule;
 pub mod status;

@@ -34,3 +34,22 @@ impl Drop for TempFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// A directory of its own for one test's files (a pod's mounted ConfigMap), removed when dropped.
+#[allow(dead_code)] // Not every test crate sharing this module uses it.
+pub struct TempDir(pub PathBuf);
+
+#[allow(dead_code)]
+impl TempDir {
+    pub fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("envoy-operator-xds-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
