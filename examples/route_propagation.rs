@@ -132,7 +132,8 @@ async fn main() {
     })
     .await;
     let data: BTreeMap<String, String> =
-        serde_json::from_value(api.get(&config_map).expect("the ConfigMap")["data"].clone()).expect("string data");
+        serde_json::from_value(api.get(&config_map).expect("the ConfigMap")["data"].clone())
+            .expect("string data");
     let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
     let envoy = Envoy::start(&runnable_bootstrap(&data, files.path(), POD, "edge")).await;
     envoy.until_served_by(port, "/p", "a").await;
@@ -158,7 +159,9 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     match Percentiles::of(&served) {
-        Some(summary) => println!("EnvoyRoute changed -> Envoy serving the change (polled through Envoy): {summary}"),
+        Some(summary) => {
+            println!("EnvoyRoute changed -> Envoy serving the change (polled through Envoy): {summary}")
+        }
         None => println!("no changes measured"),
     }
     println!("({polls} requests through Envoy in all)");

@@ -239,8 +239,10 @@ pub async fn run(
                         ControlPlaneServer::bind(xds, client, watched, &config.identity, &metrics, &health)
                             .await
                             .map_err(|source| RunError::XdsListen { addr: xds.listen, source })?;
-                    // The injector reads the control plane's cache of Envoys: one watch, not two.
+                    // The injector reads the control plane's cache of Envoys: one watch, not two;
+                    // sidecars naming an Envoy without spec.xds are served by this control plane.
                     let envoys = EnvoyCache::new(server.caches.envoys.clone());
+                    inject.control_plane = Some(xds.advertise.clone());
                     control_plane = Some(server);
                     envoys
                 }

@@ -79,18 +79,22 @@ fn lists_and_unserved_versions_fail_like_kubectl_would() {
 }
 
 #[test]
-fn fleets_without_an_xds_server_are_admin_only_unless_the_control_plane_is_asked_for() {
+fn fleets_without_an_xds_server_get_the_bootstrap_of_the_operators_control_plane() {
     let envoy =
         "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge, namespace: shop}\nspec: {}\n";
-    let plain = render(&["-f", "-"], envoy);
-    assert!(plain.status.success(), "stderr: {}", String::from_utf8_lossy(&plain.stderr));
-    let plain = String::from_utf8(plain.stdout).expect("UTF-8");
-    assert!(!plain.contains("envoy_operator_xds"), "run serves no control plane yet:\n{plain}");
+    let default = render(&["-f", "-"], envoy);
+    assert!(default.status.success(), "stderr: {}", String::from_utf8_lossy(&default.stderr));
+    let default = String::from_utf8(default.stdout).expect("UTF-8");
+    assert!(
+        default.contains("envoy_operator_xds") && default.contains("envoy-operator-xds.envoy-operator.svc"),
+        "the operator's xDS Service, as `run` applies:\n{default}"
+    );
+    assert!(!default.contains("xds-ca.yaml:"), "no CA file without --xds-ca-file:\n{default}");
 
-    let asked = render(&["-f", "-", "--xds-advertise", "xds.example.internal:18000"], envoy);
-    assert!(asked.status.success(), "stderr: {}", String::from_utf8_lossy(&asked.stderr));
-    let asked = String::from_utf8(asked.stdout).expect("UTF-8");
-    assert!(asked.contains("envoy_operator_xds") && asked.contains("xds.example.internal"), "{asked}");
+    let advertised = render(&["-f", "-", "--xds-advertise", "xds.example.internal:18000"], envoy);
+    assert!(advertised.status.success(), "stderr: {}", String::from_utf8_lossy(&advertised.stderr));
+    let advertised = String::from_utf8(advertised.stdout).expect("UTF-8");
+    assert!(advertised.contains("xds.example.internal"), "{advertised}");
 }
 
 // --- render --xds ------------------------------------------------------------------------------

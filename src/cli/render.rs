@@ -30,10 +30,9 @@ pub struct RenderArgs {
     pub operator_namespace: String,
     #[command(flatten)]
     pub advertise: AdvertiseFlags,
-    /// The CA of the operator's xDS server (PEM), for the CA file of the bootstrap ConfigMaps of
-    /// Envoys without `spec.xds`. With it or `--xds-advertise`, such Envoys get the bootstrap of
-    /// the operator's control plane (which `run` does not serve yet); without either, the
-    /// admin-only bootstrap `run` gives them today.
+    /// The CA of the operator's xDS server (PEM), for the CA file (`xds-ca.yaml`) of the
+    /// bootstrap ConfigMaps of Envoys without `spec.xds`, which `run` writes from its own CA;
+    /// without it that file is left out.
     #[arg(long, value_name = "FILE")]
     pub xds_ca_file: Option<PathBuf>,
     /// Print, instead of the children, the xDS resources each Envoy without spec.xds would be
@@ -57,11 +56,9 @@ pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
         Some(path) => Some(String::from_utf8_lossy(&super::generate::read_ca_bundle(path)?).into_owned()),
         None => None,
     };
-    // `run` does not serve the control plane yet, so its fleets without `spec.xds` are
-    // admin-only; render shows the same unless asked for the control plane's bootstrap.
-    let asked = args.advertise.xds_advertise.is_some() || ca_pem.is_some();
+    // What `run` applies: fleets without `spec.xds` are served by the operator's control plane.
     let trust = ControlPlaneTrust { control_plane, ca_pem };
-    let settings = Settings { nginx_image: &args.nginx_image, control_plane: asked.then_some(&trust) };
+    let settings = Settings { nginx_image: &args.nginx_image, control_plane: Some(&trust) };
     Pipeline { failed_as: "not rendered", all_or_nothing: false }
         .run(&args.manifests, |object| render_object(&object, &settings))
 }

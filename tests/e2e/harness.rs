@@ -272,9 +272,11 @@ impl Cluster {
         // A killed runtime closes its listener in the background (std binds with
         // SO_REUSEADDR on Unix, so only a listener still open makes this fail).
         for listen in [setup.listen, setup.xds.listen] {
-            wait_for(&format!("the previous operator's listener on {listen} to close"), SHORT, || async move {
-                std::net::TcpListener::bind(listen).map(drop).map_err(|e| e.to_string())
-            })
+            wait_for(
+                &format!("the previous operator's listener on {listen} to close"),
+                SHORT,
+                || async move { std::net::TcpListener::bind(listen).map(drop).map_err(|e| e.to_string()) },
+            )
             .await;
         }
         let operator = Operator::start(setup, identity).await;

@@ -12,9 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
 use crate::foo::foo_manifest;
-use crate::harness::{
-    LEASE, Operator, SHORT, get, in_cluster, in_cluster_mode, wait_for,
-};
+use crate::harness::{LEASE, Operator, SHORT, get, in_cluster, in_cluster_mode, wait_for};
 
 /// The Lease's holder and when it was acquired and last renewed.
 async fn lease(leases: &Api<Lease>) -> Result<(String, Option<f64>, Option<f64>), String> {

@@ -51,7 +51,10 @@ fn endpoint_slice(service: &str, backend: &Backend) -> Value {
            "endpoints": [{"addresses": [backend.address.ip().to_string()], "conditions": {"ready": true}}]})
 }
 
-fn condition<'a>(conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], kind: &str) -> Option<&'a str> {
+fn condition<'a>(
+    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    kind: &str,
+) -> Option<&'a str> {
     conditions.iter().find(|c| c.type_ == kind).map(|c| c.status.as_str())
 }
 
