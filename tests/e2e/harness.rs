@@ -105,6 +105,7 @@ impl OperatorSetup {
                 namespace: self.watch_namespace.clone(),
                 concurrency: 4,
                 settings: Settings { resync: self.resync, ..Settings::default() },
+                xds_reports_namespace: None,
             },
             inject: InjectConfig {
                 operator_namespace: self.operator_namespace.clone(),
