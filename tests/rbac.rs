@@ -1,5 +1,5 @@
 //! Least privilege you can check: the whole operator (`run`: certificates, leader election,
-//! both controllers, the injector's Envoy cache) runs against an in-memory API server through
+//! both controllers, the injector's Envoy cache, the xDS reports written and read) runs against an in-memory API server through
 //! everything that needs a permission — creating, renaming and pruning children, a name clash
 //! with events, a certificate rotation, a deleted certificate Secret, a graceful handover — and
 //! every request it made is replayed against the RBAC of the install: a request no rule allows
@@ -15,9 +15,11 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_operator::control_plane::report::{self, ReportConfig};
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::run::{self, CertMode, RunConfig};
 use envoy_operator::webhook::server::ServeConfig;
+use envoy_operator::xds_server::{SnapshotCache, Tracker};
 use envoy_operator_core::inject::InjectConfig;
 use serde_json::{Value, json};
 use support::fake_api::FakeApi;
@@ -115,6 +117,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
             namespace: watch_namespace.map(str::to_owned),
             concurrency: 4,
             settings: Settings::default(),
+            xds_reports_namespace: Some(OPERATOR_NS.to_owned()),
         },
         inject: InjectConfig { operator_namespace: OPERATOR_NS.to_owned(), ..InjectConfig::default() },
         serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
@@ -127,6 +130,18 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         })
         .await
     });
+    // This replica's xDS report, as `run` writes it next to its xDS server.
+    let (stop_report, report_stopped) = oneshot::channel::<()>();
+    let report_config = ReportConfig {
+        namespace: OPERATOR_NS.to_owned(),
+        identity: "replica-a".to_owned(),
+        pod_uid: Some("uid-replica-a".to_owned()),
+    };
+    let reporting =
+        tokio::spawn(report::run(api.client(), report_config, Tracker::new(), SnapshotCache::new(), async {
+            let _ = report_stopped.await;
+        }));
+    let report_path = path("v1", OPERATOR_NS, "configmaps", "envoy-operator-xds-replica-a");
 
     let requests = |method: &str, fragment: &str| {
         let api = api.clone();
@@ -135,6 +150,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     };
     let exists = |at: String| move |api: &FakeApi| api.get(&at).is_some();
     let gone = |at: String| move |api: &FakeApi| api.get(&at).is_none();
+    api.wait_for("this replica's xDS report", HANG_GUARD, exists(report_path.clone())).await;
     api.wait_for("the Foo's Deployment", HANG_GUARD, exists(path("apps/v1", ns, "deployments", "web"))).await;
     api.wait_for("the Envoy's Service", HANG_GUARD, exists(path("v1", ns, "services", "edge"))).await;
     api.wait_for("the caBundle patched", HANG_GUARD, |api| {
@@ -172,6 +188,9 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     // The clash repeats after its backoff: the recorder adds to the event's series.
     api.wait_for("an event series", HANG_GUARD, requests("PATCH", "/events/")).await;
 
+    let _ = stop_report.send(());
+    tokio::time::timeout(HANG_GUARD, reporting).await.expect("the report writer stops").expect("no panic");
+    assert!(api.get(&report_path).is_none(), "the report is deleted on shutdown");
     let _ = stop.send(());
     tokio::time::timeout(HANG_GUARD, operator)
         .await
