@@ -50,10 +50,10 @@ impl Acceptance {
 /// Aggregates one fleet's entries of every replica's report (`(replica, entry)`; a replica
 /// without proxies of the fleet has no entry).
 pub fn aggregate<'a>(reports: impl IntoIterator<Item = (&'a str, &'a FleetReport)>) -> FleetObservation {
-    let mut reports: Vec<(&str, &FleetReport)> =
+    // Whatever order the reports come in, the same reports give the same status: sets below,
+    // and the rejection quoted is the least by node and type.
+    let reports: Vec<(&str, &FleetReport)> =
         reports.into_iter().filter(|(_, report)| report.connected_proxies > 0).collect();
-    // Replicas in a fixed order, so the same reports always give the same message.
-    reports.sort_by_key(|(replica, _)| *replica);
     let connected: u32 =
         reports.iter().map(|(_, report)| report.connected_proxies).fold(0, u32::saturating_add);
     let up_to_date: u32 =
