@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use envoy_operator::control_plane::server::XdsConfig;
-use envoy_operator::controller::{ControllerConfig, Settings};
+use envoy_operator::controller::ControllerConfig;
 use envoy_operator::run::{self, CertMode, RunConfig};
 use envoy_operator::webhook::server::ServeConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
@@ -112,7 +112,7 @@ async fn main() {
         identity: "bench".to_owned(),
         api_server: "the in-memory API server".to_owned(),
         cert_check_interval: Duration::from_secs(600),
-        controllers: ControllerConfig { namespace: None, concurrency: 2, settings: Settings::default() },
+        controllers: ControllerConfig { concurrency: 2, ..ControllerConfig::default() },
         inject: InjectConfig { operator_namespace: "envoy-operator".to_owned(), ..InjectConfig::default() },
         serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
         xds: Some(XdsConfig {
@@ -120,6 +120,7 @@ async fn main() {
             advertise: ControlPlane { host: "localhost".to_owned(), port: xds.port() },
             insecure_node_identity: false,
         }),
+        pod_uid: None,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let operator = tokio::spawn(run::run(config, Some(api.client()), async {

@@ -21,6 +21,7 @@ use kube::Client;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
+use crate::control_plane::report::{self, ReportConfig};
 use crate::control_plane::server::{ControlPlaneServer, XdsConfig};
 use crate::control_plane::trust;
 use crate::controller::{self as controllers, ControllerConfig};
@@ -70,6 +71,9 @@ pub struct RunConfig {
     /// The xDS control plane of the fleets without `spec.xds`; `None` leaves them admin-only.
     /// Served only with a cluster (its inputs are the cluster's objects).
     pub xds: Option<XdsConfig>,
+    /// The uid of this replica's Pod (`POD_UID`): the owner of its xDS report, which is then
+    /// deleted with the pod. `None` outside a cluster.
+    pub pod_uid: Option<String>,
 }
 
 impl RunConfig {
@@ -296,14 +300,29 @@ pub async fn run(
         result
     };
     let xds = async {
-        match control_plane {
-            Some(control_plane) => {
+        match (control_plane, &client) {
+            (Some(control_plane), Some(client)) => {
                 if let Ok(address) = control_plane.local_addr() {
                     info!(listen = %address, "serving the xDS control plane");
                 }
-                control_plane.serve(certificate.clone(), drained.clone().cancelled_owned()).await
+                // What this replica's proxies applied, for the leader's Envoy status; deleted
+                // when the xDS port closes, so the leader stops counting them at once.
+                let report = report::run(
+                    client.clone(),
+                    ReportConfig {
+                        namespace: config.namespace().to_owned(),
+                        identity: config.identity.clone(),
+                        pod_uid: config.pod_uid.clone(),
+                    },
+                    control_plane.tracker.clone(),
+                    control_plane.cache.clone(),
+                    drained.clone().cancelled_owned(),
+                );
+                let serve = control_plane.serve(certificate.clone(), drained.clone().cancelled_owned());
+                let (served, ()) = tokio::join!(serve, report);
+                served
             }
-            None => Ok(()),
+            _ => Ok(()),
         }
     };
     let leading = async {
@@ -401,7 +420,11 @@ async fn lead(
     let lease = LeaseConfig::new(config.namespace(), &config.identity);
     let work = {
         let (client, metrics) = (client.clone(), metrics.clone());
-        let (controller_config, cert_mode) = (config.controllers.clone(), config.cert_mode);
+        let (mut controller_config, cert_mode) = (config.controllers.clone(), config.cert_mode);
+        if trust.is_some() {
+            // The replicas' xDS reports, for the status of the fleets the control plane serves.
+            controller_config.xds_reports_namespace = Some(config.namespace().to_owned());
+        }
         let (namespace, options, interval) =
             (config.namespace().to_owned(), config.cert_options(), config.cert_check_interval);
         move |stop: tokio_util::sync::CancellationToken| {

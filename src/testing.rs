@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 #[path = "../tests/support/mod.rs"]
-mod support;
+pub(crate) mod support;
 
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;

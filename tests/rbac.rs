@@ -1,5 +1,5 @@
 //! Least privilege you can check: the whole operator (`run`: certificates, leader election,
-//! both controllers, the injector's Envoy cache) runs against an in-memory API server through
+//! both controllers, the injector's Envoy cache, the xDS reports written and read) runs against an in-memory API server through
 //! everything that needs a permission — creating, renaming and pruning children, a name clash
 //! with events, a certificate rotation, a deleted certificate Secret, a graceful handover — and
 //! every request it made is replayed against the RBAC of the install: a request no rule allows
@@ -117,6 +117,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
             namespace: watch_namespace.map(str::to_owned),
             concurrency: 4,
             settings: Settings::default(),
+            xds_reports_namespace: None,
         },
         inject: InjectConfig { operator_namespace: OPERATOR_NS.to_owned(), ..InjectConfig::default() },
         serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
@@ -125,6 +126,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
             advertise: ControlPlane { host: "envoy-operator-xds.envoy-operator.svc".to_owned(), port: 18000 },
             insecure_node_identity: false,
         }),
+        pod_uid: Some("uid-replica-a".to_owned()),
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let client = api.client();
@@ -134,6 +136,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         })
         .await
     });
+    let report_path = path("v1", OPERATOR_NS, "configmaps", "envoy-operator-xds-replica-a");
 
     let requests = |method: &str, fragment: &str| {
         let api = api.clone();
@@ -142,6 +145,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     };
     let exists = |at: String| move |api: &FakeApi| api.get(&at).is_some();
     let gone = |at: String| move |api: &FakeApi| api.get(&at).is_none();
+    api.wait_for("this replica's xDS report", HANG_GUARD, exists(report_path.clone())).await;
     api.wait_for("the Foo's Deployment", HANG_GUARD, exists(path("apps/v1", ns, "deployments", "web"))).await;
     api.wait_for("the Envoy's Service", HANG_GUARD, exists(path("v1", ns, "services", "edge"))).await;
     api.wait_for("the caBundle patched", HANG_GUARD, |api| {
@@ -187,6 +191,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         .expect("the operator ran without error");
     let lease = format!("/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NS}/leases/envoy-operator-leader");
     assert_eq!(api.get(&lease).expect("a Lease")["spec"].get("holderIdentity"), None, "released");
+    assert!(api.get(&report_path).is_none(), "the xDS report is deleted on shutdown");
 
     let recorded = api.requests();
     recorded

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use envoy_operator::control_plane::server::XdsConfig;
-use envoy_operator::controller::{ControllerConfig, Settings};
+use envoy_operator::controller::ControllerConfig;
 use envoy_operator::run::{self, CertMode, RunConfig};
 use envoy_operator::webhook::server::ServeConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
@@ -112,7 +112,7 @@ async fn run_serves_a_fleet_its_routes_from_the_api_server() {
         identity: "replica-a".to_owned(),
         api_server: "the in-memory API server".to_owned(),
         cert_check_interval: Duration::from_secs(60),
-        controllers: ControllerConfig { namespace: None, concurrency: 2, settings: Settings::default() },
+        controllers: ControllerConfig { concurrency: 2, ..ControllerConfig::default() },
         inject: InjectConfig { operator_namespace: OPERATOR_NS.to_owned(), ..InjectConfig::default() },
         serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
         xds: Some(XdsConfig {
@@ -121,6 +121,7 @@ async fn run_serves_a_fleet_its_routes_from_the_api_server() {
             advertise: ControlPlane { host: "localhost".to_owned(), port: xds.port() },
             insecure_node_identity: false,
         }),
+        pod_uid: None,
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let client = api.client();

@@ -29,6 +29,8 @@ impl ControllerFlags {
             namespace: self.watch_namespace.clone(),
             concurrency: self.concurrency,
             settings: Settings { nginx_image: self.nginx_image.clone(), ..Default::default() },
+            // `run` sets it: it serves xDS; `controller` alone does not.
+            xds_reports_namespace: None,
         }
     }
 }

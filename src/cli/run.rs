@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// xDS port can then read any fleet's configuration.
     #[arg(long)]
     pub xds_insecure_node_identity: bool,
+    /// The uid of this replica's Pod (from the downward API): the owner of its xDS report
+    /// ConfigMap, which Kubernetes then deletes with the pod.
+    #[arg(long, env = "POD_UID", value_name = "UID")]
+    pub pod_uid: Option<String>,
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -102,6 +106,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             advertise,
             insecure_node_identity: args.xds_insecure_node_identity,
         }),
+        pod_uid: args.pod_uid,
     };
     if args.xds_insecure_node_identity {
         tracing::warn!(

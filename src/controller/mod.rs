@@ -1,4 +1,5 @@
-//! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service.
+//! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service (and
+//! the fleet's xDS status from the replicas' reports, [`fleet_reports`]).
 //!
 //! Level-driven: every reconcile computes the desired children and status from the parent
 //! alone (pure builders in [`envoy_operator_core::children`]), compares them with the cached
@@ -6,6 +7,7 @@
 //! kube-runtime `Controller` ([`watch`]) supplies watches, caches and the per-object queue;
 //! this module adds the shared [`Context`], the error type and the backoff policy.
 
+pub mod fleet_reports;
 pub mod sync;
 pub mod watch;
 
@@ -23,6 +25,7 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::OnceCell;
 
+pub use self::fleet_reports::FleetReports;
 pub use self::watch::{ControllerConfig, run};
 
 /// Errors of one reconcile. Each maps to a fixed metric label.
@@ -252,6 +255,10 @@ pub struct Context {
     /// The operator's control plane, with its current CA, for Envoys without `spec.xds`; `None`
     /// where none runs (their proxies are then admin-only).
     pub control_plane: Option<tokio::sync::watch::Receiver<ControlPlaneTrust>>,
+    /// The xDS replicas' reports, for the `status.xds` and `ConfigAccepted` of Envoys without
+    /// `spec.xds`; `None` where the operator serves no xDS (set by [`run`] from
+    /// [`ControllerConfig::xds_reports_namespace`]).
+    pub fleet_reports: Option<FleetReports>,
 }
 
 impl Context {
@@ -265,6 +272,7 @@ impl Context {
             backoff: Backoff::default(),
             metrics: Arc::new(NoMetrics),
             control_plane: None,
+            fleet_reports: None,
         }
     }
 

@@ -10,6 +10,7 @@ use envoy_operator_core::children::apply::{needs_apply, strip_metadata};
 use envoy_operator_core::children::report::{self, Child, ChildState, Notice, Report};
 use envoy_operator_core::children::status::{self, Blocker};
 use envoy_operator_core::children::{envoy, foo};
+use envoy_operator_core::fleet::status as fleet_status;
 use envoy_operator_core::names::FIELD_MANAGER;
 use envoy_operator_core::rules::{Defaulted, Rules, defaulted};
 use k8s_openapi::NamespaceResourceScope;
@@ -335,9 +336,20 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     let selector = envoy::selector(&envoy);
     let current_status = envoy.status.as_ref();
 
+    // What the xDS replicas report, for a fleet the operator serves.
+    let fleet = match (&ctx.fleet_reports, &defaulted.spec.xds) {
+        (Some(reports), None) => {
+            reports.ready().await?;
+            Some(reports.observe(&parent.namespace, &parent.name))
+        }
+        _ => None,
+    };
+    let previous = current_status.map(|status| status.conditions.as_slice()).unwrap_or_default();
+    let with_xds = |status| fleet_status::with_xds(status, previous, fleet.as_ref(), &now);
+
     if let Err(errors) = defaulted.validate(None) {
         let blocker = Blocker::InvalidSpec { message: errors.message("Envoy", &parent.name) };
-        let status = status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now);
+        let status = with_xds(status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now));
         return report_invalid_spec(&ctx, &parent, envoy.as_ref(), current_status, &status, &blocker).await;
     }
 
@@ -363,7 +375,8 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     ];
     let notice = match report::report("Envoy", &states) {
         Report::Clash { kind, name, blocker, notice } => {
-            let status = status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now);
+            let status =
+                with_xds(status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now));
             publish(&ctx, envoy.as_ref(), notice).await;
             write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await?;
             return Err(Error::NameClash { kind, name, owner_kind: "Envoy", owner: parent.name });
@@ -379,10 +392,16 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     }
 
     // The hash the fleet's pod template really carries (the one just applied, or the cached one).
-    let fleet = deployment.as_ref().and_then(Ensured::object);
-    let applied_hash = fleet.and_then(|deployment| envoy::config_hash_of(deployment));
-    let status =
-        status::envoy_status(&defaulted, selector, fleet.map(AsRef::as_ref), applied_hash, None, &now);
+    let rollout = deployment.as_ref().and_then(Ensured::object);
+    let applied_hash = rollout.and_then(|deployment| envoy::config_hash_of(deployment));
+    let status = with_xds(status::envoy_status(
+        &defaulted,
+        selector,
+        rollout.map(AsRef::as_ref),
+        applied_hash,
+        None,
+        &now,
+    ));
     write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await?;
     if let Some(notice) = notice {
         publish(&ctx, envoy.as_ref(), notice).await;

@@ -1,6 +1,7 @@
 //! Wiring of the reconcilers into kube-runtime `Controller`s: one for Foos, one for Envoys,
 //! each fed by a reflector of its parents and label-selected reflectors of its children
-//! (whose caches the reconcilers read). Everything cached is stripped of `managedFields`
+//! (whose caches the reconcilers read); the Envoys' also by the xDS replicas' reports, when
+//! the operator serves xDS. Everything cached is stripped of `managedFields`
 //! first. Both stop gracefully, finishing running reconciles, when `shutdown` completes.
 
 use std::fmt::Debug;
@@ -22,6 +23,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
+use super::fleet_reports::watch_reports;
 use super::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use super::{Context, Result, Settings, Stores};
 
@@ -33,6 +35,10 @@ pub struct ControllerConfig {
     /// Reconciles running at once per kind; 0 means unbounded.
     pub concurrency: u16,
     pub settings: Settings,
+    /// The operator's namespace, where the xDS server's replicas report their proxies: with
+    /// it, Envoys without `spec.xds` get `status.xds` and `ConfigAccepted` from the reports.
+    /// `None` where the operator serves no xDS.
+    pub xds_reports_namespace: Option<String>,
 }
 
 /// An `Api` over one namespace, or all of them.
@@ -87,7 +93,14 @@ pub async fn run(
     let (services, service_events) = reflect(api::<Service>(&client, namespace), envoy_children);
 
     let stores = Stores::new(foo_deployments, envoy_deployments, config_maps, services);
-    let ctx = Arc::new(context(Context::new(client.clone(), config.settings.clone(), stores)));
+    let mut ctx = Context::new(client.clone(), config.settings.clone(), stores);
+    // The reports live in the operator's namespace, which may not be the watched one.
+    let report_triggers = config.xds_reports_namespace.as_deref().map(|reports_namespace| {
+        let (reports, triggers) = watch_reports(&client, reports_namespace, config.namespace.clone());
+        ctx.fleet_reports = Some(reports);
+        triggers
+    });
+    let ctx = Arc::new(context(ctx));
     let (foos, foo_events) = reflect(api::<Foo>(&client, namespace), watcher::Config::default());
     let (envoys, envoy_events) = reflect(api::<Envoy>(&client, namespace), watcher::Config::default());
     let controller_config = controller::Config::default().concurrency(config.concurrency);
@@ -100,16 +113,20 @@ pub async fn run(
             .graceful_shutdown_on(shutdown.clone())
             .run(reconcile_foo, error_policy, ctx.clone())
             .for_each(|result| async move { log_result("Foo", result) });
-    let envoy_controller =
+    let mut envoy_controller =
         Controller::for_stream(forgetting_deleted(envoy_events, ctx.clone()).applied_objects(), envoys)
             .owns_stream(config_map_events.touched_objects())
             .owns_stream(envoy_deployment_events.touched_objects())
             .owns_stream(service_events.touched_objects())
-            .reconcile_all_on(trust_changes(&ctx))
-            .with_config(controller_config)
-            .graceful_shutdown_on(shutdown)
-            .run(reconcile_envoy, error_policy, ctx)
-            .for_each(|result| async move { log_result("Envoy", result) });
+            .reconcile_all_on(trust_changes(&ctx));
+    if let Some(triggers) = report_triggers {
+        envoy_controller = envoy_controller.reconcile_on(triggers);
+    }
+    let envoy_controller = envoy_controller
+        .with_config(controller_config)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_envoy, error_policy, ctx)
+        .for_each(|result| async move { log_result("Envoy", result) });
     tokio::join!(foo_controller, envoy_controller);
     info!("controllers stopped");
     Ok(())

@@ -66,7 +66,8 @@ pub fn webhook_configuration_rules() -> Vec<PolicyRule> {
     )]
 }
 
-/// In the operator's namespace: its certificate Secret and its leader Lease.
+/// In the operator's namespace: its certificate Secret, its leader Lease and the replicas' xDS
+/// reports.
 pub fn namespace_rules() -> Vec<PolicyRule> {
     vec![
         // `create` cannot be limited by name; the mirror lists and watches by field selector.
@@ -74,5 +75,8 @@ pub fn namespace_rules() -> Vec<PolicyRule> {
         rule("", &["secrets"], &[WEBHOOK_SECRET], &["get", "list", "watch", "update"]),
         rule("coordination.k8s.io", &["leases"], &[], &["create"]),
         rule("coordination.k8s.io", &["leases"], &[LEADER_LEASE], &["get", "patch"]),
+        // Every replica's xDS report, named after its pod (so not by a fixed name): written
+        // with server-side apply, deleted on shutdown; the leader lists and watches them all.
+        rule("", &["configmaps"], &[], &["list", "watch", "create", "patch", "delete"]),
     ]
 }

@@ -125,6 +125,8 @@ impl OperatorSetup {
                 namespace: self.watch_namespace.clone(),
                 concurrency: 4,
                 settings: Settings { resync: self.resync, ..Settings::default() },
+                // `run` reads the xDS reports when it serves the control plane.
+                xds_reports_namespace: None,
             },
             inject: InjectConfig {
                 operator_namespace: self.operator_namespace.clone(),
@@ -132,6 +134,7 @@ impl OperatorSetup {
             },
             serve: ServeConfig::default(),
             xds: Some(self.xds.clone()),
+            pod_uid: None,
         }
     }
 }

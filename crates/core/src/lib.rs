@@ -13,6 +13,7 @@ pub mod bounded;
 pub mod check;
 pub mod children;
 pub mod crd;
+pub mod fleet;
 pub mod inject;
 pub mod manifest;
 pub mod names;

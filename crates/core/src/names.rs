@@ -58,6 +58,14 @@ pub const FLEET_LABEL: &str = "envoy-operator.example.com/fleet";
 /// The Service fleets reach the operator's xDS server through, and its port.
 pub const XDS_SERVICE: &str = "envoy-operator-xds";
 pub const XDS_PORT: u16 = 18000;
+/// Every replica's xDS report (its connected proxies per fleet) is the ConfigMap
+/// `<XDS_REPORT_PREFIX><identity>` in the operator's namespace, under [`XDS_REPORT_KEY`], labelled
+/// [`MANAGED_BY_KEY`]`=`[`MANAGED_BY`] and [`COMPONENT_KEY`]`=`[`XDS_REPORT_COMPONENT`] so the
+/// leader watches them all with one selector.
+pub const XDS_REPORT_PREFIX: &str = "envoy-operator-xds-";
+pub const XDS_REPORT_KEY: &str = "report.json";
+pub const COMPONENT_KEY: &str = "app.kubernetes.io/component";
+pub const XDS_REPORT_COMPONENT: &str = "xds-report";
 /// Where `run` serves xDS unless told otherwise.
 pub const XDS_LISTEN: &str = "0.0.0.0:18000";
 

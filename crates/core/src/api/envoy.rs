@@ -64,6 +64,18 @@ pub const READINESS_PORT: i32 = 9902;
         json_path = ".spec.xds.port",
         description = "Port of the xDS server"
     ),
+    printcolumn(
+        name = "Proxies",
+        type_ = "integer",
+        json_path = ".status.xds.connectedProxies",
+        description = "Proxies connected to the operator's xDS server"
+    ),
+    printcolumn(
+        name = "Config-Accepted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"ConfigAccepted\")].status",
+        description = "Whether every connected proxy applied the configuration the operator serves"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -219,7 +231,8 @@ pub struct EnvoyStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 
-    /// What the operator's xDS server serves the fleet and what the proxies accepted.
+    /// What the operator's xDS server serves the fleet and what the proxies accepted. Only for
+    /// an Envoy without `spec.xds`, whose proxies the operator serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xds: Option<EnvoyXdsStatus>,
 }

@@ -258,7 +258,7 @@ pub fn envoy_status(
         observed_generation: envoy.metadata.generation,
         config_hash,
         conditions: conditions(previous, envoy.metadata.generation, blocker, rollout.as_ref(), now),
-        // The xDS server's to write, under its own field manager.
+        // Added by `fleet::status::with_xds` for fleets the operator serves.
         xds: None,
     }
 }
