@@ -1,4 +1,5 @@
-//! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service.
+//! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service;
+//! EnvoyRoute -> its status ([`routes`]).
 //!
 //! Level-driven: every reconcile computes the desired children and status from the parent
 //! alone (pure builders in [`envoy_operator_core::children`]), compares them with the cached
@@ -6,6 +7,7 @@
 //! kube-runtime `Controller` ([`watch`]) supplies watches, caches and the per-object queue;
 //! this module adds the shared [`Context`], the error type and the backoff policy.
 
+pub mod routes;
 pub mod sync;
 pub mod watch;
 

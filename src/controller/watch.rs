@@ -1,7 +1,8 @@
 //! Wiring of the reconcilers into kube-runtime `Controller`s: one for Foos, one for Envoys,
 //! each fed by a reflector of its parents and label-selected reflectors of its children
-//! (whose caches the reconcilers read). Everything cached is stripped of `managedFields`
-//! first. Both stop gracefully, finishing running reconciles, when `shutdown` completes.
+//! (whose caches the reconcilers read), and the EnvoyRoute status writer ([`super::routes`]).
+//! Everything cached is stripped of `managedFields` first. All stop gracefully, finishing
+//! running reconciles, when `shutdown` completes.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -22,6 +23,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
+use super::routes;
 use super::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use super::{Context, Result, Settings, Stores};
 
@@ -64,7 +66,8 @@ where
     (reader, stream)
 }
 
-/// Runs both controllers until `shutdown` completes and their running reconciles finish.
+/// Runs the three controllers (Foos, Envoys, EnvoyRoutes' status) until `shutdown` completes
+/// and their running reconciles finish.
 /// `context` hooks let the `run` command embed this (metrics, backoff policy); pass
 /// `|context| context` for the defaults.
 pub async fn run(
@@ -105,18 +108,19 @@ pub async fn run(
             .owns_stream(config_map_events.touched_objects())
             .owns_stream(envoy_deployment_events.touched_objects())
             .owns_stream(service_events.touched_objects())
-            .with_config(controller_config)
-            .graceful_shutdown_on(shutdown)
-            .run(reconcile_envoy, error_policy, ctx)
+            .with_config(controller_config.clone())
+            .graceful_shutdown_on(shutdown.clone())
+            .run(reconcile_envoy, error_policy, ctx.clone())
             .for_each(|result| async move { log_result("Envoy", result) });
-    tokio::join!(foo_controller, envoy_controller);
+    let route_controller = routes::controller(ctx, namespace, controller_config, shutdown);
+    tokio::join!(foo_controller, envoy_controller, route_controller);
     info!("controllers stopped");
     Ok(())
 }
 
 /// Parent events that also drop a deleted parent's backoff record, so the record never
 /// outlives the object.
-fn forgetting_deleted<K: Resource<DynamicType = ()>>(
+pub(super) fn forgetting_deleted<K: Resource<DynamicType = ()>>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
@@ -127,7 +131,7 @@ fn forgetting_deleted<K: Resource<DynamicType = ()>>(
     })
 }
 
-fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
+pub(super) fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
     kind: &'static str,
     result: Result<(reflector::ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
 ) {

@@ -35,6 +35,10 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         rule("samplecontroller.k8s.io", &["foos/status"], &[], &["patch"]),
         rule("example.com", &["envoys"], &[], &["list", "watch"]),
         rule("example.com", &["envoys/status"], &[], &["patch"]),
+        // The EnvoyRoute status writer: a reflector of the routes (and of every Service, granted
+        // below), their status written with server-side apply.
+        rule("example.com", &["envoyroutes"], &[], &["list", "watch"]),
+        rule("example.com", &["envoyroutes/status"], &[], &["patch"]),
         // Foo and Envoy Deployments; deleted when a Foo renames its Deployment.
         rule("apps", &["deployments"], &[], &children),
         // Envoy bootstrap ConfigMaps and Services.
