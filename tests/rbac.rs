@@ -1,6 +1,6 @@
 //! Least privilege you can check: the whole operator (`run`: certificates, leader election,
-//! both controllers, the injector's Envoy cache, the xDS reports written and read) runs against an in-memory API server through
-//! everything that needs a permission — creating, renaming and pruning children, a name clash
+//! the controllers, the injector's Envoy cache, the xDS reports written and read) runs against an in-memory API server through
+//! everything that needs a permission — creating, renaming and pruning children, a route's status, a name clash
 //! with events, a certificate rotation, a deleted certificate Secret, a graceful handover — and
 //! every request it made is replayed against the RBAC of the install: a request no rule allows
 //! fails the test, and so does a rule no request used. Once for the cluster-wide install
@@ -90,6 +90,14 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "taken"}}),
     );
     api.put(&envoy_path, envoy("edge-cfg"));
+    // A route on the Envoy, whose status the route controller writes (from the Envoys and the
+    // Services it watches).
+    let route_path = path("example.com/v1", ns, "envoyroutes", "shop");
+    api.put(
+        &route_path,
+        json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute", "metadata": {"name": "shop", "namespace": ns},
+               "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "edge", "port": 80}]}]}}),
+    );
     for (kind, at) in
         [("MutatingWebhookConfiguration", MUTATING), ("ValidatingWebhookConfiguration", VALIDATING)]
     {
@@ -148,6 +156,10 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     api.wait_for("this replica's xDS report", HANG_GUARD, exists(report_path.clone())).await;
     api.wait_for("the Foo's Deployment", HANG_GUARD, exists(path("apps/v1", ns, "deployments", "web"))).await;
     api.wait_for("the Envoy's Service", HANG_GUARD, exists(path("v1", ns, "services", "edge"))).await;
+    api.wait_for("the route's status", HANG_GUARD, |api| {
+        api.get(&route_path).is_some_and(|route| route["status"]["parents"].is_array())
+    })
+    .await;
     api.wait_for("the caBundle patched", HANG_GUARD, |api| {
         api.get(MUTATING).is_some_and(|c| c["webhooks"][0]["clientConfig"].get("caBundle").is_some())
     })

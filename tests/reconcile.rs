@@ -8,9 +8,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_operator::controller::routes::{RouteCaches, RouteContext, reconcile_route, route_error_policy};
 use envoy_operator::controller::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use envoy_operator::controller::{Context, Error, Settings, Stores};
-use envoy_operator_core::api::{Envoy, EnvoySpec, Foo, FooSpec, XdsServer};
+use envoy_operator_core::api::{Envoy, EnvoyRoute, EnvoySpec, Foo, FooSpec, XdsServer};
 use envoy_operator_core::children::envoy::desired_children;
 use envoy_operator_core::children::foo::desired_deployment;
 use envoy_operator_core::children::{labels, status};
@@ -18,6 +19,7 @@ use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 use envoy_operator_core::rules;
 use http::{Request, Response};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
@@ -747,5 +749,100 @@ async fn a_foreign_config_map_degrades_the_envoy() {
     );
     let error = reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect_err("clash");
     assert!(matches!(error, Error::NameClash { kind: "ConfigMap", .. }), "{error}");
+    harness.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// EnvoyRoute
+
+fn route_status_path() -> String {
+    format!("/apis/example.com/v1/namespaces/{NS}/envoyroutes/shop/status")
+}
+
+/// The route `shop`, attached to the Envoy `edge` and sending everything to `web:80`.
+fn route() -> EnvoyRoute {
+    serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+        "metadata": {"name": "shop", "namespace": NS, "uid": "route-uid", "generation": 4},
+        "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}
+    }))
+    .expect("a route")
+}
+
+fn web_service() -> Service {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": NS}, "spec": {"ports": [{"port": 80}]}}))
+    .expect("a Service")
+}
+
+/// A route context over filled caches holding `envoys` and `services`, sharing `harness`'s
+/// client. Drop it before `harness.finish()`.
+fn route_context(harness: &Harness, envoys: Vec<Envoy>, services: Vec<Service>) -> Arc<RouteContext> {
+    let caches = RouteCaches::new(store(envoys), store(services));
+    Arc::new(RouteContext { shared: harness.ctx.clone(), caches })
+}
+
+#[tokio::test]
+async fn a_route_status_is_written_once_and_not_again_while_nothing_changes() {
+    let route = route();
+    let written = Arc::new(std::sync::Mutex::new(Value::Null));
+    let seen = written.clone();
+    let harness = Harness::new(
+        stores(vec![]),
+        vec![apply_status(route_status_path(), serde_json::to_value(&route).unwrap(), move |body| {
+            assert_eq!(body["kind"], "EnvoyRoute");
+            *seen.lock().unwrap() = body["status"].clone();
+        })],
+    );
+    let ctx = route_context(&harness, vec![envoy(19000)], vec![web_service()]);
+    let action = reconcile_route(Arc::new(route.clone()), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Settings::default().resync));
+
+    let status = written.lock().unwrap().clone();
+    let parent = &status["parents"][0];
+    assert_eq!(parent["parentRef"], json!({"name": "edge"}));
+    assert_eq!(parent["controllerName"], "example.com/envoy-operator");
+    assert_eq!(condition(parent, "Accepted")["status"], "True");
+    assert_eq!(condition(parent, "Accepted")["observedGeneration"], 4);
+    assert_eq!(condition(parent, "ResolvedRefs")["status"], "True");
+
+    // The route as the watch brings it back: reconciling it again (a resync, an unrelated
+    // event), even seconds later, sends nothing.
+    let mut current = route;
+    current.status = Some(serde_json::from_value(status).expect("the written status"));
+    let current = Arc::new(current);
+    for _ in 0..3 {
+        reconcile_route(current.clone(), ctx.clone()).await.expect("reconcile");
+    }
+    drop(ctx);
+    harness.finish().await;
+}
+
+#[tokio::test]
+async fn a_failed_route_status_write_backs_off_like_the_other_kinds() {
+    let route = Arc::new(route());
+    let unavailable = || status_body(503, "ServiceUnavailable", "etcdserver: leader changed");
+    let harness = Harness::new(
+        stores(vec![]),
+        vec![
+            Call::new("PATCH", route_status_path(), move |_| unavailable()),
+            apply_status(route_status_path(), serde_json::to_value(route.as_ref()).unwrap(), |body| {
+                // No Envoy and no Service in the caches.
+                let parent = &body["status"]["parents"][0];
+                assert_eq!(condition(parent, "Accepted")["reason"], "NoMatchingParent");
+                assert_eq!(condition(parent, "ResolvedRefs")["reason"], "BackendNotFound");
+            }),
+        ],
+    );
+    let ctx = route_context(&harness, vec![], vec![]);
+    let error = reconcile_route(route.clone(), ctx.clone()).await.expect_err("503");
+    assert_eq!(error.metric_label(), "api");
+    assert_eq!(
+        route_error_policy(route.clone(), &error, ctx.clone()),
+        Action::requeue(Duration::from_secs(5))
+    );
+    reconcile_route(route.clone(), ctx.clone()).await.expect("second attempt");
+    assert_eq!(ctx.shared.backoff.failures(&backoff_key(route.as_ref())), 0, "success resets the backoff");
+    drop(ctx);
     harness.finish().await;
 }

@@ -1,5 +1,6 @@
 //! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service (and
-//! the fleet's xDS status from the replicas' reports, [`fleet_reports`]).
+//! the fleet's xDS status from the replicas' reports, [`fleet_reports`]); EnvoyRoute -> its
+//! status ([`routes`]).
 //!
 //! Level-driven: every reconcile computes the desired children and status from the parent
 //! alone (pure builders in [`envoy_operator_core::children`]), compares them with the cached
@@ -8,6 +9,7 @@
 //! this module adds the shared [`Context`], the error type and the backoff policy.
 
 pub mod fleet_reports;
+pub mod routes;
 pub mod sync;
 pub mod watch;
 

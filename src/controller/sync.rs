@@ -59,15 +59,15 @@ fn child<K>(kind: &'static str, name: String, ensured: Option<&Ensured<K>>) -> C
 }
 
 /// The parent's identity, checked once per reconcile.
-struct Parent<'a> {
+pub(super) struct Parent<'a> {
     kind: &'static str,
-    namespace: String,
+    pub(super) namespace: String,
     name: String,
     uid: &'a str,
 }
 
 impl<'a> Parent<'a> {
-    fn of<P: Resource<DynamicType = ()>>(parent: &'a P) -> Result<Self> {
+    pub(super) fn of<P: Resource<DynamicType = ()>>(parent: &'a P) -> Result<Self> {
         let kind = kind_of::<P>();
         let missing = |field| Error::MissingMetadata { kind, field };
         Ok(Self {
@@ -83,6 +83,7 @@ fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
     match K::kind(&()).as_ref() {
         "Foo" => "Foo",
         "Envoy" => "Envoy",
+        "EnvoyRoute" => "EnvoyRoute",
         "Deployment" => "Deployment",
         "ConfigMap" => "ConfigMap",
         "Service" => "Service",
@@ -182,7 +183,12 @@ where
 }
 
 /// Writes `status` with server-side apply when it differs from what the parent has.
-async fn write_status<P, S>(ctx: &Context, who: &Parent<'_>, current: Option<&S>, status: &S) -> Result<bool>
+pub(super) async fn write_status<P, S>(
+    ctx: &Context,
+    who: &Parent<'_>,
+    current: Option<&S>,
+    status: &S,
+) -> Result<bool>
 where
     P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
     S: Serialize + PartialEq,
@@ -260,7 +266,7 @@ pub async fn reconcile_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Act
 }
 
 /// Runs one reconcile, recording its outcome; a success resets the object's backoff.
-async fn observe(
+pub(super) async fn observe(
     ctx: &Context,
     kind: &'static str,
     key: &ObjectKey,

@@ -1,8 +1,9 @@
 //! Wiring of the reconcilers into kube-runtime `Controller`s: one for Foos, one for Envoys,
 //! each fed by a reflector of its parents and label-selected reflectors of its children
 //! (whose caches the reconcilers read); the Envoys' also by the xDS replicas' reports, when
-//! the operator serves xDS. Everything cached is stripped of `managedFields`
-//! first. Both stop gracefully, finishing running reconciles, when `shutdown` completes.
+//! the operator serves xDS; and the EnvoyRoute status writer ([`super::routes`]). Everything
+//! cached is stripped of `managedFields` first. All stop gracefully, finishing running
+//! reconciles, when `shutdown` completes.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
 use super::fleet_reports::watch_reports;
+use super::routes;
 use super::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use super::{Context, Result, Settings, Stores};
 
@@ -70,7 +72,8 @@ where
     (reader, stream)
 }
 
-/// Runs both controllers until `shutdown` completes and their running reconciles finish.
+/// Runs the three controllers (Foos, Envoys, EnvoyRoutes' status) until `shutdown` completes
+/// and their running reconciles finish.
 /// `context` hooks let the `run` command embed this (metrics, backoff policy); pass
 /// `|context| context` for the defaults.
 pub async fn run(
@@ -123,11 +126,12 @@ pub async fn run(
         envoy_controller = envoy_controller.reconcile_on(triggers);
     }
     let envoy_controller = envoy_controller
-        .with_config(controller_config)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile_envoy, error_policy, ctx)
+        .with_config(controller_config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_envoy, error_policy, ctx.clone())
         .for_each(|result| async move { log_result("Envoy", result) });
-    tokio::join!(foo_controller, envoy_controller);
+    let route_controller = routes::controller(ctx, namespace, controller_config, shutdown);
+    tokio::join!(foo_controller, envoy_controller, route_controller);
     info!("controllers stopped");
     Ok(())
 }
@@ -145,7 +149,7 @@ fn trust_changes(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
 
 /// Parent events that also drop a deleted parent's backoff record, so the record never
 /// outlives the object.
-fn forgetting_deleted<K: Resource<DynamicType = ()>>(
+pub(super) fn forgetting_deleted<K: Resource<DynamicType = ()>>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
@@ -156,7 +160,7 @@ fn forgetting_deleted<K: Resource<DynamicType = ()>>(
     })
 }
 
-fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
+pub(super) fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
     kind: &'static str,
     result: Result<(reflector::ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
 ) {

@@ -74,13 +74,13 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 pub mod series {
     use envoy_operator_core::inject::{InjectError, SkipReason};
 
-    pub const KINDS: [&str; 2] = ["Foo", "Envoy"];
+    pub const KINDS: [&str; 3] = ["Foo", "Envoy", "EnvoyRoute"];
     pub const ENDPOINTS: [&str; 3] = ["mutate", "validate", "inject"];
     /// Every decision an admission endpoint answers with ([`crate::webhook::review::Outcome`],
     /// and `malformed` for a request that is no review).
     pub const DECISIONS: [&str; 5] = ["allowed", "patched", "denied", "rejected", "malformed"];
     /// Objects the reconcilers write, and how.
-    pub const WRITES: [(&str, &str); 9] = [
+    pub const WRITES: [(&str, &str); 10] = [
         ("Deployment", "apply"),
         ("Deployment", "delete"),
         ("ConfigMap", "apply"),
@@ -89,6 +89,7 @@ pub mod series {
         ("Service", "delete"),
         ("Foo", "apply_status"),
         ("Envoy", "apply_status"),
+        ("EnvoyRoute", "apply_status"),
         ("Event", "publish"),
     ];
 

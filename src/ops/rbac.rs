@@ -35,9 +35,11 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         rule("samplecontroller.k8s.io", &["foos/status"], &[], &["patch"]),
         rule("example.com", &["envoys"], &[], &["list", "watch"]),
         rule("example.com", &["envoys/status"], &[], &["patch"]),
-        // The xDS control plane's caches (every replica): what fleets are translated from,
-        // and the fleet pods a connection's address is checked against.
+        // The xDS control plane's caches (every replica) and the EnvoyRoute status writer
+        // (leader): what fleets are translated from, and the fleet pods a connection's address is
+        // checked against; route status written with server-side apply.
         rule("example.com", &["envoyroutes"], &[], &["list", "watch"]),
+        rule("example.com", &["envoyroutes/status"], &[], &["patch"]),
         rule("discovery.k8s.io", &["endpointslices"], &[], &["list", "watch"]),
         rule("", &["pods"], &[], &["list", "watch"]),
         // Foo and Envoy Deployments; deleted when a Foo renames its Deployment.
