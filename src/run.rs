@@ -21,7 +21,7 @@ use kube::Client;
 use kube::runtime::watcher;
 use tracing::{info, warn};
 
-use crate::control_plane::report::{self, ReportConfig};
+use crate::control_plane::report::ReportConfig;
 use crate::control_plane::server::{ControlPlaneServer, XdsConfig};
 use crate::control_plane::trust;
 use crate::controller::{self as controllers, ControllerConfig};
@@ -302,25 +302,14 @@ pub async fn run(
     let xds = async {
         match (control_plane, &client) {
             (Some(control_plane), Some(client)) => {
-                if let Ok(address) = control_plane.local_addr() {
-                    info!(listen = %address, "serving the xDS control plane");
-                }
-                // What this replica's proxies applied, for the leader's Envoy status; deleted
-                // when the xDS port closes, so the leader stops counting them at once.
-                let report = report::run(
-                    client.clone(),
-                    ReportConfig {
-                        namespace: config.namespace().to_owned(),
-                        identity: config.identity.clone(),
-                        pod_uid: config.pod_uid.clone(),
-                    },
-                    control_plane.tracker.clone(),
-                    control_plane.cache.clone(),
-                    drained.clone().cancelled_owned(),
-                );
-                let serve = control_plane.serve(certificate.clone(), drained.clone().cancelled_owned());
-                let (served, ()) = tokio::join!(serve, report);
-                served
+                let report = ReportConfig {
+                    namespace: config.namespace().to_owned(),
+                    identity: config.identity.clone(),
+                    pod_uid: config.pod_uid.clone(),
+                };
+                control_plane
+                    .serve_and_report(client.clone(), report, certificate.clone(), drained.clone())
+                    .await
             }
             _ => Ok(()),
         }

@@ -9,10 +9,12 @@ use envoy_operator_core::bootstrap::ControlPlane;
 use kube::Client;
 use rustls::server::ResolvesServerCert;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use super::authorize::FleetAuthorizer;
 use super::inputs::{self, Caches};
 use super::publish;
+use super::report::{self, ReportConfig};
 use crate::ops::health::{Health, Readiness};
 use crate::ops::metrics::Metrics;
 use crate::xds_server::{
@@ -78,6 +80,30 @@ impl ControlPlaneServer {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// [`serve`](Self::serve) until `stop`, and meanwhile keep this replica's report of its
+    /// proxies current for the leader ([`report`]); the report is deleted when serving stops,
+    /// so the leader stops counting these proxies at once.
+    pub async fn serve_and_report(
+        self,
+        client: Client,
+        report: ReportConfig,
+        certificate: Arc<dyn ResolvesServerCert>,
+        stop: CancellationToken,
+    ) -> Result<(), ServeError> {
+        if let Ok(address) = self.local_addr() {
+            tracing::info!(listen = %address, "serving the xDS control plane");
+        }
+        let reporting = report::run(
+            client,
+            report,
+            self.tracker.clone(),
+            self.cache.clone(),
+            stop.clone().cancelled_owned(),
+        );
+        let (served, ()) = tokio::join!(self.serve(certificate, stop.cancelled_owned()), reporting);
+        served
     }
 
     /// Serves until `shutdown`; the caches and the publisher run as long.
