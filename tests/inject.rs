@@ -469,6 +469,39 @@ fn offline_and_webhook_produce_the_same_pod() {
     assert_eq!(object, patched);
 }
 
+/// The webhook reads a pod keeping only the fields injection looks at; a Job's pod is told
+/// apart by `spec.restartPolicy` and its ownerReference, so both must be kept (the reader
+/// once dropped them, and a Job's pod got a regular sidecar that would keep it running).
+#[test]
+fn the_webhook_reads_what_tells_a_job_pod_apart() {
+    let job_owner = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "backup", "uid": "u"}]);
+    let pods = [
+        json!({"metadata": {"generateName": "backup-"},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "work", "image": "busybox"}]}}),
+        json!({"metadata": {"generateName": "backup-", "ownerReferences": job_owner},
+            "spec": {"containers": [{"name": "work", "image": "busybox"}]}}),
+    ];
+    for supported in [true, false] {
+        let config = InjectConfig { native_sidecars_supported: supported, ..Default::default() };
+        let injector = Injector::new(config.clone());
+        for pod in &pods {
+            let read = read_for_injection(pod.to_string().as_bytes()).expect("the pod reads");
+            let fast = injector.inject_json(&read, Some("shop"), &NoEnvoys);
+            match (inject(pod, Some("shop"), &config, &NoEnvoys), fast) {
+                (Ok(Injection::Patched { summary, .. }), Ok(Injection::Patched { summary: same, .. })) => {
+                    assert!(supported && summary.native, "{pod}: a native sidecar");
+                    assert_eq!(summary, same, "{pod}");
+                }
+                (Ok(Injection::Skipped(skip)), Ok(Injection::Skipped(same))) => {
+                    assert_eq!((skip.reason, supported), (SkipReason::RunToCompletion, false), "{pod}");
+                    assert_eq!(skip, same, "{pod}");
+                }
+                (whole, fast) => panic!("{pod}: inject gave {whole:?}, the webhook path {fast:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn workload_templates_are_found() {
     let config = InjectConfig::default();
@@ -740,15 +773,19 @@ mod properties {
             json!({FLEET_LABEL: "edge-envoy"}),
             json!({FLEET_LABEL: "other", "app": "x"}),
         ]);
-        let metadata = (maybe(annotations), maybe(labels), prop::option::of("[a-z]{1,5}-")).prop_map(
-            |(annotations, labels, generate)| {
+        let owners = prop::sample::select(vec![
+            json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u"}]),
+            json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "backup", "uid": "u"}]),
+        ]);
+        let metadata = (maybe(annotations), maybe(labels), prop::option::of("[a-z]{1,5}-"), maybe(owners))
+            .prop_map(|(annotations, labels, generate, owners)| {
                 object(vec![
                     ("annotations", annotations),
                     ("labels", labels),
                     ("generateName", generate.map(Value::String)),
+                    ("ownerReferences", owners),
                 ])
-            },
-        );
+            });
         let volume =
             prop::sample::select(vec!["data", "envoy-tmp", "envoy-tmp-2", "envoy-tmp-3", "envoy-xds-ca"])
                 .prop_map(|name| json!({"name": name, "emptyDir": {}}));
@@ -757,13 +794,15 @@ mod properties {
             maybe(prop::collection::vec(container(), 0..3).prop_map(Value::Array)),
             maybe(prop::collection::vec(volume, 0..4).prop_map(Value::Array)),
             maybe(prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(Value::Bool)),
+            maybe(prop::sample::select(vec!["Always", "OnFailure", "Never"]).prop_map(|p| json!(p))),
         )
-            .prop_map(|(containers, init, volumes, host_network)| {
+            .prop_map(|(containers, init, volumes, host_network, restart_policy)| {
                 object(vec![
                     ("containers", Some(Value::Array(containers))),
                     ("initContainers", init),
                     ("volumes", volumes),
                     ("hostNetwork", host_network),
+                    ("restartPolicy", restart_policy),
                 ])
             });
         (maybe(metadata), spec)
@@ -793,11 +832,13 @@ mod properties {
             pod in pod(),
             native in any::<bool>(),
             control_plane in any::<bool>(),
+            supported in prop_oneof![3 => Just(true), 1 => Just(false)],
             namespace in prop_oneof![9 => Just("shop"), 1 => Just("kube-system")],
         ) {
             // The webhook reads only what injection looks at, and writes the patch from the
             // prepared sidecar's JSON: the outcome must be exactly `inject`'s on the whole pod.
             let (envoys, config) = configuration(native, control_plane);
+            let config = InjectConfig { native_sidecars_supported: supported, ..config };
             let injector = Injector::new(config.clone());
             let read = read_for_injection(pod.to_string().as_bytes()).expect("a pod's JSON reads");
             let whole = inject(&pod, Some(namespace), &config, &envoys);

@@ -9,7 +9,9 @@
 //!
 //! `-timeout=1` makes any input that takes over a second a finding. Every input must yield a
 //! parse error (HTTP 400) or a review that echoes the uid; a patch the injector answers must
-//! apply to the pod as sent, and the patched pod must then be left alone.
+//! apply to the pod as sent, and the patched pod must then be left alone. The webhook's fast
+//! path (the pod read with only the fields injection looks at, the patch written from the
+//! prepared sidecar) must decide and patch exactly as `inject` does on the whole pod.
 
 #![no_main]
 
@@ -19,7 +21,7 @@ use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::handler;
 use envoy_operator::webhook::review::{ObjectReader, read_whole};
 use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
-use envoy_operator_core::inject::{InjectConfig, Injection, NoEnvoys, SkipReason, inject};
+use envoy_operator_core::inject::{InjectConfig, Injection, Injector, NoEnvoys, SkipReason, inject};
 use libfuzzer_sys::fuzz_target;
 
 static ENDPOINTS: LazyLock<Vec<Endpoint>> = LazyLock::new(|| {
@@ -32,6 +34,8 @@ static ENDPOINTS: LazyLock<Vec<Endpoint>> = LazyLock::new(|| {
     endpoints
 });
 
+static INJECTOR: LazyLock<Injector> = LazyLock::new(|| Injector::new(InjectConfig::default()));
+
 fuzz_target!(|body: &[u8]| {
     if envoy_operator::webhook::router::json_values_exceed(body, Limits::default().max_json_values) {
         return;
@@ -41,17 +45,44 @@ fuzz_target!(|body: &[u8]| {
         let Ok(reviewed) = handler::review_with(endpoint.admit.as_ref(), read, body) else { continue };
         assert_eq!(reviewed.response.uid, reviewed.request.uid);
         assert!(reviewed.body.first() == Some(&b'{') && reviewed.body.last() == Some(&b'}'));
-        if endpoint.path == "/inject"
-            && let Some(patch) = &reviewed.response.patch
-        {
-            check_injected(body, patch, reviewed.request.namespace.as_deref());
+        if endpoint.path == "/inject" {
+            let namespace = reviewed.request.namespace.as_deref();
+            if let Some(kept) = reviewed.request.object.as_ref() {
+                check_fast_path(body, kept, namespace);
+            }
+            if let Some(patch) = &reviewed.response.patch {
+                check_injected(body, patch, namespace);
+            }
         }
     }
 });
 
+/// The injector on the pod as the webhook reads it (`kept`) answers as `inject` on the whole
+/// pod: the same decision, summary, error, and patch.
+fn check_fast_path(body: &[u8], kept: &serde_json::Value, namespace: Option<&str>) {
+    let request =
+        envoy_operator::webhook::review::parse_request_with(body, read_whole).expect("it parsed once");
+    let whole = request.object.expect("the object was read once");
+    let fast = INJECTOR.inject_json(kept, namespace, &NoEnvoys);
+    match (inject(&whole, namespace, &InjectConfig::default(), &NoEnvoys), fast) {
+        (
+            Ok(Injection::Patched { patch, summary }),
+            Ok(Injection::Patched { patch: json, summary: same }),
+        ) => {
+            let json: serde_json::Value = serde_json::from_slice(&json).expect("the patch is JSON");
+            assert_eq!(json, serde_json::to_value(&patch).expect("a patch serializes"));
+            assert_eq!(summary, same);
+        }
+        (Ok(Injection::Skipped(skip)), Ok(Injection::Skipped(same))) => assert_eq!(skip, same),
+        (Err(error), Err(same)) => assert_eq!(error, same),
+        (whole, fast) => panic!("inject gave {whole:?}, the webhook's fast path {fast:?}"),
+    }
+}
+
 /// The patch applies to the whole pod of the review, and a second pass leaves it alone.
 fn check_injected(body: &[u8], patch: &[u8], namespace: Option<&str>) {
-    let request = envoy_operator::webhook::review::parse_request_with(body, read_whole).expect("it parsed once");
+    let request =
+        envoy_operator::webhook::review::parse_request_with(body, read_whole).expect("it parsed once");
     let mut pod = request.object.expect("a patched pod");
     let patch: json_patch::Patch = serde_json::from_slice(patch).expect("the patch is a JSON Patch");
     json_patch::patch(&mut pod, &patch).expect("the patch applies to the pod as sent");

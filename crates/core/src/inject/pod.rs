@@ -160,8 +160,9 @@ fn optional_array<'a>(value: Option<&'a Value>, field: &str) -> Result<Option<&'
 }
 
 /// Reads a pod's JSON keeping only what injection looks at (see [`PodView`]): the names,
-/// labels and annotations of `metadata`; `hostNetwork`; each container's `name`,
-/// `restartPolicy` and ports' `containerPort`; each volume's `name`. Everything else is
+/// labels, annotations and owners' `apiVersion` and `kind` of `metadata`; `hostNetwork` and
+/// `restartPolicy`; each container's `name`, `restartPolicy` and ports' `containerPort`; each
+/// volume's `name`. Everything else is
 /// skipped without being built, so reading costs little time and memory whatever else the pod
 /// holds, and [`super::inject`] on the result decides exactly as on the whole pod: the patch
 /// only ever adds, and where it adds depends only on these fields. A field of the wrong type
@@ -188,6 +189,8 @@ const PORT: Shape = Shape::Members(&[("containerPort", Shape::All)]);
 const CONTAINER: Shape =
     Shape::Members(&[("name", Shape::All), ("restartPolicy", Shape::All), ("ports", Shape::Items(&PORT))]);
 const VOLUME: Shape = Shape::Members(&[("name", Shape::All)]);
+/// A Job's pod is told apart by its owner ([`PodView::owned_by`]).
+const OWNER: Shape = Shape::Members(&[("apiVersion", Shape::All), ("kind", Shape::All)]);
 const POD: Shape = Shape::Members(&[
     (
         "metadata",
@@ -197,12 +200,14 @@ const POD: Shape = Shape::Members(&[
             ("namespace", Shape::All),
             ("labels", Shape::All),
             ("annotations", Shape::All),
+            ("ownerReferences", Shape::Items(&OWNER)),
         ]),
     ),
     (
         "spec",
         Shape::Members(&[
             ("hostNetwork", Shape::All),
+            ("restartPolicy", Shape::All),
             ("containers", Shape::Items(&CONTAINER)),
             ("initContainers", Shape::Items(&CONTAINER)),
             ("ephemeralContainers", Shape::Items(&CONTAINER)),
@@ -325,8 +330,9 @@ mod tests {
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": "web-", "namespace": "shop", "labels": {"app": "web"},
-                "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"}, "ownerReferences": [{"uid": "u"}]},
-            "spec": {"hostNetwork": false, "nodeName": "n",
+                "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]},
+            "spec": {"hostNetwork": false, "restartPolicy": "Never", "nodeName": "n",
                 "containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}],
                     "env": [{"name": "A", "value": "B"}]}],
                 "initContainers": [{"name": "setup", "restartPolicy": "Always"}],
@@ -339,8 +345,9 @@ mod tests {
             kept,
             json!({
                 "metadata": {"generateName": "web-", "namespace": "shop", "labels": {"app": "web"},
-                    "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"}},
-                "spec": {"hostNetwork": false,
+                    "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"},
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job"}]},
+                "spec": {"hostNetwork": false, "restartPolicy": "Never",
                     "containers": [{"name": "app", "ports": [{"containerPort": 80}]}],
                     "initContainers": [{"name": "setup", "restartPolicy": "Always"}],
                     "volumes": [{"name": "data"}],
