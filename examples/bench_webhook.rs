@@ -3,6 +3,8 @@
 //! ```sh
 //! cargo run --release --example bench_webhook -- --connections 32 --seconds 10
 //! cargo run --release --example bench_webhook -- --connections 8 --seconds 10 --rate 1000
+//! cargo run --release --example bench_webhook -- --connections 32 --seconds 10 \
+//!     --fixture pod-create-from-replicaset-mutate.json --path /inject
 //! ```
 //!
 //! Starts the server in-process on 127.0.0.1:0 with fresh certificates (or targets a running
@@ -20,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
+use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
 use envoy_operator::webhook::server::{ServeConfig, WebhookServer};
+use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
@@ -50,7 +54,7 @@ struct Args {
     /// The AdmissionReview to POST, from tests/fixtures/admission/.
     #[arg(long, default_value = "foo-create-validate.json")]
     fixture: String,
-    /// The endpoint to POST to.
+    /// The endpoint to POST to (`/mutate`, `/validate`, or the sidecar injector's `/inject`).
     #[arg(long, default_value = "/validate")]
     path: String,
 }
@@ -78,8 +82,14 @@ async fn main() -> Result<(), Failure> {
             let generated = tls::generate(&options)?;
             tls::write(dir.path(), &generated, false)?;
             let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
-            let config =
+            let mut config =
                 ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
+            // The sidecar injector too, with the defaults and no Envoys, as `webhook` serves it.
+            config.endpoints.push(envoy_operator::webhook::inject::endpoint(
+                InjectConfig::default(),
+                Arc::new(NoEnvoys),
+                Metrics::new(),
+            ));
             let server = WebhookServer::bind(config, certs)?;
             let addr = server.local_addr()?;
             tokio::spawn(server.run(std::future::pending()));
