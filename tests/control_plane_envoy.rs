@@ -151,6 +151,47 @@ fn fleet_bootstrap(envoy: &Value, trust: &ControlPlaneTrust, dir: &std::path::Pa
     runnable_bootstrap(&data, dir, POD, &envoy.effective().name)
 }
 
+/// The control plane over `caches` (the publisher, the ADS server with the operator's
+/// authorizer) and a real Envoy started from the bootstrap of the fleet `fleet`.
+struct Served {
+    cache: SnapshotCache,
+    tracker: Tracker,
+    proxy: EnvoyProcess,
+    _plane: ControlPlane,
+    _files: tempfile::TempDir,
+}
+
+impl Served {
+    async fn start(caches: &Caches, touched: mpsc::UnboundedReceiver<Touched>, fleet: &Value) -> Served {
+        let pki = pki();
+        let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
+        let (ready, published) = tokio::sync::oneshot::channel();
+        tokio::spawn(publish::run(caches.clone(), touched, cache.clone(), tracker.clone(), move || {
+            let _ = ready.send(());
+        }));
+        published.await.expect("the first publication");
+        let authorizer = FleetAuthorizer {
+            envoys: caches.envoys.clone(),
+            pods: caches.pods.clone(),
+            insecure_node_identity: false,
+        };
+        let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
+        let plane = ControlPlane::start(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            service,
+            Transport::Tls(pki.resolver.clone()),
+        )
+        .await;
+        let trust = ControlPlaneTrust {
+            control_plane: Advertised { host: "localhost".to_owned(), port: plane.address.port() },
+            ca_pem: Some(pki.ca_pem.clone()),
+        };
+        let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
+        let proxy = EnvoyProcess::start(&fleet_bootstrap(fleet, &trust, files.path())).await;
+        Served { cache, tracker, proxy, _plane: plane, _files: files }
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
@@ -161,7 +202,6 @@ async fn objects_applied_to_the_caches_reach_a_real_envoy_started_from_the_fleet
         return;
     }
     let (a, b) = (Backend::start("backend-a").await, Backend::start("backend-b").await);
-    let pki = pki();
     let (caches, mut objects, touched) = caches();
     listed(&mut objects);
     let listener_port = free_port();
@@ -177,32 +217,10 @@ async fn objects_applied_to_the_caches_reach_a_real_envoy_started_from_the_fleet
     );
     Objects::apply(&mut objects.pods, fleet_pod());
 
-    let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
-    let (ready, published) = tokio::sync::oneshot::channel();
-    tokio::spawn(publish::run(caches.clone(), touched, cache.clone(), tracker.clone(), move || {
-        let _ = ready.send(());
-    }));
-    published.await.expect("the first publication");
+    // Kept whole: the control plane and the ConfigMap's files live as long as `served`.
+    let served = Served::start(&caches, touched, &fleet).await;
+    let (cache, tracker, proxy) = (&served.cache, &served.tracker, &served.proxy);
     assert_eq!(cache.keys(), [FleetKey::from(FLEET)]);
-
-    let authorizer = FleetAuthorizer {
-        envoys: caches.envoys.clone(),
-        pods: caches.pods.clone(),
-        insecure_node_identity: false,
-    };
-    let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
-    let plane = ControlPlane::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        service,
-        Transport::Tls(pki.resolver.clone()),
-    )
-    .await;
-    let trust = ControlPlaneTrust {
-        control_plane: Advertised { host: "localhost".to_owned(), port: plane.address.port() },
-        ca_pem: Some(pki.ca_pem.clone()),
-    };
-    let dir = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-    let proxy = EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust, dir.path())).await;
     assert_eq!(proxy.listener_port("http").await, listener_port, "the Envoy's port is a real listener");
 
     // The route as applied: /a to backend A, /b to backend B.
@@ -241,7 +259,6 @@ async fn objects_applied_to_the_caches_reach_a_real_envoy_started_from_the_fleet
         }
     })
     .await;
-    drop(plane);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,33 +266,14 @@ async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
     if !support::envoy::available() {
         return;
     }
-    let pki = pki();
     let (caches, mut objects, touched) = caches();
     listed(&mut objects);
     let listener_port = free_port();
     let fleet = envoy(listener_port);
     Objects::apply(&mut objects.envoys, fleet.clone());
     // No pod of the fleet has the proxy's address.
-    let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
-    tokio::spawn(publish::run(caches.clone(), touched, cache.clone(), tracker.clone(), || {}));
-    let authorizer = FleetAuthorizer {
-        envoys: caches.envoys.clone(),
-        pods: caches.pods.clone(),
-        insecure_node_identity: false,
-    };
-    let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
-    let plane = ControlPlane::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        service,
-        Transport::Tls(pki.resolver.clone()),
-    )
-    .await;
-    let trust = ControlPlaneTrust {
-        control_plane: Advertised { host: "localhost".to_owned(), port: plane.address.port() },
-        ca_pem: Some(pki.ca_pem.clone()),
-    };
-    let dir = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-    let proxy = EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust, dir.path())).await;
+    let served = Served::start(&caches, touched, &fleet).await;
+    let (tracker, proxy) = (&served.tracker, &served.proxy);
 
     // Envoy keeps retrying; each attempt is refused with PERMISSION_DENIED (7) and the reason
     // (percent-encoded, as gRPC messages travel), and no listener ever appears.
@@ -289,5 +287,4 @@ async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
     let (_, listeners) = proxy.get(proxy.admin, "/listeners?format=json").await.expect("the admin answers");
     assert!(!listeners.contains(&format!("{listener_port}")), "no listener was served: {listeners}");
     assert!(tracker.fleet_status(&FleetKey::from(FLEET)).proxies.is_empty());
-    drop(plane);
 }
