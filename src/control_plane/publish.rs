@@ -121,6 +121,13 @@ pub struct Published {
 
 /// Rebuilds the fleets of `scope` from the caches into `cache`.
 pub fn publish(caches: &Caches, scope: &Scope, cache: &SnapshotCache, tracker: &Tracker) -> Published {
+    let in_scope = |namespace: Option<String>| scope.covers(namespace.as_deref().unwrap_or_default());
+    let fleets_in_scope = caches.envoys.state().iter().any(|envoy| in_scope(envoy.namespace()))
+        || cache.keys().iter().any(|key| in_scope(key.as_str().split_once('/').map(|(ns, _)| ns.to_owned())));
+    if !fleets_in_scope {
+        // Churn in namespaces without fleets (EndpointSlices of every Service) costs no copies.
+        return Published::default();
+    }
     let objects = Namespaced::read(caches, scope);
     let mut published = Published::default();
     let mut served = BTreeSet::new();
@@ -397,6 +404,16 @@ mod tests {
         apply(&mut f.envoys, envoy("blog", "edge", true));
         assert_eq!(f.publish(Scope::Everything).removed, [FleetKey::from("blog/edge")]);
         assert!(f.cache.keys().is_empty());
+    }
+
+    #[test]
+    fn churn_where_no_fleet_lives_rebuilds_nothing() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        let before = f.publish(Scope::Everything).fleets;
+        apply(&mut f.endpoint_slices, slice("batch", "jobs", "10.2.0.9"));
+        assert_eq!(f.publish(namespaces(&["batch"])), Published::default());
+        assert_eq!(f.publish(namespaces(&["shop"])).fleets, before, "the fleet itself is unchanged");
     }
 
     #[test]
