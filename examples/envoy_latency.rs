@@ -104,15 +104,7 @@ async fn main() {
         let target = if change % 2 == 1 { "b" } else { "a" };
         let set_at = Instant::now();
         let version = cache.set(FLEET, routing_to(target, &a, &b));
-        loop {
-            polls += 1;
-            match envoy.through(port, "/p").await {
-                Ok(backend) if backend == target => break,
-                Ok(_) => {}
-                Err(error) => panic!("change {change}: a request failed: {error}"),
-            }
-            assert!(set_at.elapsed() < CONVERGE, "change {change} not served within {CONVERGE:?}");
-        }
+        polls += envoy.polls_until_served_by(port, "/p", target).await;
         served.push(set_at.elapsed());
         // Changes are not back to back in real life: let the ACK land before the next one.
         eventually("the ACK", CONVERGE, || async {

@@ -24,7 +24,7 @@ use clap::Parser;
 use run_world::{FleetWorld, at, prefix_to, route};
 use serde_json::json;
 use xds_support::backend::Backend;
-use xds_support::{CONVERGE, Percentiles};
+use xds_support::Percentiles;
 
 #[derive(Parser, Debug)]
 #[command(about = "EnvoyRoute change in the API server -> real Envoy serving it, through `run`")]
@@ -53,15 +53,7 @@ async fn main() {
         let target = if change % 2 == 1 { "b" } else { "a" };
         let changed_at = Instant::now();
         world.api.put(&at("example.com/v1", "envoyroutes", "p"), route_to(target, change as i64 + 1));
-        loop {
-            polls += 1;
-            match envoy.through(port, "/p").await {
-                Ok(backend) if backend == target => break,
-                Ok(_) => {}
-                Err(error) => panic!("change {change}: a request failed: {error}"),
-            }
-            assert!(changed_at.elapsed() < CONVERGE, "change {change} not served within {CONVERGE:?}");
-        }
+        polls += envoy.polls_until_served_by(port, "/p", target).await;
         served.push(changed_at.elapsed());
         // Changes are not back to back in real life.
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -201,6 +201,23 @@ impl Envoy {
         .await
     }
 
+    /// For latency measurements: polls `path` through Envoy back to back (no sleep, unlike
+    /// [`until_served_by`](Self::until_served_by)) until `backend` answers, and returns how many
+    /// requests that took. A failed request, or no change within [`CONVERGE`], fails.
+    pub async fn polls_until_served_by(&self, port: u16, path: &str, backend: &str) -> usize {
+        let started = std::time::Instant::now();
+        let mut polls = 0;
+        loop {
+            polls += 1;
+            match self.through(port, path).await {
+                Ok(served_by) if served_by == backend => return polls,
+                Ok(_) => {}
+                Err(error) => panic!("GET {path} through Envoy failed: {error}"),
+            }
+            assert!(started.elapsed() < CONVERGE, "GET {path} not answered by {backend} within {CONVERGE:?}");
+        }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default()
     }
