@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use run_world::{FleetWorld, at, prefix_to, route};
 use serde_json::json;
-use xds_support::backend::Backend;
 use xds_support::Percentiles;
+use xds_support::backend::Backend;
 
 #[derive(Parser, Debug)]
 #[command(about = "EnvoyRoute change in the API server -> real Envoy serving it, through `run`")]
