@@ -1,26 +1,13 @@
 //! The offline `check` command, run as a user runs it.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+#[path = "cli_support/mod.rs"]
+mod cli_support;
 
+use std::path::Path;
+
+use cli_support::envoy_operator;
 use envoy_operator_core::manifest::parse_documents;
 use serde_json::Value;
-
-fn envoy_operator(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let mut input = child.stdin.take().expect("stdin is piped");
-    input.write_all(stdin.unwrap_or_default().as_bytes()).expect("stdin accepts input");
-    drop(input);
-    child.wait_with_output().expect("the binary finishes")
-}
 
 fn check_stdin(manifest: &str) -> (bool, Vec<Value>, String) {
     let output = envoy_operator(&["check", "-f", "-"], Some(manifest));

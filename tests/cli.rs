@@ -1,25 +1,12 @@
 //! Command-line conventions users bring from kubectl: `-f a,b`, `-R`, `-o json`, `--kubeconfig`
 //! and `--context`, `version`, `completion`, confirmation before destroying data.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+#[path = "cli_support/mod.rs"]
+mod cli_support;
 
-fn envoy_operator(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run envoy-operator");
-    let input = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        let mut input = input;
-        input.write_all(text.as_bytes()).expect("write stdin");
-    }
-    child.wait_with_output().expect("wait for envoy-operator")
-}
+use std::process::Output;
+
+use cli_support::envoy_operator;
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

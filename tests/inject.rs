@@ -3,9 +3,13 @@
 //! resulting pod checked; a second pass must leave it alone. Then the offline command, the
 //! committed webhook configuration, and property tests over arbitrary pods.
 
-use std::path::Path;
-use std::process::{Command, Output};
+#[path = "cli_support/mod.rs"]
+mod cli_support;
 
+use std::path::Path;
+use std::process::Output;
+
+use cli_support::envoy_operator as cli;
 use envoy_operator_core::bootstrap::{ControlPlane, FLEET_METADATA_KEY, XdsTarget};
 use envoy_operator_core::inject::annotations::{STATUS, parse_xds};
 use envoy_operator_core::inject::pod::read_for_injection;
@@ -542,23 +546,6 @@ fn workload_templates_are_found() {
 }
 
 // --- The command line -------------------------------------------------------------------------
-
-fn cli(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_envoy-operator"));
-    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().expect("the binary runs");
-    let input = stdin.unwrap_or_default().to_owned();
-    let mut pipe = child.stdin.take().expect("stdin is piped");
-    let writer = std::thread::spawn(move || pipe.write_all(input.as_bytes()));
-    let output = child.wait_with_output().expect("the binary finishes");
-    writer.join().expect("stdin writer").expect("stdin written");
-    output
-}
 
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()

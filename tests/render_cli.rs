@@ -1,25 +1,18 @@
 //! `envoy-operator render` as a user runs it, and `render --xds`, whose resources a real Envoy
 //! must accept.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+#[path = "cli_support/mod.rs"]
+mod cli_support;
 
+use std::path::PathBuf;
+use std::process::Output;
+
+use cli_support::envoy_operator;
 use envoy_operator_core::manifest::parse_documents;
 use serde_json::{Value, json};
 
 fn render(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
-        .arg("render")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run envoy-operator");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
-    child.wait_with_output().expect("wait for envoy-operator")
+    envoy_operator(&[&["render"], args].concat(), Some(stdin))
 }
 
 #[test]
