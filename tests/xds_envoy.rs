@@ -64,6 +64,16 @@ impl World {
         World { a, b, pki, cache, tracker, plane, envoy, port }
     }
 
+    /// A world on [`two_paths`], once Envoy serves `/a` from backend A and ACKed the snapshot;
+    /// with the snapshot's version.
+    async fn on_two_paths(ads: Ads) -> (World, String) {
+        let world = World::start(ads, two_paths).await;
+        world.served_by("/a", &world.a).await;
+        let version = world.cache.set(FLEET, two_paths(&world.a, &world.b));
+        world.acked(&world.tracker, &version).await;
+        (world, version)
+    }
+
     async fn served_by(&self, path: &str, backend: &Backend) {
         self.envoy.until_served_by(self.port, path, &backend.name).await;
     }
@@ -112,15 +122,11 @@ async fn delta_traffic_follows_routes_weights_and_endpoints() {
     if !support::envoy::available() {
         return;
     }
-    let world = World::start(Ads::Delta, two_paths).await;
+    // (a) Two paths to two backends.
+    let (world, _) = World::on_two_paths(Ads::Delta).await;
     let (a, b) = (&world.a, &world.b);
     let clusters = [("a", a.address), ("b", b.address)];
-
-    // (a) Two paths to two backends.
-    world.served_by("/a", a).await;
     world.served_by("/b", b).await;
-    let version = world.cache.set(FLEET, two_paths(a, b));
-    world.acked(&world.tracker, &version).await;
     let status = world.tracker.fleet_status(&FleetKey::from(FLEET));
     assert_eq!(status.proxies[0].node_id, NODE);
     assert!(status.proxies[0].peer.is_some_and(|peer| peer.ip().is_loopback()));
@@ -157,12 +163,9 @@ async fn delta_nack_keeps_the_previous_config_and_reports_envoys_error() {
     if !support::envoy::available() {
         return;
     }
-    let world = World::start(Ads::Delta, two_paths).await;
+    let (world, good) = World::on_two_paths(Ads::Delta).await;
     let (a, b) = (&world.a, &world.b);
     let clusters = [("a", a.address), ("b", b.address)];
-    world.served_by("/a", a).await;
-    let good = world.cache.set(FLEET, two_paths(a, b));
-    world.acked(&world.tracker, &good).await;
 
     // (e) Had Envoy applied this, /a would go to backend B; but its regex is invalid.
     let bad = world.cache.set(FLEET, config(vec![regex_route("(", "a"), prefix_route("/a", "b")], &clusters));
@@ -194,11 +197,8 @@ async fn delta_envoy_keeps_serving_through_a_control_plane_restart() {
     if !support::envoy::available() {
         return;
     }
-    let world = World::start(Ads::Delta, two_paths).await;
+    let (world, version) = World::on_two_paths(Ads::Delta).await;
     let (a, b) = (&world.a, &world.b);
-    world.served_by("/a", a).await;
-    let version = world.cache.set(FLEET, two_paths(a, b));
-    world.acked(&world.tracker, &version).await;
 
     // (f) The control plane goes away: Envoy keeps its last configuration.
     let address = world.plane.address;
@@ -286,12 +286,9 @@ async fn sotw_traffic_follows_route_and_endpoint_changes() {
     if !support::envoy::available() {
         return;
     }
-    let world = World::start(Ads::StateOfTheWorld, two_paths).await;
+    let (world, _) = World::on_two_paths(Ads::StateOfTheWorld).await;
     let (a, b) = (&world.a, &world.b);
-    world.served_by("/a", a).await;
     world.served_by("/b", b).await;
-    let version = world.cache.set(FLEET, two_paths(a, b));
-    world.acked(&world.tracker, &version).await;
     assert_eq!(
         world.tracker.fleet_status(&FleetKey::from(FLEET)).proxies[0].protocol,
         envoy_operator::xds_server::Protocol::StateOfTheWorld
