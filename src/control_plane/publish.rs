@@ -98,10 +98,6 @@ impl Namespaced {
             endpoint_slices: owned(caches.endpoint_slices.state(), &within),
         }
     }
-
-    fn of<K: ResourceExt + Clone>(objects: &[K], namespace: &str) -> Vec<K> {
-        objects.iter().filter(|o| o.namespace().as_deref() == Some(namespace)).cloned().collect()
-    }
 }
 
 fn owned<K: Clone + ResourceExt>(objects: Vec<Arc<K>>, within: &impl Fn(Option<String>) -> bool) -> Vec<K> {
@@ -136,18 +132,13 @@ pub fn publish(caches: &Caches, scope: &Scope, cache: &SnapshotCache, tracker: &
             continue;
         }
         let key = FleetKey::from(fleet_key(envoy));
-        let namespace = envoy.namespace().unwrap_or_default();
-        // Per namespace, not per Envoy, in the common case of one fleet per namespace; the
-        // copies are of the namespace's objects only.
-        let routes = Namespaced::of(&objects.routes, &namespace);
-        let services = Namespaced::of(&objects.services, &namespace);
-        let endpoint_slices = Namespaced::of(&objects.endpoint_slices, &namespace);
         let envoy = defaulted(Envoy::clone(envoy));
+        // The translation reads only the objects of the Envoy's own namespace among these.
         let translation = translate(&Inputs {
             envoy: &envoy,
-            routes: &routes,
-            services: &services,
-            endpoint_slices: &endpoint_slices,
+            routes: &objects.routes,
+            services: &objects.services,
+            endpoint_slices: &objects.endpoint_slices,
         });
         served.insert(key.clone());
         match snapshot(&translation.resources) {
