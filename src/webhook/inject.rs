@@ -63,15 +63,18 @@ pub fn admit_pod(
     match injector.inject_json(pod, request.namespace.as_deref(), envoys) {
         Ok(Injection::Patched { patch, summary }) => {
             metrics.injected();
-            let who = request.log_fields();
-            tracing::debug!(
-                uid = %who.uid,
-                namespace = %who.namespace,
-                pod = %who.name,
-                hash = %summary.status.hash,
-                native = summary.native,
-                "sidecar injected"
-            );
+            // The common answer: its log fields (cut and escaped copies) only when logged.
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let who = request.log_fields();
+                tracing::debug!(
+                    uid = %who.uid,
+                    namespace = %who.namespace,
+                    pod = %who.name,
+                    hash = %summary.status.hash,
+                    native = summary.native,
+                    "sidecar injected"
+                );
+            }
             AdmissionResponse::allow_with_patch_json(uid, patch).with_warnings(summary.notes)
         }
         Ok(Injection::Skipped(skip)) => {

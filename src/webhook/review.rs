@@ -391,8 +391,15 @@ impl AdmissionResponse {
             response: &'a AdmissionResponse,
         }
         let review = Review { api_version: API_VERSION, kind: KIND, response: self };
+        // Room for a patch in base64 and the rest, so a sidecar's patch is written without
+        // the buffer growing (and being copied) a dozen times.
+        let patch = self.patch.as_ref().map_or(0, |patch| patch.len().div_ceil(3) * 4);
+        let mut body = Vec::with_capacity(patch + 512);
         // Plain data with string keys: serialization cannot fail.
-        serde_json::to_vec(&review).unwrap_or_default()
+        match serde_json::to_writer(&mut body, &review) {
+            Ok(()) => body,
+            Err(_) => Vec::new(),
+        }
     }
 }
 

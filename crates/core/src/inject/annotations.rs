@@ -97,6 +97,16 @@ impl Overrides {
     }
 }
 
+impl Overrides {
+    /// Whether the pod sets any of the sidecar's requests or limits.
+    pub fn has_resources(&self) -> bool {
+        self.cpu_request.is_some()
+            || self.memory_request.is_some()
+            || self.cpu_limit.is_some()
+            || self.memory_limit.is_some()
+    }
+}
+
 /// Prefix of every key this operator reads on pods.
 pub const PREFIX: &str = "sidecar.example.com/";
 /// Every annotation this operator reads on pods.

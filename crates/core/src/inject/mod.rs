@@ -22,7 +22,8 @@ pub mod uninject;
 pub mod webhook_config;
 pub mod workload;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use json_patch::Patch;
 use serde_json::Value;
@@ -115,13 +116,14 @@ pub enum InjectError {
 
 impl InjectError {
     /// Every [`metric_label`](Self::metric_label).
-    pub const METRIC_LABELS: [&str; 6] = [
+    pub const METRIC_LABELS: [&str; 7] = [
         "malformed",
         "invalid_annotation",
         "request_over_limit",
         "unknown_envoy",
         "namespace_unknown",
         "container_name_taken",
+        "too_large",
     ];
 
     /// A short, fixed label for metrics.
@@ -144,38 +146,95 @@ impl InjectError {
 /// authoritative (pods from ReplicaSets have no `metadata.namespace`); `None` falls back to
 /// the pod's own. Pure and deterministic: the same pod, configuration and Envoys give the
 /// same patch, and a patched pod gives [`SkipReason::AlreadyInjected`]. Builds the sidecar
-/// for this one call; an [`Injector`] builds its configuration's sidecar once.
+/// for this one call; an [`Injector`] builds each sidecar once for its configuration.
 pub fn inject(
     pod: &Value,
     namespace: Option<&str>,
     config: &InjectConfig,
     envoys: &dyn EnvoyLookup,
 ) -> Result<Injection, InjectError> {
-    plan(pod, namespace, config, envoys, &[]).map(|planned| planned.render(|plan| plan.patch()))
+    plan(pod, namespace, config, envoys, None).map(|planned| planned.render(|plan| plan.patch()))
 }
 
-/// The injector of one configuration: [`inject`], with the sidecar that pods without
-/// overrides get (one regular, one native) built and serialized once, since it is the same for
-/// every such pod. What the webhook holds.
-#[derive(Clone, Debug)]
+/// Sidecars other than the configuration's own kept at most by an [`Injector`]: enough for the
+/// Envoys and overrides a cluster uses, while pods that each ask for something new (their
+/// annotations are anyone's to write) cannot grow it.
+const RECENT_SIDECARS: usize = 32;
+
+/// The injector of one configuration: [`inject`], with what is the same for every pod built
+/// once. The sidecar a pod gets (container, volumes, bootstrap, JSON text, status annotation)
+/// depends only on the effective configuration, [`SidecarSpec`]: the configuration's own two
+/// (regular and native) are built up front, others (an Envoy's xDS server or fleet, resource
+/// overrides, a renamed volume) when first asked for, and kept among the most recent few. The
+/// configured resources are checked once. What the webhook holds.
+#[derive(Debug)]
 pub struct Injector {
     config: InjectConfig,
-    prepared: Vec<PreparedSidecar>,
+    prepared: Prepared,
+}
+
+/// What an [`Injector`] prepared for its configuration.
+#[derive(Debug)]
+struct Prepared {
+    /// [`sidecar::resolve_resources`] for a pod that overrides none.
+    resources: Result<ProxyResources, InjectError>,
+    /// The sidecars of the configuration itself: regular, then native.
+    defaults: [Arc<PreparedSidecar>; 2],
+    /// Other sidecars asked for, the most recent last; at most [`RECENT_SIDECARS`].
+    recent: Mutex<VecDeque<Arc<PreparedSidecar>>>,
+}
+
+impl Prepared {
+    fn new(config: &InjectConfig) -> Self {
+        let defaults = [false, true].map(|native| {
+            Arc::new(PreparedSidecar::new(SidecarSpec {
+                image: config.image.clone(),
+                resources: config.resources.clone(),
+                xds: config.default_xds.clone().into(),
+                native,
+                tmp_volume: TMP_VOLUME.to_owned(),
+            }))
+        });
+        Self {
+            resources: sidecar::resolve_resources(&config.resources, &Overrides::default()),
+            defaults,
+            recent: Mutex::new(VecDeque::with_capacity(RECENT_SIDECARS)),
+        }
+    }
+
+    /// The sidecar of `spec`, built at most once while it stays among the recent ones.
+    fn sidecar(&self, spec: SidecarSpec) -> Arc<PreparedSidecar> {
+        if let Some(prepared) = self.defaults.iter().find(|prepared| prepared.spec == spec) {
+            return Arc::clone(prepared);
+        }
+        // A poisoned lock only means a review panicked while holding it; the list is whole
+        // at every point a panic could come from, so keep using it.
+        let cached = self
+            .recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|prepared| prepared.spec == spec)
+            .cloned();
+        if let Some(prepared) = cached {
+            return prepared;
+        }
+        // Built outside the lock: concurrent reviews do not wait on each other's builds.
+        let prepared = Arc::new(PreparedSidecar::new(spec));
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if !recent.iter().any(|other| other.spec == prepared.spec) {
+            if recent.len() == RECENT_SIDECARS {
+                recent.pop_front();
+            }
+            recent.push_back(Arc::clone(&prepared));
+        }
+        prepared
+    }
 }
 
 impl Injector {
     pub fn new(config: InjectConfig) -> Self {
-        let prepared = [false, true]
-            .map(|native| {
-                PreparedSidecar::new(SidecarSpec {
-                    image: config.image.clone(),
-                    resources: config.resources.clone(),
-                    xds: config.default_xds.clone().into(),
-                    native,
-                    tmp_volume: TMP_VOLUME.to_owned(),
-                })
-            })
-            .into();
+        let prepared = Prepared::new(&config);
         Self { config, prepared }
     }
 
@@ -190,31 +249,31 @@ impl Injector {
         namespace: Option<&str>,
         envoys: &dyn EnvoyLookup,
     ) -> Result<Injection, InjectError> {
-        plan(pod, namespace, &self.config, envoys, &self.prepared)
+        plan(pod, namespace, &self.config, envoys, Some(&self.prepared))
             .map(|planned| planned.render(|plan| plan.patch()))
     }
 
     /// [`inject`](Self::inject) with the patch as JSON text, written from the prepared
-    /// sidecar's text where the pod gets the prepared sidecar.
+    /// sidecar's text.
     pub fn inject_json(
         &self,
         pod: &Value,
         namespace: Option<&str>,
         envoys: &dyn EnvoyLookup,
     ) -> Result<Injection<Vec<u8>>, InjectError> {
-        plan(pod, namespace, &self.config, envoys, &self.prepared)
+        plan(pod, namespace, &self.config, envoys, Some(&self.prepared))
             .map(|planned| planned.render(|plan| plan.json()))
     }
 }
 
 /// A decision, before the patch is rendered.
-enum Planned<'p, 's> {
-    Patch(Box<Plan<'p, 's>>),
+enum Planned<'p> {
+    Patch(Box<Plan<'p>>),
     Skip(Skip),
 }
 
-impl<'p, 's> Planned<'p, 's> {
-    fn render<P>(self, patch: impl FnOnce(&Plan<'p, 's>) -> P) -> Injection<P> {
+impl<'p> Planned<'p> {
+    fn render<P>(self, patch: impl FnOnce(&Plan<'p>) -> P) -> Injection<P> {
         match self {
             Self::Skip(skip) => Injection::Skipped(skip),
             Self::Patch(plan) => {
@@ -225,36 +284,41 @@ impl<'p, 's> Planned<'p, 's> {
     }
 }
 
-/// Everything the patch needs: the pod's shape, the sidecar (prepared, or built for this
-/// pod), and the status annotation.
-struct Plan<'p, 's> {
+/// Everything the patch needs: the pod's shape and the sidecar, prepared with its status.
+struct Plan<'p> {
     view: PodView<'p>,
-    sidecar: std::borrow::Cow<'s, PreparedSidecar>,
-    status: String,
-    /// The value of the fleet label to add, if the pod does not carry it yet.
-    fleet_label: Option<String>,
+    sidecar: Arc<PreparedSidecar>,
+    /// Whether the pod is given the fleet label, which it does not carry yet.
+    adds_label: bool,
     summary: Box<Summary>,
 }
 
-impl Plan<'_, '_> {
+impl Plan<'_> {
     fn patch(&self) -> Patch {
-        let label = self.fleet_label.as_deref();
-        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, self.summary.native, &self.status, label)
+        let status = &self.sidecar.status(self.adds_label).annotation;
+        let label = match &self.sidecar.spec.xds {
+            SidecarXds::Fleet(fleet) if self.adds_label => Some(fleet.envoy.as_str()),
+            _ => None,
+        };
+        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, self.summary.native, status, label)
     }
 
     fn json(&self) -> Vec<u8> {
-        let label = self.fleet_label.as_deref();
-        patch::sidecar_patch_json(&self.view, &self.sidecar.json, self.summary.native, &self.status, label)
+        let status = &self.sidecar.status(self.adds_label).literal;
+        let label = self.sidecar.label_literal().filter(|_| self.adds_label);
+        patch::sidecar_patch_json(&self.view, &self.sidecar.json, self.summary.native, status, label)
     }
 }
 
-fn plan<'p, 's>(
+/// The decision and the sidecar for `pod`; `prepared` holds an [`Injector`]'s work done once,
+/// `None` builds everything for this call. Either way, the same outcome.
+fn plan<'p>(
     pod: &'p Value,
     namespace: Option<&str>,
     config: &InjectConfig,
     envoys: &dyn EnvoyLookup,
-    prepared: &'s [PreparedSidecar],
-) -> Result<Planned<'p, 's>, InjectError> {
+    prepared: Option<&Prepared>,
+) -> Result<Planned<'p>, InjectError> {
     let view = PodView::new(pod)?;
     let namespace = namespace.filter(|ns| !ns.is_empty()).or_else(|| view.namespace());
     if let Some(skip) = decision::skip(&view, namespace, config) {
@@ -269,15 +333,18 @@ fn plan<'p, 's>(
     }
     let mut notes = annotations::warnings(view.annotations);
     let (mut xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
-    let resources = sidecar::resolve_resources(&config.resources, &overrides)?;
+    let resources = match prepared {
+        Some(prepared) if !overrides.has_resources() => prepared.resources.clone()?,
+        _ => sidecar::resolve_resources(&config.resources, &overrides)?,
+    };
     let native = native_sidecar(&view, &overrides, config, &mut notes);
     let taken = view.volume_names();
     // The sidecar's own names (`envoy-tmp-…`, `envoy-xds-ca-…`) never clash with each other.
     let tmp_volume = free_volume_name(&taken, TMP_VOLUME, &mut notes);
-    let mut fleet_label = None;
+    let mut adds_label = false;
     if let SidecarXds::Fleet(fleet) = &mut xds {
         fleet.ca_volume = free_volume_name(&taken, CA_VOLUME, &mut notes);
-        fleet_label = missing_fleet_label(&view, &fleet.envoy)?;
+        adds_label = needs_fleet_label(&view, &fleet.envoy)?;
     }
     let notes = crate::bounded::capped(notes, limits::MAX_NOTES, |n| format!("and {n} more notes"));
 
@@ -295,33 +362,20 @@ fn plan<'p, 's>(
         }
     };
     let spec = SidecarSpec { image: config.image.clone(), resources, xds, native, tmp_volume };
-    let sidecar = match prepared.iter().find(|prepared| prepared.spec == spec) {
-        Some(prepared) => std::borrow::Cow::Borrowed(prepared),
-        None => std::borrow::Cow::Owned(PreparedSidecar::new(spec)),
+    let sidecar = match prepared {
+        Some(prepared) => prepared.sidecar(spec),
+        None => Arc::new(PreparedSidecar::new(spec)),
     };
-    let name = vec![CONTAINER_NAME.to_owned()];
-    let mut volumes = vec![sidecar.spec.tmp_volume.clone()];
-    if let SidecarXds::Fleet(fleet) = &sidecar.spec.xds {
-        volumes.push(fleet.ca_volume.clone());
-    }
-    let status = InjectionStatus {
-        version: status::STATUS_VERSION,
-        hash: sidecar.sidecar.hash.clone(),
-        containers: if native { Vec::new() } else { name.clone() },
-        init_containers: if native { name } else { Vec::new() },
-        volumes,
-        labels: fleet_label.iter().map(|_| FLEET_LABEL.to_owned()).collect(),
-    };
-    let annotation = status.to_annotation();
+    let status = sidecar.status(adds_label).record.clone();
     let summary = Box::new(Summary { status, xds: target, xds_source, fleet, native, notes });
-    Ok(Planned::Patch(Box::new(Plan { view, sidecar, status: annotation, fleet_label, summary })))
+    Ok(Planned::Patch(Box::new(Plan { view, sidecar, adds_label, summary })))
 }
 
-/// The fleet label the pod needs to be served `envoy`'s configuration: `None` if it has it
-/// already. A pod labelled as another fleet's contradicts its own annotation.
-fn missing_fleet_label(pod: &PodView<'_>, envoy: &str) -> Result<Option<String>, InjectError> {
+/// Whether the pod needs the fleet label to be served `envoy`'s configuration: not if it has
+/// it already. A pod labelled as another fleet's contradicts its own annotation.
+fn needs_fleet_label(pod: &PodView<'_>, envoy: &str) -> Result<bool, InjectError> {
     match pod.label(FLEET_LABEL) {
-        Some(value) if value == envoy => Ok(None),
+        Some(value) if value == envoy => Ok(false),
         Some(other) => Err(InjectError::InvalidAnnotation {
             key: ENVOY,
             value: envoy.to_owned(),
@@ -329,7 +383,7 @@ fn missing_fleet_label(pod: &PodView<'_>, envoy: &str) -> Result<Option<String>,
                 "the pod's label {FLEET_LABEL}={other} makes its proxy one of the Envoy {other}: remove the label, or name that Envoy"
             ),
         }),
-        None => Ok(Some(envoy.to_owned())),
+        None => Ok(true),
     }
 }
 
@@ -420,4 +474,54 @@ fn free_volume_name(taken: &HashSet<&str>, base: &str, notes: &mut Vec<String>) 
         .unwrap_or_else(|| base.to_owned());
     notes.push(format!("the pod already has a volume {base}: the sidecar's is named {name}"));
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The metrics register every label up front, so a denial never creates a series late.
+    #[test]
+    fn every_error_has_a_listed_metric_label() {
+        let errors = [
+            InjectError::Malformed(String::new()),
+            InjectError::InvalidAnnotation { key: ENVOY, value: String::new(), reason: String::new() },
+            InjectError::RequestOverLimit {
+                resource: String::new(),
+                request: String::new(),
+                limit: String::new(),
+                hint: String::new(),
+            },
+            InjectError::UnknownEnvoy { namespace: String::new(), name: String::new() },
+            InjectError::NamespaceUnknown { name: String::new() },
+            InjectError::ContainerNameTaken { name: String::new() },
+            InjectError::TooLarge { what: "volumes", count: 2, limit: 1, opt_out: "x" },
+        ];
+        let labels: Vec<_> = errors.iter().map(InjectError::metric_label).collect();
+        assert_eq!(labels, InjectError::METRIC_LABELS);
+    }
+
+    /// Pods that each ask for a new sidecar (any pod's annotations can) cannot grow what an
+    /// injector keeps; one asked for again is the one already built.
+    #[test]
+    fn an_injector_keeps_a_bounded_number_of_sidecars() {
+        let prepared = Prepared::new(&InjectConfig::default());
+        let spec = |n: usize| SidecarSpec {
+            tmp_volume: format!("{TMP_VOLUME}-{n}"),
+            ..prepared.defaults[0].spec.clone()
+        };
+        for n in 0..RECENT_SIDECARS * 3 {
+            prepared.sidecar(spec(n));
+        }
+        let recent = prepared.recent.lock().unwrap().len();
+        assert_eq!(recent, RECENT_SIDECARS);
+
+        let last = spec(RECENT_SIDECARS * 3 - 1);
+        assert!(Arc::ptr_eq(&prepared.sidecar(last.clone()), &prepared.sidecar(last)));
+        let default = prepared.defaults[1].spec.clone();
+        assert!(Arc::ptr_eq(&prepared.sidecar(default), &prepared.defaults[1]));
+        // Evicted long ago: built anew, and the same as before.
+        assert_eq!(prepared.sidecar(spec(0)).spec, spec(0));
+        assert_eq!(prepared.recent.lock().unwrap().len(), RECENT_SIDECARS);
+    }
 }

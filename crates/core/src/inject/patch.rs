@@ -37,7 +37,40 @@ enum Piece {
     Labels,
 }
 
-type Operation = (&'static [&'static str], Piece);
+/// One `add` operation: where, as keys and as the JSON Pointer they make, and what.
+#[derive(Clone, Copy, Debug)]
+struct Operation {
+    keys: &'static [&'static str],
+    /// `keys` as a JSON Pointer (`~` and `/` escaped), written out once rather than per pod;
+    /// a unit test holds it to [`PointerBuf::from_tokens`].
+    pointer: &'static str,
+    piece: Piece,
+}
+
+const fn op(keys: &'static [&'static str], pointer: &'static str, piece: Piece) -> Operation {
+    Operation { keys, pointer, piece }
+}
+
+const VOLUME: Operation = op(&["spec", "volumes", "-"], "/spec/volumes/-", Piece::Volume(0));
+const VOLUME_LIST: Operation = op(&["spec", "volumes"], "/spec/volumes", Piece::VolumeList);
+const FIRST_INIT_CONTAINER: Operation =
+    op(&["spec", "initContainers", "0"], "/spec/initContainers/0", Piece::Container);
+const INIT_CONTAINER_LIST: Operation =
+    op(&["spec", "initContainers"], "/spec/initContainers", Piece::ContainerList);
+const CONTAINER: Operation = op(&["spec", "containers", "-"], "/spec/containers/-", Piece::Container);
+const STATUS_ANNOTATION: Operation = op(
+    &["metadata", "annotations", STATUS],
+    "/metadata/annotations/sidecar.example.com~1status",
+    Piece::Status,
+);
+const ANNOTATIONS: Operation = op(&["metadata", "annotations"], "/metadata/annotations", Piece::Annotations);
+const METADATA: Operation = op(&["metadata"], "/metadata", Piece::Metadata);
+const FLEET_LABEL_VALUE: Operation = op(
+    &["metadata", "labels", FLEET_LABEL],
+    "/metadata/labels/envoy-operator.example.com~1fleet",
+    Piece::FleetLabel,
+);
+const LABELS: Operation = op(&["metadata", "labels"], "/metadata/labels", Piece::Labels);
 
 /// The `add` operations for `pod`: the sidecar's `volumes` volumes, the container (as a regular
 /// container, or as the first init container when `native`), the status annotation and, with
@@ -45,26 +78,26 @@ type Operation = (&'static [&'static str], Piece);
 fn operations(pod: &PodView<'_>, native: bool, volumes: usize, fleet_label: bool) -> Vec<Operation> {
     let mut operations = Vec::with_capacity(volumes + 3);
     match pod.volumes {
-        Some(_) => operations.extend((0..volumes).map(|i| (&["spec", "volumes", "-"][..], Piece::Volume(i)))),
-        None => operations.push((&["spec", "volumes"][..], Piece::VolumeList)),
+        Some(_) => operations.extend((0..volumes).map(|i| Operation { piece: Piece::Volume(i), ..VOLUME })),
+        None => operations.push(VOLUME_LIST),
     }
     let container = match (native, pod.init_containers) {
         // First, so the proxy is up before the other init containers need the network.
-        (true, Some(_)) => (&["spec", "initContainers", "0"][..], Piece::Container),
-        (true, None) => (&["spec", "initContainers"][..], Piece::ContainerList),
-        (false, _) => (&["spec", "containers", "-"][..], Piece::Container),
+        (true, Some(_)) => FIRST_INIT_CONTAINER,
+        (true, None) => INIT_CONTAINER_LIST,
+        (false, _) => CONTAINER,
     };
     let status = match (pod.metadata, pod.annotations) {
-        (_, Some(_)) => (&["metadata", "annotations", STATUS][..], Piece::Status),
-        (Some(_), None) => (&["metadata", "annotations"][..], Piece::Annotations),
-        (None, None) => (&["metadata"][..], Piece::Metadata),
+        (_, Some(_)) => STATUS_ANNOTATION,
+        (Some(_), None) => ANNOTATIONS,
+        (None, None) => METADATA,
     };
     operations.extend([container, status]);
     // After the status annotation, which creates `metadata` where the pod has none.
     if fleet_label {
         operations.push(match pod.labels {
-            Some(_) => (&["metadata", "labels", FLEET_LABEL][..], Piece::FleetLabel),
-            None => (&["metadata", "labels"][..], Piece::Labels),
+            Some(_) => FLEET_LABEL_VALUE,
+            None => LABELS,
         });
     }
     operations
@@ -82,7 +115,7 @@ pub fn sidecar_patch(
     let status = Value::String(status.to_owned());
     let label = Value::String(fleet_label.unwrap_or_default().to_owned());
     let ops = operations(pod, native, sidecar.volumes.len(), fleet_label.is_some()).into_iter().map(
-        |(keys, piece)| {
+        |Operation { keys, piece, .. }| {
             let value = match piece {
                 Piece::Volume(i) => sidecar.volumes[i].clone(),
                 Piece::VolumeList => Value::Array(sidecar.volumes.clone()),
@@ -100,52 +133,58 @@ pub fn sidecar_patch(
     Patch(ops.collect())
 }
 
+/// The status annotation's key as a JSON object's opening, for the pieces that create it.
+const STATUS_MEMBER: &str = "{\"sidecar.example.com/status\":";
+/// The fleet label's key as a JSON object's opening, for a pod without labels.
+const FLEET_LABEL_MEMBER: &str = "{\"envoy-operator.example.com/fleet\":";
+
 /// The same operations as [`sidecar_patch`], as the JSON text of the patch, written from the
-/// sidecar's pre-serialized container and volumes.
+/// sidecar's pre-serialized container and volumes, `status_literal` (the status annotation as
+/// a JSON string literal) and `label_literal` (the fleet label's value, likewise): only
+/// copies, nothing serialized per pod.
 pub fn sidecar_patch_json(
     pod: &PodView<'_>,
     sidecar: &SidecarJson,
     native: bool,
-    status: &str,
-    fleet_label: Option<&str>,
+    status_literal: &str,
+    label_literal: Option<&str>,
 ) -> Vec<u8> {
     let volumes_len: usize = sidecar.volumes.iter().map(|v| v.len() + 1).sum();
-    let mut out = Vec::with_capacity(sidecar.container.len() + volumes_len + status.len() + 256);
-    // JSON strings of the status and the label, quoted and escaped once.
-    let status = serde_json::to_string(status).unwrap_or_else(|_| "\"\"".to_owned());
-    let label = serde_json::to_string(fleet_label.unwrap_or_default()).unwrap_or_else(|_| "\"\"".to_owned());
-    let operations = operations(pod, native, sidecar.volumes.len(), fleet_label.is_some());
+    let label_len = label_literal.map_or(0, str::len);
+    let mut out =
+        Vec::with_capacity(sidecar.container.len() + volumes_len + status_literal.len() + label_len + 384);
+    let status = status_literal.as_bytes();
+    let label = label_literal.unwrap_or_default().as_bytes();
+    let operations = operations(pod, native, sidecar.volumes.len(), label_literal.is_some());
     out.push(b'[');
-    for (i, (keys, piece)) in operations.into_iter().enumerate() {
+    for (i, Operation { pointer, piece, .. }) in operations.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(br#"{"op":"add","path":"#);
-        let path = PointerBuf::from_tokens(keys.iter().copied());
-        // A pointer is plain text; serializing a string cannot fail.
-        out.extend_from_slice(serde_json::to_string(path.as_str()).unwrap_or_default().as_bytes());
-        out.extend_from_slice(br#","value":"#);
-        let status_key = serde_json::to_string(STATUS).unwrap_or_default();
+        // A pointer of these keys has nothing to escape in JSON.
+        wrap(&mut out, br#"{"op":"add","path":""#, pointer.as_bytes(), br#"","value":"#);
         match piece {
             Piece::Volume(i) => out.extend_from_slice(sidecar.volumes[i].as_bytes()),
-            Piece::VolumeList => wrap(&mut out, b"[", sidecar.volumes.join(",").as_bytes(), b"]"),
+            Piece::VolumeList => {
+                out.push(b'[');
+                for (i, volume) in sidecar.volumes.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(volume.as_bytes());
+                }
+                out.push(b']');
+            }
             Piece::Container => out.extend_from_slice(sidecar.container.as_bytes()),
             Piece::ContainerList => wrap(&mut out, b"[", sidecar.container.as_bytes(), b"]"),
-            Piece::Status => out.extend_from_slice(status.as_bytes()),
-            Piece::Annotations => {
-                wrap(&mut out, format!("{{{status_key}:").as_bytes(), status.as_bytes(), b"}")
+            Piece::Status => out.extend_from_slice(status),
+            Piece::Annotations => wrap(&mut out, STATUS_MEMBER.as_bytes(), status, b"}"),
+            Piece::Metadata => {
+                out.extend_from_slice(br#"{"annotations":"#);
+                wrap(&mut out, STATUS_MEMBER.as_bytes(), status, b"}}");
             }
-            Piece::Metadata => wrap(
-                &mut out,
-                format!("{{\"annotations\":{{{status_key}:").as_bytes(),
-                status.as_bytes(),
-                b"}}",
-            ),
-            Piece::FleetLabel => out.extend_from_slice(label.as_bytes()),
-            Piece::Labels => {
-                let key = serde_json::to_string(FLEET_LABEL).unwrap_or_default();
-                wrap(&mut out, format!("{{{key}:").as_bytes(), label.as_bytes(), b"}")
-            }
+            Piece::FleetLabel => out.extend_from_slice(label),
+            Piece::Labels => wrap(&mut out, FLEET_LABEL_MEMBER.as_bytes(), label, b"}"),
         }
         out.push(b'}');
     }
@@ -188,6 +227,33 @@ mod tests {
     }
 
     #[test]
+    fn pointers_and_members_are_their_keys() {
+        let all = [
+            VOLUME,
+            VOLUME_LIST,
+            FIRST_INIT_CONTAINER,
+            INIT_CONTAINER_LIST,
+            CONTAINER,
+            STATUS_ANNOTATION,
+            ANNOTATIONS,
+            METADATA,
+            FLEET_LABEL_VALUE,
+            LABELS,
+        ];
+        for operation in all {
+            let pointer = PointerBuf::from_tokens(operation.keys.iter().copied());
+            assert_eq!(operation.pointer, pointer.as_str());
+            // Written into the patch unquoted: nothing in it may need escaping.
+            assert_eq!(
+                serde_json::to_string(operation.pointer).unwrap(),
+                format!("\"{}\"", operation.pointer)
+            );
+        }
+        assert_eq!(STATUS_MEMBER, format!("{{{}:", serde_json::to_string(STATUS).unwrap()));
+        assert_eq!(FLEET_LABEL_MEMBER, format!("{{{}:", serde_json::to_string(FLEET_LABEL).unwrap()));
+    }
+
+    #[test]
     fn the_json_rendering_is_the_patch() {
         let spec = SidecarSpec {
             image: "envoyproxy/envoy:v1.34.1".to_owned(),
@@ -219,7 +285,10 @@ mod tests {
                 let view = PodView::new(pod).unwrap();
                 for native in [false, true] {
                     let patch = sidecar_patch(&view, &sidecar, native, status, label);
-                    let bytes = sidecar_patch_json(&view, &json, native, status, label);
+                    let status_literal = serde_json::to_string(status).unwrap();
+                    let label_literal = label.map(|label| serde_json::to_string(label).unwrap());
+                    let bytes =
+                        sidecar_patch_json(&view, &json, native, &status_literal, label_literal.as_deref());
                     let rendered: Value = serde_json::from_slice(&bytes).expect("valid JSON");
                     assert_eq!(rendered, serde_json::to_value(&patch).unwrap(), "{pod} native={native}");
                     let mut patched = pod.clone();

@@ -15,8 +15,10 @@ use sha2::{Digest, Sha256};
 use super::InjectError;
 use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PROXY_MEMORY_LIMIT};
 use super::config::ProxyResources;
+use super::status::{InjectionStatus, STATUS_VERSION};
 use crate::bootstrap::{ControlPlane, Xds, XdsTarget, bootstrap};
 use crate::children::envoy::{CA_SDS_KEY, CONFIG_DIR};
+use crate::names::FLEET_LABEL;
 use crate::proxy;
 use crate::rules::quantity;
 
@@ -99,20 +101,86 @@ impl Sidecar {
     }
 }
 
-/// A sidecar built once and kept with its JSON text, for every pod it fits.
+/// A sidecar built once and kept with everything a patch takes from it, for every pod it fits:
+/// its JSON text and the status annotation recording it, which depends on the sidecar alone
+/// and on whether the pod is also given the fleet label.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedSidecar {
     pub spec: SidecarSpec,
     pub sidecar: Sidecar,
     pub json: SidecarJson,
+    /// The record for a pod that keeps its labels as they are.
+    status: PreparedStatus,
+    /// The record for a pod the fleet label is added to: a fleet sidecar's only.
+    status_with_label: Option<PreparedStatus>,
+    /// The fleet label's value (the Envoy's name) as a JSON string literal: a fleet
+    /// sidecar's only.
+    label_literal: Option<String>,
+}
+
+/// A status annotation, as the record, its value and that value as a JSON string literal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedStatus {
+    pub record: InjectionStatus,
+    /// The annotation's value: `record` as JSON.
+    pub annotation: String,
+    /// `annotation` quoted and escaped, to write into patches as it is.
+    pub literal: String,
+}
+
+impl PreparedStatus {
+    fn new(record: InjectionStatus) -> Self {
+        let annotation = record.to_annotation();
+        let literal = json_string(&annotation);
+        Self { record, annotation, literal }
+    }
 }
 
 impl PreparedSidecar {
     pub fn new(spec: SidecarSpec) -> Self {
         let sidecar = build(&spec);
         let json = sidecar.to_json();
-        Self { spec, sidecar, json }
+        let name = vec![CONTAINER_NAME.to_owned()];
+        let (containers, init_containers) = if spec.native { (Vec::new(), name) } else { (name, Vec::new()) };
+        let mut volumes = vec![spec.tmp_volume.clone()];
+        let fleet = match &spec.xds {
+            SidecarXds::Fleet(fleet) => Some(fleet),
+            SidecarXds::None | SidecarXds::External(_) => None,
+        };
+        volumes.extend(fleet.map(|fleet| fleet.ca_volume.clone()));
+        let record = InjectionStatus {
+            version: STATUS_VERSION,
+            hash: sidecar.hash.clone(),
+            containers,
+            init_containers,
+            volumes,
+            labels: Vec::new(),
+        };
+        let status_with_label = fleet.map(|_| {
+            PreparedStatus::new(InjectionStatus { labels: vec![FLEET_LABEL.to_owned()], ..record.clone() })
+        });
+        let label_literal = fleet.map(|fleet| json_string(&fleet.envoy));
+        Self { spec, sidecar, json, status: PreparedStatus::new(record), status_with_label, label_literal }
     }
+
+    /// The status annotation for a pod given this sidecar, and the fleet label too when
+    /// `adds_label` (which only a fleet sidecar does).
+    pub fn status(&self, adds_label: bool) -> &PreparedStatus {
+        match (&self.status_with_label, adds_label) {
+            (Some(with_label), true) => with_label,
+            _ => &self.status,
+        }
+    }
+
+    /// The fleet label's value as a JSON string literal, for a fleet sidecar.
+    pub fn label_literal(&self) -> Option<&str> {
+        self.label_literal.as_deref()
+    }
+}
+
+/// `text` as a JSON string literal. A string serializes whatever it holds.
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
 /// Builds the sidecar for `spec`. Deterministic: the same spec gives byte-identical JSON.
