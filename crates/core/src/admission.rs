@@ -178,12 +178,12 @@ impl Admission {
 
 /// An object read as `K` through structural validation: the typed, defaulted object, or
 /// every error when it cannot be read (structural errors first, then the rules' own).
-struct Read<K: Rules> {
+struct Read<'a, K: Rules> {
     typed: Defaulted<K>,
-    structure: Structure,
+    structure: Structure<'a>,
 }
 
-fn read<K: Admitted>(object: &Value) -> Result<Read<K>, FieldErrors> {
+fn read<K: Admitted>(object: &Value) -> Result<Read<'_, K>, FieldErrors> {
     let structure = structural::check(K::KIND, object);
     match parse::<K>(&structure.cleaned) {
         Ok(typed) => Ok(Read { typed: defaulted(typed), structure }),
@@ -195,7 +195,7 @@ fn read<K: Admitted>(object: &Value) -> Result<Read<K>, FieldErrors> {
     }
 }
 
-impl<K: Rules> Read<K> {
+impl<K: Rules> Read<'_, K> {
     fn readable(&self) -> bool {
         self.structure.errors.is_empty()
     }

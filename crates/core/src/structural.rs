@@ -6,6 +6,7 @@
 //! placeholder of the right type, so the typed rules still run and report everything else.
 //! Rule errors at a replaced field are dropped (its structural error says it).
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
@@ -15,16 +16,17 @@ use crate::rules::{FieldError, FieldErrors};
 
 /// What structural validation made of an object.
 #[derive(Debug)]
-pub struct Structure {
-    /// The object with every bad field replaced and a missing `spec` made `{}`.
-    pub cleaned: Value,
+pub struct Structure<'a> {
+    /// The object with every bad field replaced and a missing `spec` made `{}`: the object
+    /// itself where neither was needed, so a good object (most are) is never copied.
+    pub cleaned: Cow<'a, Value>,
     /// The structural errors, in document order.
     pub errors: Vec<FieldError>,
     /// Paths of the replaced fields: rule errors at or below them say nothing new.
     replaced: Vec<String>,
 }
 
-impl Structure {
+impl Structure<'_> {
     /// The structural errors followed by the rule errors that are not about replaced fields.
     pub fn merge(&self, rules: FieldErrors) -> FieldErrors {
         let mut merged = self.errors.clone();
@@ -52,19 +54,31 @@ static SCHEMAS: LazyLock<Vec<(AdmittedKind, Value)>> = LazyLock::new(|| {
 });
 
 /// Checks `object`'s `spec` against `kind`'s schema.
-pub fn check(kind: AdmittedKind, object: &Value) -> Structure {
-    let mut structure = Structure { cleaned: object.clone(), errors: Vec::new(), replaced: Vec::new() };
-    let Some(root) = structure.cleaned.as_object_mut() else { return structure };
+pub fn check(kind: AdmittedKind, object: &Value) -> Structure<'_> {
+    let (mut errors, mut replaced) = (Vec::new(), Vec::new());
+    let Some(root) = object.as_object() else {
+        return Structure { cleaned: Cow::Borrowed(object), errors, replaced };
+    };
+    // The walk replaces bad fields in a copy of `spec` alone: the rest of the object
+    // (metadata, managedFields and all) is copied only when the copy must go into it.
     // Every field of a spec has a default: a missing (or null) spec is an empty one.
-    if root.get("spec").is_none_or(Value::is_null) {
-        root.insert("spec".to_owned(), Value::Object(Map::new()));
-    }
+    let (mut spec, missing) = match root.get("spec") {
+        None | Some(Value::Null) => (Value::Object(Map::new()), true),
+        Some(spec) => (spec.clone(), false),
+    };
     let schema = SCHEMAS.iter().find(|(k, _)| *k == kind).map(|(_, schema)| &schema["properties"]["spec"]);
-    if let (Some(schema), Some(spec)) = (schema, root.get_mut("spec")) {
-        let mut walk = Walk { errors: &mut structure.errors, replaced: &mut structure.replaced };
-        walk.value("spec", spec, schema);
+    if let Some(schema) = schema {
+        let mut walk = Walk { errors: &mut errors, replaced: &mut replaced };
+        walk.value("spec", &mut spec, schema);
     }
-    structure
+    let cleaned = if missing || !replaced.is_empty() {
+        let mut root = root.clone();
+        root.insert("spec".to_owned(), spec);
+        Cow::Owned(Value::Object(root))
+    } else {
+        Cow::Borrowed(object)
+    };
+    Structure { cleaned, errors, replaced }
 }
 
 struct Walk<'a> {
@@ -230,7 +244,7 @@ mod tests {
         assert_eq!(paths, ["spec.replicas", "spec.ports[0].name", "spec.ports[0].port", "spec.xds.host"]);
         assert_eq!(structure.errors[0].detail, "must be less than or equal to 1000");
         let cleaned: crate::api::Envoy =
-            serde_json::from_value(structure.cleaned).expect("the typed model reads it");
+            serde_json::from_value(structure.cleaned.into_owned()).expect("the typed model reads it");
         assert_eq!(cleaned.spec.ports[1].name, "ok");
     }
 
@@ -240,6 +254,15 @@ mod tests {
         let structure = check(AdmittedKind::Foo, &object);
         assert!(structure.errors.is_empty());
         assert_eq!(structure.cleaned["spec"], json!({}));
+    }
+
+    #[test]
+    fn a_good_object_is_not_copied() {
+        let object = json!({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"},
+            "spec": {"deploymentName": "x", "replicas": 1}});
+        let structure = check(AdmittedKind::Foo, &object);
+        assert!(structure.errors.is_empty());
+        assert!(matches!(structure.cleaned, Cow::Borrowed(cleaned) if std::ptr::eq(cleaned, &object)));
     }
 
     #[test]
