@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock};
 
 use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::handler;
-use envoy_operator::webhook::review::{ObjectReader, read_whole};
+use envoy_operator::webhook::review::{ReviewReader, read_whole};
 use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
 use envoy_operator_core::inject::{InjectConfig, Injection, Injector, NoEnvoys, SkipReason, inject};
 use libfuzzer_sys::fuzz_target;
@@ -41,7 +41,7 @@ fuzz_target!(|body: &[u8]| {
         return;
     }
     for endpoint in ENDPOINTS.iter() {
-        let read: ObjectReader = endpoint.read;
+        let read: ReviewReader = endpoint.read;
         let Ok(reviewed) = handler::review_with(endpoint.admit.as_ref(), read, body) else { continue };
         assert_eq!(reviewed.response.uid, reviewed.request.uid);
         assert!(reviewed.body.first() == Some(&b'{') && reviewed.body.last() == Some(&b'}'));

@@ -8,7 +8,7 @@ use envoy_operator_core::rules::FieldErrors;
 use serde_json::Value;
 
 use super::review::{
-    AdmissionRequest, AdmissionResponse, ObjectReader, Operation, ReviewError, parse_request_with, read_whole,
+    AdmissionRequest, AdmissionResponse, Operation, ReviewError, ReviewReader, parse_request_with, read_whole,
 };
 
 /// An admission handler: what one endpoint decides for one request. Plain functions, so the
@@ -123,10 +123,10 @@ pub fn review(
     review_with(admit, read_whole, body)
 }
 
-/// [`review`], reading the objects with `read` (see [`parse_request_with`]).
+/// [`review`], reading the review with `read` (see [`parse_request_with`]).
 pub fn review_with(
     admit: impl Fn(&AdmissionRequest) -> AdmissionResponse,
-    read: ObjectReader,
+    read: ReviewReader,
     body: &[u8],
 ) -> Result<Reviewed, ReviewError> {
     let request = parse_request_with(body, read)?;

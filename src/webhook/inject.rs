@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::inject::lookup::xds_of;
-use envoy_operator_core::inject::pod::read_for_injection;
+use envoy_operator_core::inject::pod::PodForInjection;
 use envoy_operator_core::inject::{EnvoyLookup, EnvoyXds, InjectConfig, Injection, Injector};
 use envoy_operator_core::names::INJECT_PATH;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::review::{AdmissionRequest, AdmissionResponse, Operation};
+use super::review::{AdmissionRequest, AdmissionResponse, Operation, read_as};
 use super::router::Endpoint;
 use crate::ops::metrics::Metrics;
 
@@ -41,7 +41,7 @@ impl EnvoyLookup for EnvoyCache {
 pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: Metrics) -> Endpoint {
     let injector = Injector::new(config);
     Endpoint::new(INJECT_PATH, move |request| admit_pod(request, &injector, envoys.as_ref(), &metrics))
-        .reading(read_for_injection)
+        .reading(read_as::<PodForInjection>)
 }
 
 /// Answers one pod review: a patch adding the sidecar, an untouched allow with the skip

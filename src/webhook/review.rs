@@ -13,9 +13,9 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use envoy_operator_core::bounded;
 use envoy_operator_core::manifest::display_name;
 use envoy_operator_core::rules::{FieldErrorKind, FieldErrors};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 /// Warnings in one answer (the API server relays each to the client).
@@ -24,8 +24,8 @@ pub const MAX_WARNINGS: usize = 16;
 pub const MAX_WARNING_CHARS: usize = 512;
 pub const KIND: &str = "AdmissionReview";
 
-/// An AdmissionReview as the API server sends it. `O` is how the objects are held: read
-/// into JSON values, or (while parsing) their raw text, for the endpoint to read as it needs.
+/// An AdmissionReview as the API server sends it. `O` is how the objects are read: whole into
+/// JSON values, or (while parsing) as a type that keeps only what an endpoint looks at.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
 pub struct AdmissionReview<O = Value> {
@@ -68,22 +68,33 @@ fn none<O>() -> Option<O> {
     None
 }
 
-/// How an endpoint reads the objects of a review from their JSON text.
-pub type ObjectReader = fn(&[u8]) -> Result<Value, serde_json::Error>;
+/// How an endpoint reads a review, in one pass over its body: its objects whole, or only the
+/// parts of them it looks at.
+pub type ReviewReader = fn(&[u8]) -> Result<AdmissionReview, serde_json::Error>;
 
-/// Reads the whole object: what the rule engine needs, since it defaults and validates the
+/// Reads the objects whole: what the rule engine needs, since it defaults and validates the
 /// raw object, unknown fields included.
-pub fn read_whole(json: &[u8]) -> Result<Value, serde_json::Error> {
-    serde_json::from_slice(json)
+pub fn read_whole(body: &[u8]) -> Result<AdmissionReview, serde_json::Error> {
+    serde_json::from_slice(body)
 }
 
-impl AdmissionRequest<&RawValue> {
-    /// The same request with its objects read by `read`.
-    fn read_objects(self, read: ObjectReader) -> Result<AdmissionRequest, serde_json::Error> {
-        let read_one = |raw: Option<&RawValue>| raw.map(|raw| read(raw.get().as_bytes())).transpose();
-        Ok(AdmissionRequest {
-            object: read_one(self.object)?,
-            old_object: read_one(self.old_object)?,
+/// Reads the objects as `O`, a type that builds only part of an object into a value (so the
+/// rest is skipped without being built, in the same pass as the envelope).
+pub fn read_as<O: DeserializeOwned + Into<Value>>(body: &[u8]) -> Result<AdmissionReview, serde_json::Error> {
+    let review: AdmissionReview<O> = serde_json::from_slice(body)?;
+    Ok(AdmissionReview {
+        api_version: review.api_version,
+        kind: review.kind,
+        request: review.request.map(AdmissionRequest::into_values),
+    })
+}
+
+impl<O: Into<Value>> AdmissionRequest<O> {
+    /// The same request with its objects as values.
+    fn into_values(self) -> AdmissionRequest {
+        AdmissionRequest {
+            object: self.object.map(Into::into),
+            old_object: self.old_object.map(Into::into),
             uid: self.uid,
             kind: self.kind,
             resource: self.resource,
@@ -93,7 +104,7 @@ impl AdmissionRequest<&RawValue> {
             operation: self.operation,
             user_info: self.user_info,
             dry_run: self.dry_run,
-        })
+        }
     }
 }
 
@@ -216,10 +227,10 @@ pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     parse_request_with(body, read_whole)
 }
 
-/// [`parse_request`], reading the objects with `read`: the envelope first, with the objects
-/// kept as raw text, so each endpoint builds only the part of them it looks at.
-pub fn parse_request_with(body: &[u8], read: ObjectReader) -> Result<AdmissionRequest, ReviewError> {
-    let review: AdmissionReview<&RawValue> = serde_json::from_slice(body)?;
+/// [`parse_request`], reading the review with `read`, so each endpoint builds only the part of
+/// the objects it looks at.
+pub fn parse_request_with(body: &[u8], read: ReviewReader) -> Result<AdmissionRequest, ReviewError> {
+    let review = read(body)?;
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(ReviewError::WrongType {
             api_version: bounded::echo(&review.api_version).into_owned(),
@@ -230,36 +241,18 @@ pub fn parse_request_with(body: &[u8], read: ObjectReader) -> Result<AdmissionRe
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
     }
-    Ok(request.read_objects(read)?)
+    Ok(request)
 }
 
-/// The answer to one request.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// The answer to one request. Written by [`to_review_json`](Self::to_review_json).
+#[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionResponse {
     pub uid: String,
     pub allowed: bool,
     /// Serialized JSON Patch; written as base64 with `patchType: JSONPatch`.
-    #[serde(flatten, serialize_with = "serialize_patch", skip_serializing_if = "Option::is_none")]
     pub patch: Option<Vec<u8>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
-}
-
-/// `patch` and `patchType` together, so neither can appear without the other.
-fn serialize_patch<S: Serializer>(patch: &Option<Vec<u8>>, serializer: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Wire {
-        patch: String,
-        patch_type: &'static str,
-    }
-    match patch {
-        Some(patch) => Wire { patch: BASE64.encode(patch), patch_type: "JSONPatch" }.serialize(serializer),
-        None => serializer.serialize_none(),
-    }
 }
 
 /// What the webhook decided, for logs and (later) metrics.
@@ -388,18 +381,51 @@ impl AdmissionResponse {
         struct Review<'a> {
             api_version: &'static str,
             kind: &'static str,
-            response: &'a AdmissionResponse,
+            response: Wire<'a>,
         }
-        let review = Review { api_version: API_VERSION, kind: KIND, response: self };
-        // Room for a patch in base64 and the rest, so a sidecar's patch is written without
+        /// The response but its patch, which is written after it (below).
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire<'a> {
+            uid: &'a str,
+            allowed: bool,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            warnings: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            status: Option<&'a Status>,
+        }
+        let response = Wire {
+            uid: &self.uid,
+            allowed: self.allowed,
+            warnings: &self.warnings,
+            status: self.status.as_ref(),
+        };
+        let review = Review { api_version: API_VERSION, kind: KIND, response };
+        let patch = self.patch.as_ref().map(|patch| (patch, base64::encoded_len(patch.len(), true)));
+        // Room for the patch in base64 and the rest, so a sidecar's patch is written without
         // the buffer growing (and being copied) a dozen times.
-        let patch = self.patch.as_ref().map_or(0, |patch| patch.len().div_ceil(3) * 4);
-        let mut body = Vec::with_capacity(patch + 512);
+        let patch_len = patch.and_then(|(_, len)| len).unwrap_or(0);
+        let mut body = Vec::with_capacity(patch_len + 512);
         // Plain data with string keys: serialization cannot fail.
-        match serde_json::to_writer(&mut body, &review) {
-            Ok(()) => body,
-            Err(_) => Vec::new(),
+        if serde_json::to_writer(&mut body, &review).is_err() {
+            return Vec::new();
         }
+        if let Some((patch, Some(len))) = patch
+            && body.ends_with(b"}}")
+        {
+            // Into the response, before its closing brace and the review's. Base64 needs no
+            // escaping in JSON, so it is encoded straight into the body rather than handed to
+            // the JSON writer as a string it would scan again, byte by byte, for escapes.
+            body.truncate(body.len() - 2);
+            body.extend_from_slice(br#","patch":""#);
+            let start = body.len();
+            body.resize(start + len, 0);
+            // `len` is exactly what the encoding needs: it cannot run out of room.
+            let written = BASE64.encode_slice(patch, &mut body[start..]).unwrap_or(0);
+            body.truncate(start + written);
+            body.extend_from_slice(br#"","patchType":"JSONPatch"}}"#);
+        }
+        body
     }
 }
 
@@ -467,6 +493,17 @@ mod tests {
         let decoded = BASE64.decode(body["response"]["patch"].as_str().unwrap()).unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&decoded).unwrap(), serde_json::to_value(&patch).unwrap());
 
+        let warned = AdmissionResponse::allow_with_patch_json("u3", br#"[{"op":"add"}]"#.to_vec())
+            .with_warnings(vec!["a \"quoted\" note".to_owned()]);
+        let body: Value = serde_json::from_slice(&warned.to_review_json()).unwrap();
+        assert_eq!(
+            body,
+            json!({"apiVersion": API_VERSION, "kind": KIND, "response": {
+                "uid": "u3", "allowed": true, "warnings": ["a \"quoted\" note"],
+                "patch": BASE64.encode(br#"[{"op":"add"}]"#), "patchType": "JSONPatch",
+            }})
+        );
+
         let empty = AdmissionResponse::allow_with_patch("u2", &json_patch::Patch(vec![]));
         let body: Value = serde_json::from_slice(&empty.to_review_json()).unwrap();
         assert_eq!(body["response"], json!({"uid": "u2", "allowed": true}));
@@ -482,9 +519,9 @@ mod tests {
         .into();
         let response = AdmissionResponse::invalid("u", "example.com", "Envoy", "e", &errors);
         assert_eq!(response.outcome(), Outcome::Denied);
-        let body = serde_json::to_value(&response).unwrap();
+        let body: Value = serde_json::from_slice(&response.to_review_json()).unwrap();
         assert_eq!(
-            body["status"],
+            body["response"]["status"],
             json!({
                 "status": "Failure", "code": 422, "reason": "Invalid",
                 "message": "The Envoy \"e\" is invalid: \n* spec.replicas: Invalid value: -1: must be greater than or equal to 0\n* spec.xds.host: Required value",

@@ -22,7 +22,7 @@ use tokio::time::timeout_at;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use super::handler;
-use super::review::{AdmissionRequest, AdmissionResponse, ObjectReader, read_whole};
+use super::review::{AdmissionRequest, AdmissionResponse, ReviewReader, read_whole};
 use crate::ops::metrics::Metrics;
 
 /// What an endpoint decides for one request: a pure function, or a closure holding what it
@@ -35,7 +35,7 @@ pub type Handler = Arc<dyn Fn(&AdmissionRequest) -> AdmissionResponse + Send + S
 pub struct Endpoint {
     pub path: &'static str,
     pub admit: Handler,
-    pub read: ObjectReader,
+    pub read: ReviewReader,
 }
 
 impl Endpoint {
@@ -48,7 +48,7 @@ impl Endpoint {
 
     /// Reads the objects of its reviews with `read`.
     #[must_use]
-    pub fn reading(mut self, read: ObjectReader) -> Self {
+    pub fn reading(mut self, read: ReviewReader) -> Self {
         self.read = read;
         self
     }
@@ -329,7 +329,7 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
 fn review(
     path: &'static str,
     admit: &(dyn Fn(&AdmissionRequest) -> AdmissionResponse + Send + Sync),
-    read: ObjectReader,
+    read: ReviewReader,
     body: &[u8],
     max_json_values: usize,
 ) -> Result<(Response, &'static str), Refusal> {
@@ -379,7 +379,12 @@ fn review(
 
 /// Whether `json` holds more than `max` values, by a linear scan that counts the tokens
 /// starting a value (`[`, `{`, `,`) outside strings: a close upper bound, and no allocation.
+/// Every byte adds at most one, so a body shorter than `max` needs no scan: the reviews an API
+/// server sends (a few KiB) are let through at no cost.
 pub fn json_values_exceed(json: &[u8], max: usize) -> bool {
+    if json.len() < max {
+        return false;
+    }
     let (mut values, mut in_string, mut escaped) = (1usize, false, false);
     for &byte in json {
         if in_string {
@@ -460,6 +465,18 @@ fn plain(status: StatusCode, message: String) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shortest bodies of more than `max` values are `max` bytes long: the scan is skipped
+    /// only where it could not find too many.
+    #[test]
+    fn only_bodies_too_short_to_exceed_are_not_scanned() {
+        for max in [1, 2, 10, 1000] {
+            assert!(!json_values_exceed(&b"[".repeat(max - 1), max));
+            assert!(json_values_exceed(&b"[".repeat(max), max));
+            assert!(json_values_exceed(&b",".repeat(max), max));
+            assert!(!json_values_exceed(&b"\"".repeat(max), max), "quotes open and close strings");
+        }
+    }
 
     #[test]
     fn json_values_are_counted_outside_strings_only() {

@@ -175,6 +175,24 @@ pub fn read_for_injection(json: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
+/// A pod read as [`read_for_injection`] reads it, as part of a larger document (the
+/// AdmissionReview, read in one pass).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodForInjection(pub Value);
+
+impl<'de> serde::Deserialize<'de> for PodForInjection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::DeserializeSeed;
+        Kept(&POD).deserialize(deserializer).map(Self)
+    }
+}
+
+impl From<PodForInjection> for Value {
+    fn from(pod: PodForInjection) -> Self {
+        pod.0
+    }
+}
+
 /// Which parts of a JSON value to keep.
 enum Shape {
     /// The whole value.
