@@ -75,18 +75,25 @@ pub type ReviewReader = fn(&[u8]) -> Result<AdmissionReview, serde_json::Error>;
 /// Reads the objects whole: what the rule engine needs, since it defaults and validates the
 /// raw object, unknown fields included.
 pub fn read_whole(body: &[u8]) -> Result<AdmissionReview, serde_json::Error> {
-    serde_json::from_slice(body)
+    serde_json::from_str(text(body)?)
 }
 
 /// Reads the objects as `O`, a type that builds only part of an object into a value (so the
 /// rest is skipped without being built, in the same pass as the envelope).
 pub fn read_as<O: DeserializeOwned + Into<Value>>(body: &[u8]) -> Result<AdmissionReview, serde_json::Error> {
-    let review: AdmissionReview<O> = serde_json::from_slice(body)?;
+    let review: AdmissionReview<O> = serde_json::from_str(text(body)?)?;
     Ok(AdmissionReview {
         api_version: review.api_version,
         kind: review.kind,
         request: review.request.map(AdmissionRequest::into_values),
     })
+}
+
+/// The body as text. Checked once, whole: bytes that are not UTF-8 are malformed JSON even in
+/// the parts an endpoint skips unread, and the parser then need not check each string again.
+fn text(body: &[u8]) -> Result<&str, serde_json::Error> {
+    std::str::from_utf8(body)
+        .map_err(|error| serde::de::Error::custom(format_args!("the body is not UTF-8: {error}")))
 }
 
 impl<O: Into<Value>> AdmissionRequest<O> {
@@ -477,6 +484,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use envoy_operator_core::inject::pod::PodForInjection;
     use envoy_operator_core::rules::FieldError;
 
     #[test]
@@ -531,6 +539,25 @@ mod tests {
                 ]},
             })
         );
+    }
+
+    /// A review whose bytes are not UTF-8 is malformed, also where the injector skips them.
+    #[test]
+    fn bytes_that_are_not_utf8_are_malformed_wherever_they_are() {
+        let review = |skipped: &[u8]| {
+            let mut body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","object":{"metadata":{"managedFields":[{"f:x":""#.to_vec();
+            body.extend_from_slice(skipped);
+            body.extend_from_slice(br#""}]},"spec":{"containers":[]}}}}"#);
+            body
+        };
+        let readers: [(&str, ReviewReader); 2] =
+            [("whole", read_whole), ("for injection", read_as::<PodForInjection>)];
+        for (what, read) in readers {
+            assert!(parse_request_with(&review(b"ok"), read).is_ok(), "{what}");
+            let error = parse_request_with(&review(b"\xff\xfe"), read).unwrap_err();
+            assert_eq!(error.metric_label(), "malformed", "{what}");
+            assert!(error.to_string().contains("not UTF-8"), "{what}: {error}");
+        }
     }
 
     #[test]
