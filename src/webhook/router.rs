@@ -379,8 +379,8 @@ fn review(
 
 /// Whether `json` holds more than `max` values, by a linear scan that counts the tokens
 /// starting a value (`[`, `{`, `,`) outside strings: a close upper bound, and no allocation.
-/// Every byte adds at most one, so a body shorter than `max` needs no scan: the reviews an API
-/// server sends (a few KiB) are let through at no cost.
+/// Every byte adds at most one, so a body shorter than `max` needs no scan: a typical review
+/// (a few KiB) is let through at no cost.
 pub fn json_values_exceed(json: &[u8], max: usize) -> bool {
     if json.len() < max {
         return false;
