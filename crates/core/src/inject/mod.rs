@@ -165,7 +165,7 @@ const RECENT_SIDECARS: usize = 32;
 /// once. The sidecar a pod gets (container, volumes, bootstrap, JSON text, status annotation)
 /// depends only on the effective configuration, [`SidecarSpec`]: the configuration's own two
 /// (regular and native) are built up front, others (an Envoy's xDS server or fleet, resource
-/// overrides, a renamed volume) when first asked for, and kept among the most recent few. The
+/// overrides, a renamed volume) when first asked for, and kept among the few built last. The
 /// configured resources are checked once. What the webhook holds.
 #[derive(Debug)]
 pub struct Injector {
@@ -180,7 +180,8 @@ struct Prepared {
     resources: Result<ProxyResources, InjectError>,
     /// The sidecars of the configuration itself: regular, then native.
     defaults: [Arc<PreparedSidecar>; 2],
-    /// Other sidecars asked for, the most recent last; at most [`RECENT_SIDECARS`].
+    /// Other sidecars asked for, in the order they were built (the oldest goes first); at
+    /// most [`RECENT_SIDECARS`].
     recent: Mutex<VecDeque<Arc<PreparedSidecar>>>,
 }
 
