@@ -1,16 +1,45 @@
 //! The CustomResourceDefinitions, generated from the API types and committed under `crds/`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSON};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSON, JSONSchemaProps};
 use kube::CustomResourceExt;
 
 use crate::api::{Envoy, EnvoyRoute, Foo};
 use crate::manifest::{YamlError, to_yaml as yaml};
+use crate::rules::MAX_LABEL_VALUE;
 
 /// Every CRD this operator serves.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    let mut crds = vec![Foo::crd(), Envoy::crd(), EnvoyRoute::crd()];
+    let mut foo = Foo::crd();
+    let mut envoy = Envoy::crd();
+    // Their names become label values of the pods they run (`controller=<name>`,
+    // `app.kubernetes.io/instance=<name>`).
+    name_at_most(&mut foo, MAX_LABEL_VALUE);
+    name_at_most(&mut envoy, MAX_LABEL_VALUE);
+    let mut crds = vec![foo, envoy, EnvoyRoute::crd()];
     crds.iter_mut().for_each(spec_defaults_to_empty);
     crds
+}
+
+/// Bounds `metadata.name` in the schema itself. The API server lets a CRD's root schema say
+/// this much of `metadata` (its `type` and `name`/`generateName` constraints) and nothing more;
+/// a CEL rule on `self.metadata.name` would need a `fieldPath`, and a `fieldPath` may only name
+/// a property the schema declares.
+fn name_at_most(crd: &mut CustomResourceDefinition, max_length: usize) {
+    let name = JSONSchemaProps {
+        type_: Some("string".to_owned()),
+        max_length: Some(max_length as i64),
+        ..Default::default()
+    };
+    let metadata = JSONSchemaProps {
+        type_: Some("object".to_owned()),
+        properties: Some([("name".to_owned(), name)].into()),
+        ..Default::default()
+    };
+    for version in &mut crd.spec.versions {
+        if let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            root.properties.get_or_insert_with(Default::default).insert("metadata".to_owned(), metadata.clone());
+        }
+    }
 }
 
 /// Every field of a spec has a default, so an object without one is an empty one: the API

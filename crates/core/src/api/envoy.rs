@@ -33,7 +33,6 @@ pub const READINESS_PORT: i32 = 9902;
     derive = "Default",
     shortname = "env",
     category = "envoy-operator",
-    validation = Rule::new("self.metadata.name.size() <= 63").message("must be no more than 63 characters: the name is the label value app.kubernetes.io/instance=<name> of the fleet's pods").field_path(".metadata.name"),
     doc = "An Envoy runs a fleet of Envoy proxies configured from an xDS server.",
     scale(
         spec_replicas_path = ".spec.replicas",

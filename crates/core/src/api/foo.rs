@@ -23,7 +23,6 @@ use super::patterns::DNS1123_SUBDOMAIN;
     derive = "Default",
     shortname = "fo",
     category = "envoy-operator",
-    validation = Rule::new("self.metadata.name.size() <= 63").message("must be no more than 63 characters: the name is the label value controller=<name> of the Foo's pods").field_path(".metadata.name"),
     doc = "A Foo runs a Deployment named spec.deploymentName with spec.replicas replicas.",
     annotation(
         "api-approved.kubernetes.io",
