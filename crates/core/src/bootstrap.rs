@@ -116,13 +116,25 @@ pub fn ca_sds_file(ca_pem: &str, server_name: &str) -> String {
             validation_context: CertificateValidationContext {
                 trusted_ca: DataSource { inline_string: ca_pem.to_owned() },
                 match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
-                    san_type: "DNS",
+                    san_type: san_type(server_name),
                     matcher: StringMatcher { exact: server_name.to_owned() },
                 }],
             },
         }],
     };
     serde_saphyr::to_string(&file).unwrap_or_default()
+}
+
+/// The kind of subject alternative name that carries `server_name`: Envoy compares an
+/// address only with IP SANs and a name only with DNS SANs, so a control plane advertised by
+/// address must be matched as one (`certs --name 10.1.2.3` makes an IP SAN).
+fn san_type(server_name: &str) -> &'static str {
+    if is_ip_address(server_name) { "IP_ADDRESS" } else { "DNS" }
+}
+
+/// `10.1.2.3`, `::1` or `[::1]`.
+fn is_ip_address(host: &str) -> bool {
+    host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().is_ok()
 }
 
 /// Name of the static cluster that points at the admin interface.
@@ -388,7 +400,8 @@ impl TransportSocket {
             name: "envoy.transport_sockets.tls",
             typed_config: UpstreamTlsContext {
                 type_url: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                sni: server_name.to_owned(),
+                // RFC 6066 allows only host names in SNI, not addresses.
+                sni: (!is_ip_address(server_name)).then(|| server_name.to_owned()),
                 common_tls_context: CommonTlsContext {
                     alpn_protocols: vec!["h2".to_owned()],
                     validation_context_sds_secret_config: SdsSecretConfig {
@@ -411,7 +424,8 @@ impl TransportSocket {
 pub struct UpstreamTlsContext {
     #[serde(rename = "@type")]
     pub type_url: &'static str,
-    pub sni: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
     pub common_tls_context: CommonTlsContext,
 }
 
@@ -565,11 +579,18 @@ pub struct EnvoyGrpc {
 pub struct ConfigSource {
     pub ads: Empty,
     pub resource_api_version: &'static str,
+    pub initial_fetch_timeout: &'static str,
 }
+
+/// How long Envoy waits for its first listeners and clusters before it finishes initializing
+/// without them: forever. Envoy's default (15 s) turns a proxy that started while its xDS
+/// server was unreachable `LIVE` with no listener, so `/ready` (its readiness probe) said yes
+/// and the Service sent it traffic it refused. Unbounded, a proxy is ready only once configured.
+pub const INITIAL_FETCH_TIMEOUT: &str = "0s";
 
 impl ConfigSource {
     fn ads() -> Self {
-        Self { ads: Empty {}, resource_api_version: "V3" }
+        Self { ads: Empty {}, resource_api_version: "V3", initial_fetch_timeout: INITIAL_FETCH_TIMEOUT }
     }
 }
 
@@ -621,8 +642,13 @@ mod tests {
         assert_eq!(dynamic["ads_config"]["api_type"], "GRPC");
         assert_eq!(dynamic["ads_config"]["transport_api_version"], "V3");
         assert_eq!(dynamic["ads_config"]["grpc_services"][0]["envoy_grpc"]["cluster_name"], "xds_cluster");
+        // No initial-fetch deadline: without its first listeners and clusters, Envoy stays
+        // initializing, and `/ready` says no.
         for source in ["lds_config", "cds_config"] {
-            assert_eq!(dynamic[source], json!({"ads": {}, "resource_api_version": "V3"}));
+            assert_eq!(
+                dynamic[source],
+                json!({"ads": {}, "resource_api_version": "V3", "initial_fetch_timeout": "0s"})
+            );
         }
     }
 
@@ -678,6 +704,28 @@ mod tests {
             secret["validation_context"]["match_typed_subject_alt_names"][0]["matcher"]["exact"],
             "envoy-operator-xds.ops.svc"
         );
+    }
+
+    #[test]
+    fn a_control_plane_advertised_by_address_is_matched_as_an_ip_san_without_sni() {
+        for (host, san_type) in
+            [("10.1.2.3", "IP_ADDRESS"), ("fd00::1", "IP_ADDRESS"), ("xds.ops.svc", "DNS")]
+        {
+            let file: Value = serde_saphyr::from_str(&ca_sds_file("PEM", host)).unwrap();
+            let matcher = &file["resources"][0]["validation_context"]["match_typed_subject_alt_names"][0];
+            assert_eq!(matcher["san_type"], san_type, "{host}");
+            assert_eq!(matcher["matcher"]["exact"], host);
+
+            let control_plane = ControlPlane { host: host.into(), port: 18000 };
+            let xds = Xds::Operator {
+                control_plane: &control_plane,
+                fleet: "shop/edge",
+                ca_sds_path: "/etc/envoy/x",
+            };
+            let config = parsed(&bootstrap(xds));
+            let sni = &cluster(&config, OPERATOR_XDS_CLUSTER)["transport_socket"]["typed_config"]["sni"];
+            assert_eq!(sni.as_str(), (san_type == "DNS").then_some(host), "{host}");
+        }
     }
 
     #[test]
