@@ -16,6 +16,7 @@ use std::time::Duration;
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::children::envoy::ControlPlaneTrust;
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
+use envoy_operator_core::kube_version::{self, KubeVersion};
 use futures::{FutureExt, StreamExt};
 use kube::Client;
 use kube::runtime::watcher;
@@ -108,6 +109,8 @@ pub enum RunError {
     XdsListen { addr: SocketAddr, source: std::io::Error },
     #[error("xDS server: {0}")]
     Xds(#[from] crate::xds_server::ServeError),
+    #[error("{server}: {unsupported}")]
+    UnsupportedKubernetes { server: String, unsupported: kube_version::Unsupported },
 }
 
 impl RunError {
@@ -119,6 +122,7 @@ impl RunError {
             Self::Leader(_) => "leader",
             Self::Operations { .. } => "operations",
             Self::XdsListen { .. } | Self::Xds(_) => "xds",
+            Self::UnsupportedKubernetes { .. } => "kubernetes_version",
         }
     }
 }
@@ -177,14 +181,25 @@ async fn wait_for_api_server(
     }
 }
 
-/// Whether a server version (`major`, `minor` such as `"29+"`) runs native sidecars.
-fn runs_native_sidecars(version: &k8s_openapi::apimachinery::pkg::version::Info) -> bool {
-    let number = |text: &str| text.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u32>().ok();
-    match (number(&version.major), number(&version.minor)) {
-        (Some(major), Some(minor)) => (major, minor) >= (1, 29),
-        // An API server that does not say: assume a current one, as `--kube-version` does.
-        _ => true,
+/// The API server's Kubernetes version, refused when older than [`kube_version::MINIMUM`];
+/// `None` when the server does not say (taken for a current one, as `--kube-version` does).
+fn supported_version(
+    version: &k8s_openapi::apimachinery::pkg::version::Info,
+    server: &str,
+) -> Result<Option<KubeVersion>, RunError> {
+    let checked = kube_version::check(&version.major, &version.minor, &version.git_version);
+    let supported = checked
+        .map_err(|unsupported| RunError::UnsupportedKubernetes { server: server.to_owned(), unsupported })?;
+    if supported.is_none() {
+        warn!(
+            %server,
+            major = %version.major,
+            minor = %version.minor,
+            git_version = %version.git_version,
+            "the Kubernetes API server does not say which version it runs; taking it for a supported one"
+        );
     }
+    Ok(supported)
 }
 
 /// Runs the operator until `shutdown` resolves, then shuts down gracefully: the webhook stops
@@ -192,8 +207,9 @@ fn runs_native_sidecars(version: &k8s_openapi::apimachinery::pkg::version::Info)
 /// stop and the leader Lease is released.
 ///
 /// With a client, the API server is waited for (retrying with backoff, reported not ready)
-/// before anything else; only without one (no cluster configured at all) does the operator
-/// serve the webhooks alone, from development certificates.
+/// before anything else, and refused when it runs a Kubernetes version older than
+/// [`kube_version::MINIMUM`]; only without one (no cluster configured at all) does the
+/// operator serve the webhooks alone, from development certificates.
 pub async fn run(
     config: RunConfig,
     client: Option<Client>,
@@ -234,7 +250,16 @@ pub async fn run(
                 drop(webhook_stopped);
                 return operations_result(operations.await);
             };
-            inject.native_sidecars_supported = runs_native_sidecars(&version);
+            let version = match supported_version(&version, &config.api_server) {
+                Ok(version) => version,
+                Err(unsupported) => {
+                    drop(webhook_stopped);
+                    let _ = operations.await;
+                    return Err(unsupported);
+                }
+            };
+            inject.native_sidecars_supported =
+                version.is_none_or(|version| version >= kube_version::NATIVE_SIDECARS);
             let secret = prepare_certificates(&config, client, &mut background).await?;
             let watched = config.controllers.namespace.as_deref();
             let envoys = match &config.xds {
@@ -245,7 +270,7 @@ pub async fn run(
                             .map_err(|source| RunError::XdsListen { addr: xds.listen, source })?;
                     // The injector reads the control plane's cache of Envoys: one watch, not two;
                     // sidecars naming an Envoy without spec.xds are served by this control plane.
-                    let envoys = EnvoyCache::new(server.caches.envoys.clone());
+                    let envoys = EnvoyCache::new(server.caches.envoys.clone(), watched);
                     inject.control_plane = Some(xds.advertise.clone());
                     control_plane = Some(server);
                     envoys
@@ -388,7 +413,7 @@ fn envoy_cache(
             info!("the Envoy cache for the injector is filled");
         }
     });
-    EnvoyCache::new(store)
+    EnvoyCache::new(store, watched)
 }
 
 /// Holds the leader Lease; while leading, runs the controllers and (self-managed) the

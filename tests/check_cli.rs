@@ -18,7 +18,7 @@ fn check_stdin(manifest: &str) -> (bool, Vec<Value>, String) {
 }
 
 #[test]
-fn seed_examples_pass_and_come_back_defaulted() {
+fn the_examples_pass_and_come_back_defaulted() {
     let output = envoy_operator(&["check", "-f", "examples/"], None);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "check -f examples/ failed: {stderr}");
@@ -34,9 +34,10 @@ fn seed_examples_pass_and_come_back_defaulted() {
     assert_eq!(envoy["spec"]["name"], "webserver-beta");
     assert_eq!(envoy["spec"]["configMapName"], "envoy-cfg-1");
     assert_eq!(envoy["spec"]["replicas"], 3);
+    assert!(envoy["spec"].get("xds").is_none(), "served by the operator's control plane");
     assert_eq!(
-        envoy["spec"]["xds"],
-        serde_json::json!({"name": "xds_cluster", "host": "xds-service.default", "port": 19000})
+        envoy["spec"]["ports"],
+        serde_json::json!([{"name": "http", "port": 80, "targetPort": 10080}])
     );
     assert!(envoy["spec"]["image"].as_str().is_some_and(|i| i.starts_with("envoyproxy/envoy:v")));
     let minimal = find("minimal-foo");
@@ -51,10 +52,22 @@ fn seed_examples_pass_and_come_back_defaulted() {
 }
 
 #[test]
-fn the_seed_manifests_are_the_seeds_unchanged() {
+fn the_seed_manifests_are_the_seeds_unchanged_and_pass() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let foo = std::fs::read_to_string(root.join("examples/foo.yaml")).expect("examples/foo.yaml");
-    let envoy = std::fs::read_to_string(root.join("examples/envoy.yaml")).expect("examples/envoy.yaml");
+    let seeds = root.join("tests/fixtures/seeds");
+    let foo = std::fs::read_to_string(seeds.join("foo.yaml")).expect("tests/fixtures/seeds/foo.yaml");
+    let envoy = std::fs::read_to_string(seeds.join("envoy.yaml")).expect("tests/fixtures/seeds/envoy.yaml");
+    let example_foo = std::fs::read_to_string(root.join("examples/foo.yaml")).expect("examples/foo.yaml");
+    assert_eq!(example_foo, foo, "examples/foo.yaml is the seed's Foo");
+    let output = envoy_operator(
+        &["check", "-f", "tests/fixtures/seeds/foo.yaml,tests/fixtures/seeds/envoy.yaml"],
+        None,
+    );
+    assert!(
+        output.status.success(),
+        "the seeds apply unchanged: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let parse = |text: &str| parse_documents(text).remove(0).content.expect("YAML");
     assert_eq!(
         parse(&foo),

@@ -70,7 +70,10 @@ fn namespace_flags_mean_one_thing() {
     assert!(!run.status.success(), "run has no -n");
     let controller = envoy_operator(&["controller", "--namespace", "shop", "--help"], None);
     assert!(!controller.status.success(), "the watched namespace is --watch-namespace");
-    let inject = envoy_operator(&["inject", "-n", "shop", "-f", "examples/deployment.yaml"], None);
+    let inject = envoy_operator(
+        &["inject", "-n", "shop", "-f", "examples/deployment.yaml", "--envoys", "examples/envoy.yaml"],
+        None,
+    );
     assert!(inject.status.success(), "{}", stderr(&inject));
     let help = String::from_utf8_lossy(&envoy_operator(&["run", "--help"], None).stdout).into_owned();
     assert!(help.contains("--operator-namespace") && help.contains("leader Lease"), "{help}");
@@ -117,4 +120,51 @@ fn local_webhook_configurations_refuse_what_cannot_work() {
         envoy_operator(&["certs", "--out", "/nonexistent-never-written", "--name", "bad name!"], None);
     assert_eq!(certs.status.code(), Some(2), "a usage error");
     assert!(stderr(&certs).contains("neither an IP address nor a DNS name"), "{}", stderr(&certs));
+}
+
+/// client-go treats an empty `KUBERNETES_SERVICE_HOST` as "not in a cluster": so does `run`,
+/// which then serves the webhooks alone (development mode) instead of failing to load an
+/// in-cluster configuration.
+#[test]
+fn run_with_an_empty_kubernetes_service_host_is_not_in_a_cluster() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-operator"))
+        .args(["run", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
+        .env("HOME", dir.path())
+        .env("KUBERNETES_SERVICE_HOST", "")
+        .env("KUBERNETES_SERVICE_PORT", "443")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let log = BufReader::new(child.stderr.take().expect("stderr is piped"));
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in log.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let verdict = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match received.recv_timeout(left) {
+            Ok(line) if line.contains("no cluster configured") => break Ok(()),
+            Ok(line) => seen.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break Err("run exited"),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break Err("no answer within 30 s"),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(what) = verdict {
+        panic!("{what} without saying it runs without a cluster; its log:\n{}", seen.join("\n"));
+    }
 }

@@ -12,6 +12,7 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use envoy_operator::control_plane::authorize::FleetAuthorizer;
 use envoy_operator::control_plane::inputs::{Caches, Touched};
@@ -29,7 +30,7 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use support::backend::Backend;
-use support::certs::pki;
+use support::certs::{TestPki, pki};
 use support::control_plane::ControlPlane;
 use support::envoy::Envoy as EnvoyProcess;
 use support::fleet::runnable_bootstrap;
@@ -164,32 +165,66 @@ struct Served {
 impl Served {
     async fn start(caches: &Caches, touched: mpsc::UnboundedReceiver<Touched>, fleet: &Value) -> Served {
         let pki = pki();
-        let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
-        let (ready, published) = tokio::sync::oneshot::channel();
-        tokio::spawn(publish::run(caches.clone(), touched, cache.clone(), tracker.clone(), move || {
-            let _ = ready.send(());
-        }));
-        published.await.expect("the first publication");
-        let authorizer = FleetAuthorizer {
-            envoys: caches.envoys.clone(),
-            pods: caches.pods.clone(),
-            insecure_node_identity: false,
-        };
-        let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
-        let plane = ControlPlane::start(
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            service,
-            Transport::Tls(pki.resolver.clone()),
-        )
-        .await;
-        let trust = ControlPlaneTrust {
-            control_plane: Advertised { host: "localhost".to_owned(), port: plane.address.port() },
-            ca_pem: Some(pki.ca_pem.clone()),
-        };
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let (cache, tracker, plane) = control_plane(caches, touched, &pki, any_port).await;
         let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-        let proxy = EnvoyProcess::start(&fleet_bootstrap(fleet, &trust, files.path())).await;
+        let proxy =
+            EnvoyProcess::start(&fleet_bootstrap(fleet, &trust(&pki, &plane.address), files.path())).await;
         Served { cache, tracker, proxy, _plane: plane, _files: files }
     }
+}
+
+/// What the reconciler tells the fleet of the control plane at `address`, advertised by name.
+fn trust(pki: &TestPki, address: &SocketAddr) -> ControlPlaneTrust {
+    trust_as(pki, "localhost", address)
+}
+
+/// The same, advertised as `host` (`--xds-advertise HOST:PORT`).
+fn trust_as(pki: &TestPki, host: &str, address: &SocketAddr) -> ControlPlaneTrust {
+    ControlPlaneTrust {
+        control_plane: Advertised { host: host.to_owned(), port: address.port() },
+        ca_pem: Some(pki.ca_pem.clone()),
+    }
+}
+
+/// The publisher over `caches` and the ADS server with the operator's authorizer on `address`.
+async fn control_plane(
+    caches: &Caches,
+    touched: mpsc::UnboundedReceiver<Touched>,
+    pki: &TestPki,
+    address: SocketAddr,
+) -> (SnapshotCache, Tracker, ControlPlane) {
+    let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
+    let (ready, published) = tokio::sync::oneshot::channel();
+    tokio::spawn(publish::run(caches.clone(), touched, cache.clone(), tracker.clone(), move || {
+        let _ = ready.send(());
+    }));
+    published.await.expect("the first publication");
+    let authorizer = FleetAuthorizer {
+        envoys: caches.envoys.clone(),
+        pods: caches.pods.clone(),
+        insecure_node_identity: false,
+    };
+    let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
+    let plane = ControlPlane::start(address, service, Transport::Tls(pki.resolver.clone())).await;
+    (cache, tracker, plane)
+}
+
+/// A listed world of one fleet (its proxy a pod at 127.0.0.1, its listener on `listener_port`)
+/// routing `/a` to the Service `a`, whose endpoint is `backend`.
+fn fleet_routing_a_to(
+    backend: &Backend,
+    listener_port: u16,
+) -> (Caches, Value, mpsc::UnboundedReceiver<Touched>, Objects) {
+    let (caches, mut objects, touched) = caches();
+    listed(&mut objects);
+    let fleet = envoy(listener_port);
+    Objects::apply(&mut objects.envoys, fleet.clone());
+    Objects::apply(&mut objects.services, service("a"));
+    Objects::apply(&mut objects.endpoint_slices, endpoint_slice("a", backend.address));
+    Objects::apply(&mut objects.routes, route(json!([path_to("/a", &[("a", 1)])])));
+    Objects::apply(&mut objects.pods, fleet_pod());
+    (caches, fleet, touched, objects)
 }
 
 fn free_port() -> u16 {
@@ -271,7 +306,10 @@ async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
     let listener_port = free_port();
     let fleet = envoy(listener_port);
     Objects::apply(&mut objects.envoys, fleet.clone());
-    // No pod of the fleet has the proxy's address.
+    // The proxy's address is a pod of another fleet.
+    let mut other = fleet_pod();
+    other["metadata"]["labels"][FLEET_LABEL] = json!("other");
+    Objects::apply(&mut objects.pods, other);
     let served = Served::start(&caches, touched, &fleet).await;
     let (tracker, proxy) = (&served.tracker, &served.proxy);
 
@@ -287,4 +325,95 @@ async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
     let (_, listeners) = proxy.get(proxy.admin, "/listeners?format=json").await.expect("the admin answers");
     assert!(!listeners.contains(&format!("{listener_port}")), "no listener was served: {listeners}");
     assert!(tracker.fleet_status(&FleetKey::from(FLEET)).proxies.is_empty());
+}
+
+/// A new pod's proxy connects before the operator's pod cache has its address: it is told to
+/// retry (UNAVAILABLE, 14), not refused as an impostor, and is served as soon as the cache has
+/// the pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_whose_pod_is_not_cached_yet_is_served_once_it_is() {
+    if !support::envoy::available() {
+        return;
+    }
+    let (caches, mut objects, touched) = caches();
+    listed(&mut objects);
+    let listener_port = free_port();
+    let fleet = envoy(listener_port);
+    Objects::apply(&mut objects.envoys, fleet.clone());
+    let served = Served::start(&caches, touched, &fleet).await;
+    let (tracker, proxy) = (&served.tracker, &served.proxy);
+    // Envoy retries (it logs an UNAVAILABLE close at debug only: a normal occurrence to it).
+    eventually("Envoy retrying", CONVERGE, || async {
+        let (_, stats) = proxy.get(proxy.admin, "/stats?filter=envoy_operator_xds.upstream_rq_total").await?;
+        let attempts: u64 = stats.rsplit(':').next().and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+        if attempts >= 2 { Ok(()) } else { Err(stats) }
+    })
+    .await;
+    assert!(tracker.fleet_status(&FleetKey::from(FLEET)).proxies.is_empty(), "not served yet");
+    // The pod reaches the cache: the next attempt is served.
+    Objects::apply(&mut objects.pods, fleet_pod());
+    assert_eq!(proxy.listener_port("http").await, listener_port);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_started_while_its_control_plane_is_away_is_ready_only_once_configured() {
+    if !support::envoy::available() {
+        return;
+    }
+    let backend = Backend::start("backend-a").await;
+    let listener_port = free_port();
+    let (caches, fleet, touched, _objects) = fleet_routing_a_to(&backend, listener_port);
+
+    // The proxy starts while nothing listens where its control plane will be.
+    let pki = pki();
+    let plane_address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
+    let proxy =
+        EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust(&pki, &plane_address), files.path())).await;
+
+    // Past Envoy's default initial-fetch timeout for clusters (15 s), after which it used to
+    // give up waiting (then for listeners, another 15 s) and turn LIVE with no listener, taking
+    // the Service's traffic: it still waits, not ready, with nothing to serve.
+    tokio::time::sleep(Duration::from_secs(17)).await;
+    let (status, body) = proxy.get(proxy.admin, "/ready").await.expect("the admin interface answers");
+    assert_eq!(status, 503, "a proxy without configuration is not ready: {body}");
+    let (_, stats) =
+        proxy.get(proxy.admin, "/stats?filter=init_fetch_timeout").await.expect("the admin answers");
+    let gave_up: Vec<&str> = stats.lines().filter(|line| !line.ends_with(": 0")).collect();
+    assert!(gave_up.is_empty() && stats.contains("cds.init_fetch_timeout"), "Envoy gave up waiting: {stats}");
+    let (_, listeners) = proxy.get(proxy.admin, "/listeners?format=json").await.expect("the admin answers");
+    assert!(!listeners.contains(&format!("{listener_port}")), "nothing was served: {listeners}");
+
+    // The control plane comes (back): the proxy is configured, then ready. (Here the admin
+    // interface is on a port of the system's choosing, which the readiness listener's admin
+    // cluster does not follow; tests/proxy_drain.rs probes the readiness listener in a pod.)
+    let (_cache, _tracker, _plane) = control_plane(&caches, touched, &pki, plane_address).await;
+    // Envoy's reconnect backoff grows to 30 s while the control plane is away.
+    eventually("the proxy ready once configured", Duration::from_secs(60), || async {
+        match proxy.get(proxy.admin, "/ready").await? {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status} {body}")),
+        }
+    })
+    .await;
+    proxy.until_served_by(listener_port, "/a", &backend.name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_plane_advertised_by_ip_address_is_trusted_by_its_ip_san() {
+    if !support::envoy::available() {
+        return;
+    }
+    let backend = Backend::start("backend-a").await;
+    let listener_port = free_port();
+    let (caches, fleet, touched, _objects) = fleet_routing_a_to(&backend, listener_port);
+
+    // The server's certificate names 127.0.0.1 as an IP SAN, as `certs --name 127.0.0.1` does.
+    let pki = pki();
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    let (_cache, _tracker, plane) = control_plane(&caches, touched, &pki, any_port).await;
+    let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
+    let trust = trust_as(&pki, "127.0.0.1", &plane.address);
+    let proxy = EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust, files.path())).await;
+    proxy.until_served_by(listener_port, "/a", &backend.name).await;
 }

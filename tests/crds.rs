@@ -192,6 +192,77 @@ fn printer_columns_and_scale_paths_name_real_fields() {
     }
 }
 
+/// Why the API server would print only part of what `json_path` selects, or print it as
+/// JSON: a printer column shows the first value a path finds, and a list or an object as JSON.
+/// A filter on a list keyed by the filtered field (`conditions[?(@.type=="Ready")]`) selects
+/// one item at most; `[*]` or another filter selects many.
+fn column_problem(schema: &Value, json_path: &str) -> Option<String> {
+    if json_path.starts_with(".metadata.") {
+        return None; // ObjectMeta's scalars, printed by the API server.
+    }
+    let mut node = schema;
+    let mut rest = json_path;
+    while !rest.is_empty() {
+        if let Some(field_path) = rest.strip_prefix('.') {
+            let end = field_path.find(['.', '[']).unwrap_or(field_path.len());
+            let field = &field_path[..end];
+            if node["type"] == "array" {
+                return Some(format!("{field} is read from every item of a list"));
+            }
+            node = node["properties"].get(field)?;
+            rest = &field_path[end..];
+        } else if let Some(selector_path) = rest.strip_prefix('[') {
+            let end = selector_path.find(']')?;
+            let selector = &selector_path[..end];
+            let keys = node["x-kubernetes-list-map-keys"].as_array().cloned().unwrap_or_default();
+            let one_item = selector.parse::<usize>().is_ok()
+                || selector
+                    .strip_prefix("?(@.")
+                    .and_then(|filter| filter.split_once("=="))
+                    .is_some_and(|(key, _)| keys == [Value::from(key)]);
+            if !one_item {
+                return Some(format!("[{selector}] selects many items, of which only the first is printed"));
+            }
+            node = &node["items"];
+            rest = &selector_path[end + 1..];
+        } else {
+            return Some(format!("cannot read {rest:?}"));
+        }
+    }
+    match node["type"].as_str() {
+        Some("array" | "object") => Some(format!("a whole {} is printed as JSON", node["type"])),
+        _ => None,
+    }
+}
+
+#[test]
+fn printer_columns_print_one_value_as_text() {
+    for definition in crd::all() {
+        let schema = schema(&definition);
+        for column in definition.spec.versions[0].additional_printer_columns.iter().flatten() {
+            if let Some(problem) = column_problem(&schema, &column.json_path) {
+                panic!(
+                    "{}: column {} ({}): {problem}",
+                    crd::file_name(&definition),
+                    column.name,
+                    column.json_path
+                );
+            }
+        }
+    }
+    // The check sees what `kubectl get er` used to print: the first parent's Accepted only,
+    // and the hostnames as JSON.
+    let routes = crd::all().into_iter().find(|d| d.spec.names.kind == "EnvoyRoute").expect("EnvoyRoute");
+    let schema = schema(&routes);
+    let first_only = r#".status.parents[*].conditions[?(@.type=="Accepted")].status"#;
+    assert!(column_problem(&schema, first_only).is_some_and(|p| p.contains("[*]")));
+    assert!(column_problem(&schema, ".spec.hostnames").is_some_and(|p| p.contains("JSON")));
+    assert_eq!(
+        column_problem(&schema, r#".status.parents[0].conditions[?(@.type=="Accepted")].status"#),
+        None
+    );
+}
+
 #[test]
 fn k8s_io_groups_carry_the_api_approval_annotation() {
     for definition in crd::all() {

@@ -393,3 +393,188 @@ fn fleets_reach_the_xds_port_by_the_service_their_bootstraps_name() {
     let listen: std::net::SocketAddr = envoy_operator_core::names::XDS_LISTEN.parse().expect("an address");
     assert_eq!(xds.container_port, i32::from(listen.port()), "the port `run --xds-listen` binds by default");
 }
+
+/// The namespaced install's kustomization, as YAML.
+fn namespaced_kustomization() -> Value {
+    documents("../deploy-namespaced/kustomization.yaml").remove(0)
+}
+
+/// The webhook configurations `kubectl apply -k deploy-namespaced/` applies: the generated ones
+/// of `webhook-config/`, with the overlay's JSON 6902 patches applied as kustomize applies them
+/// (its `test` operations included).
+fn namespaced_webhook_configurations() -> Vec<Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut configurations = Vec::new();
+    for file in ["mutating-webhook-configuration.yaml", "validating-webhook-configuration.yaml"] {
+        let text =
+            std::fs::read_to_string(root.join("webhook-config").join(file)).expect("generated webhooks");
+        configurations.push(parse_documents(&text).remove(0).content.expect("YAML"));
+    }
+    for patch in namespaced_kustomization()["patches"].as_array().expect("patches") {
+        let target = &patch["target"];
+        let Some(configuration) = configurations
+            .iter_mut()
+            .find(|c| c["kind"] == target["kind"] && c["metadata"]["name"] == target["name"])
+        else {
+            continue;
+        };
+        let operations = parse_documents(patch["patch"].as_str().expect("an inline JSON 6902 patch"))
+            .remove(0)
+            .content
+            .expect("YAML");
+        let operations: json_patch::Patch = serde_json::from_value(operations).expect("JSON 6902 operations");
+        json_patch::patch(configuration, &operations)
+            .unwrap_or_else(|error| panic!("the overlay's patch of {}: {error}", target["kind"]));
+    }
+    configurations
+}
+
+/// Namespaces by their labels, as webhooks' `namespaceSelector`s see them: `name`, labelled
+/// for injection or not.
+fn namespace_labels(name: &str) -> [std::collections::BTreeMap<String, String>; 2] {
+    let plain: std::collections::BTreeMap<String, String> =
+        [("kubernetes.io/metadata.name".to_owned(), name.to_owned())].into();
+    let mut injected = plain.clone();
+    injected.insert("envoy-injection".to_owned(), "enabled".to_owned());
+    [plain, injected]
+}
+
+/// A Foo in `default` was admitted by the namespaced install's webhooks and never reconciled:
+/// every webhook of that install covers the watched namespace, and only it.
+#[test]
+fn the_namespaced_installs_webhooks_cover_the_watched_namespace_only() {
+    use kube::core::{Selector, SelectorExt};
+    let (_, watched) = namespaced_role();
+    let configurations = namespaced_webhook_configurations();
+    let mut webhooks = 0;
+    for configuration in &configurations {
+        for webhook in configuration["webhooks"].as_array().expect("webhooks") {
+            webhooks += 1;
+            let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+                serde_json::from_value(webhook["namespaceSelector"].clone()).expect("a namespaceSelector");
+            let selector = Selector::try_from(selector).expect("a valid selector");
+            let name = &webhook["name"];
+            assert!(
+                namespace_labels(&watched).iter().any(|labels| selector.matches(labels)),
+                "{name} does not apply to the watched namespace {watched}"
+            );
+            for elsewhere in ["default", "shop", "kube-system", "envoy-operator"] {
+                assert!(
+                    !namespace_labels(elsewhere).iter().any(|labels| selector.matches(labels)),
+                    "{name} applies to {elsewhere}, which the namespaced install does not reconcile"
+                );
+            }
+        }
+    }
+    assert_eq!(webhooks, 8, "Foo, Envoy and EnvoyRoute, mutating and validating; two pod injector webhooks");
+
+    // The cluster-wide install's webhooks do apply elsewhere (so the check above can fail).
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("webhook-config/validating-webhook-configuration.yaml"),
+    )
+    .expect("generated webhooks");
+    let generated = parse_documents(&text).remove(0).content.expect("YAML");
+    let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(generated["webhooks"][0]["namespaceSelector"].clone()).expect("a selector");
+    assert!(Selector::try_from(selector).expect("valid").matches(&namespace_labels("default")[0]));
+}
+
+/// The namespaced install's Role, and the namespace it is in (the watched one).
+fn namespaced_role() -> (Role, String) {
+    let role: Role = of_kind("../deploy-namespaced/rbac.yaml", "Role");
+    let namespace = role.metadata.namespace.clone().expect("a namespace");
+    (role, namespace)
+}
+
+/// `kubectl apply -k deploy-namespaced/` on a fresh cluster failed with `namespaces "apps" not
+/// found`: every namespace the overlay's own objects are in is created by the install.
+#[test]
+fn the_namespaced_install_creates_the_namespaces_it_uses() {
+    let kustomization = namespaced_kustomization();
+    let resources: Vec<&str> =
+        kustomization["resources"].as_array().expect("resources").iter().filter_map(Value::as_str).collect();
+    assert_eq!(resources.first(), Some(&"../deploy"), "the overlay builds on deploy/");
+    let overlay: Vec<Value> =
+        resources[1..].iter().flat_map(|file| documents(&format!("../deploy-namespaced/{file}"))).collect();
+    let mut created: Vec<String> = documents("namespace.yaml")
+        .into_iter()
+        .chain(overlay.iter().cloned())
+        .filter(|d| d["kind"] == "Namespace")
+        .filter_map(|d| d["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    created.sort();
+    let (_, watched) = namespaced_role();
+    assert!(created.contains(&watched), "the watched namespace {watched} is created: {created:?}");
+    for object in &overlay {
+        if let Some(namespace) = object["metadata"]["namespace"].as_str() {
+            assert!(
+                created.iter().any(|c| c == namespace),
+                "{} {} is in namespace {namespace}, which the install does not create ({created:?})",
+                object["kind"],
+                object["metadata"]["name"]
+            );
+        }
+    }
+}
+
+/// Switching from the cluster-wide install: `kubectl apply` never deletes, so README.md (and
+/// the overlay's own comment) name exactly the objects the namespaced install drops.
+#[test]
+fn switching_to_the_namespaced_install_deletes_what_it_drops() {
+    let mut dropped: Vec<String> = Vec::new();
+    for patch in namespaced_kustomization()["patches"].as_array().expect("patches") {
+        let Some(file) = patch["path"].as_str() else { continue };
+        for deletion in documents(&format!("../deploy-namespaced/{file}")) {
+            assert_eq!(deletion["$patch"], "delete", "{file}");
+            let kind = deletion["kind"].as_str().expect("a kind").to_lowercase();
+            dropped.push(format!("{kind}/{}", deletion["metadata"]["name"].as_str().expect("a name")));
+        }
+    }
+    dropped.sort();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, text) in [
+        ("README.md", std::fs::read_to_string(root.join("README.md")).expect("README.md")),
+        (
+            "deploy-namespaced/kustomization.yaml",
+            std::fs::read_to_string(root.join("deploy-namespaced/kustomization.yaml"))
+                .expect("kustomization"),
+        ),
+    ] {
+        let deleted = text
+            .lines()
+            .filter_map(|line| line.trim_start_matches(['#', ' ']).strip_prefix("kubectl delete "))
+            .map(|objects| {
+                let mut objects: Vec<String> = objects.split_whitespace().map(str::to_owned).collect();
+                objects.sort();
+                objects
+            })
+            .find(|objects| objects.iter().any(|o| o.starts_with("clusterrole")))
+            .unwrap_or_else(|| panic!("{file} says which objects to delete when switching"));
+        assert_eq!(deleted, dropped, "{file}");
+    }
+}
+
+/// Where kubectl is installed, its kustomize builds the webhook configurations this file's own
+/// reading of the overlay does.
+#[test]
+fn the_namespaced_webhooks_read_here_are_what_kustomize_builds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Ok(output) =
+        std::process::Command::new("kubectl").arg("kustomize").arg(root.join("deploy-namespaced")).output()
+    else {
+        eprintln!("kubectl is not installed: the overlay is read by this file's own reading only");
+        return;
+    };
+    assert!(output.status.success(), "kubectl kustomize: {}", String::from_utf8_lossy(&output.stderr));
+    let built: Vec<Value> = parse_documents(&String::from_utf8_lossy(&output.stdout))
+        .into_iter()
+        .map(|d| d.content.expect("valid YAML"))
+        .filter(|d| d["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")))
+        .collect();
+    let read = namespaced_webhook_configurations();
+    assert_eq!(built.len(), read.len());
+    for configuration in &read {
+        let kustomized = built.iter().find(|b| b["kind"] == configuration["kind"]).expect("built");
+        assert_eq!(kustomized["webhooks"], configuration["webhooks"], "{}", configuration["kind"]);
+    }
+}

@@ -40,6 +40,11 @@ fn example(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name).display().to_string()
 }
 
+/// A seed's manifest (`tests/fixtures/seeds/`), as the seed has it.
+fn seed(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seeds").join(name).display().to_string()
+}
+
 /// Runs `envoy --mode validate` with the container's arguments, `$(VAR)` references replaced
 /// as the kubelet would.
 fn validate(envoy: &Path, args: &[String], what: &str) {
@@ -70,7 +75,7 @@ fn every_fleet_bootstrap_passes_envoy_validation() {
         "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge, namespace: shop}\nspec: {}\n",
     )
     .unwrap();
-    let files = format!("{},{},own.yaml", example("envoy.yaml"), example("envoy-full.yaml"));
+    let files = format!("{},{},own.yaml", seed("envoy.yaml"), example("envoy-full.yaml"));
     let rendered =
         operator(dir.path(), &["render", "-f", &files, "-o", "json", "--xds-ca-file", "certs/ca.crt"]);
     let rendered: Value = serde_json::from_slice(&rendered).unwrap();
@@ -104,7 +109,8 @@ fn every_fleet_bootstrap_passes_envoy_validation() {
         validate(&envoy, &args, &format!("the Deployment {name}"));
         validated.push((name.to_owned(), config_map["data"].get("xds-ca.yaml").is_some()));
     }
-    // The seed's two examples use their own xDS server; `edge` the operator's, with its CA.
+    // The seed's Envoy uses its own xDS server; examples/envoy-full.yaml and `edge` the
+    // operator's, `edge` with its CA.
     assert_eq!(validated.len(), 3, "{validated:?}");
     assert!(validated.iter().any(|(name, ca)| name == "edge" && *ca), "{validated:?}");
 }
@@ -114,8 +120,9 @@ fn every_injected_sidecar_bootstrap_passes_envoy_validation() {
     let Some(envoy) = envoy() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut validated = 0;
-    // The Deployment names a user's xDS server; the Pod an Envoy, whose `spec.xds` it takes.
-    let envoys = example("envoy.yaml");
+    // Both name the Envoy edge-envoy: here the seed's, whose `spec.xds` (a user's xDS server)
+    // their sidecars take.
+    let envoys = seed("envoy.yaml");
     for manifest in ["deployment.yaml", "pod.yaml"] {
         let injected =
             operator(dir.path(), &["inject", "-f", &example(manifest), "--envoys", &envoys, "-o", "json"]);
@@ -139,10 +146,12 @@ fn a_sidecar_of_an_envoy_of_the_operator_passes_envoy_validation() {
     let Some(envoy) = envoy() else { return };
     let dir = tempfile::tempdir().unwrap();
     operator(dir.path(), &["certs", "--out", "certs"]);
-    // The Envoy examples/pod.yaml names, without spec.xds.
+    // The Envoy examples/pod.yaml names, without spec.xds; its listener clear of the app's 8080,
+    // as in examples/envoy.yaml.
     std::fs::write(
         dir.path().join("edge.yaml"),
-        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n",
+        "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\n\
+         spec: {ports: [{name: http, port: 80, targetPort: 10080}]}\n",
     )
     .unwrap();
     let advertise = "envoy-operator-xds.envoy-operator.svc:18000";
@@ -161,13 +170,13 @@ fn a_sidecar_of_an_envoy_of_the_operator_passes_envoy_validation() {
         ],
     );
     let rendered: Value = serde_json::from_slice(&rendered).unwrap();
-    let config_map = rendered["items"]
+    let config_maps: Vec<Value> = rendered["items"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|item| item["kind"] == "ConfigMap")
-        .expect("the fleet's bootstrap ConfigMap")
-        .clone();
+        .filter(|item| item["kind"] == "ConfigMap")
+        .cloned()
+        .collect();
     let injected = operator(
         dir.path(),
         &[
@@ -191,7 +200,11 @@ fn a_sidecar_of_an_envoy_of_the_operator_passes_envoy_validation() {
     for mount in sidecar["volumeMounts"].as_array().unwrap() {
         let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).unwrap();
         let Some(source) = volume.get("configMap") else { continue };
-        assert_eq!(source["name"], config_map["metadata"]["name"], "the fleet's ConfigMap");
+        // One the reconciler writes for the fleet (the CA file sidecars mount).
+        let config_map = config_maps
+            .iter()
+            .find(|config_map| config_map["metadata"]["name"] == source["name"])
+            .unwrap_or_else(|| panic!("the sidecar mounts {}, which render does not write", source["name"]));
         let mount_path = mount["mountPath"].as_str().unwrap();
         let local = dir.path().join("sidecar");
         std::fs::create_dir_all(&local).unwrap();

@@ -294,10 +294,13 @@ fn denials_say_what_to_do() {
     );
 }
 
+/// The seed's Envoy edge-envoy, with an xDS server of its own.
 fn example_envoys(namespace: &str) -> EnvoyCatalog {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/envoy.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seeds/envoy.yaml"))
+            .unwrap();
     let mut catalog = EnvoyCatalog::default();
-    assert!(catalog.add_manifest("examples/envoy.yaml", &text, namespace).is_empty());
+    assert!(catalog.add_manifest("tests/fixtures/seeds/envoy.yaml", &text, namespace).is_empty());
     catalog
 }
 
@@ -352,6 +355,9 @@ fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
             "/spec/volumes/-",
             "/spec/containers/-",
             "/metadata/annotations/sidecar.example.com~1status",
+            "/metadata/annotations/prometheus.io~1path",
+            "/metadata/annotations/prometheus.io~1port",
+            "/metadata/annotations/prometheus.io~1scrape",
             "/metadata/labels/envoy-operator.example.com~1fleet"
         ]
     );
@@ -365,11 +371,12 @@ fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
     // The label the control plane serves the pod by, next to the pod's own.
     assert_eq!(patched["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
     assert_eq!(patched["metadata"]["labels"]["app"], "shop");
-    // The CA file of the Envoy's bootstrap ConfigMap, and only it, where the bootstrap reads it.
+    // The CA file of the Envoy's CA ConfigMap (named after the Envoy, whatever its
+    // spec.configMapName), and only it, where the bootstrap reads it.
     assert_eq!(names(&patched["spec"]["volumes"]), ["kube-api-access-xmxxw", "envoy-tmp", "envoy-xds-ca"]);
     assert_eq!(
         patched["spec"]["volumes"][2]["configMap"],
-        json!({"name": "edge-envoy-bootstrap", "items": [{"key": "xds-ca.yaml", "path": "xds-ca.yaml"}]})
+        json!({"name": "edge-envoy-xds-ca", "items": [{"key": "xds-ca.yaml", "path": "xds-ca.yaml"}]})
     );
     let envoy = &patched["spec"]["containers"][1];
     assert_eq!(
@@ -431,15 +438,136 @@ fn the_fleet_label_is_kept_when_present_and_never_contradicted() {
     assert!(error.to_string().contains(&format!("{FLEET_LABEL}=other")), "{error}");
 }
 
+/// The pod of the fixture naming `edge-envoy`, with `ports` on its container `shop`.
+fn naming_an_envoy_with_ports(ports: Value) -> Value {
+    let mut review = review("pod-naming-an-envoy.json");
+    review["request"]["object"]["spec"]["containers"][0]["ports"] = ports;
+    review
+}
+
+/// A sidecar naming an Envoy of the operator binds the fleet's listener ports in the pod: where
+/// a container declares one, the two cannot both bind it (Envoy would reject its listener and
+/// serve nothing while the pod looks Ready), so the pod is denied, saying which port and whose.
+#[test]
+fn a_pod_is_denied_a_sidecar_whose_listener_port_a_container_declares() {
+    let (catalog, config) = operator_fleet();
+    let review = naming_an_envoy_with_ports(json!([{"containerPort": 8080}]));
+    let (pod, namespace) = request(&review);
+    let error = inject(pod, namespace, &config, &catalog).unwrap_err();
+    assert_eq!(error.metric_label(), "listener_port_taken");
+    assert_eq!(
+        error.to_string(),
+        "annotation sidecar.example.com/envoy: the sidecar would bind port 8080 for the listener \"http\" of Envoy \"edge-envoy\", and container \"shop\" of the pod declares containerPort 8080: give the Envoy's port a targetPort the pod does not use, or remove the annotation"
+    );
+    // The webhook's reader keeps what the check reads: it decides the same.
+    let read = read_for_injection(pod.to_string().as_bytes()).unwrap();
+    assert_eq!(Injector::new(config.clone()).inject_json(&read, namespace, &catalog).unwrap_err(), error);
+
+    // Other ports, and UDP (Envoy's listeners bind TCP), are no clash.
+    for ports in [
+        json!([{"containerPort": 80}, {"containerPort": 8443}]),
+        json!([{"containerPort": 8080, "protocol": "UDP"}]),
+    ] {
+        let review = naming_an_envoy_with_ports(ports.clone());
+        let (pod, namespace) = request(&review);
+        assert!(
+            matches!(inject(pod, namespace, &config, &catalog), Ok(Injection::Patched { .. })),
+            "{ports}"
+        );
+    }
+    // An Envoy with an xDS server of its own configures its sidecars' listeners itself: the
+    // operator does not know them, and does not check.
+    let text = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy, namespace: shop}\n\
+spec: {xds: {host: xds.mesh, port: 18000}}\n";
+    let mut external = EnvoyCatalog::default();
+    assert!(external.add_manifest("edge.yaml", text, "shop").is_empty());
+    let review = naming_an_envoy_with_ports(json!([{"containerPort": 8080}]));
+    let (pod, namespace) = request(&review);
+    assert!(matches!(inject(pod, namespace, &config, &external), Ok(Injection::Patched { .. })));
+}
+
+/// The README's walkthrough: `port: 80, targetPort: 8080` binds 8080 in the pod, so an
+/// application on 8080 is refused and one on 80 is not. Init containers count where they run
+/// alongside the sidecar: restartable ones always, the others beside a native sidecar (which
+/// starts first).
+#[test]
+fn the_listener_port_is_the_target_port_and_every_container_alongside_counts() {
+    let text = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy, namespace: shop}\n\
+spec: {ports: [{name: web, port: 80, targetPort: 8080}]}\n";
+    let mut catalog = EnvoyCatalog::default();
+    assert!(catalog.add_manifest("edge.yaml", text, "shop").is_empty());
+    let (_, config) = operator_fleet();
+    let outcome = |review: &Value| {
+        let (pod, namespace) = request(review);
+        inject(pod, namespace, &config, &catalog).map_err(|error| error.metric_label())
+    };
+    assert!(outcome(&naming_an_envoy_with_ports(json!([{"containerPort": 80}]))).is_ok());
+    let denied = outcome(&naming_an_envoy_with_ports(json!([{"containerPort": 8080, "name": "http"}])));
+    assert_eq!(denied.unwrap_err(), "listener_port_taken");
+
+    let mut with_init = review("pod-naming-an-envoy.json");
+    with_init["request"]["object"]["spec"]["initContainers"] =
+        json!([{"name": "migrate", "image": "m", "ports": [{"containerPort": 8080}]}]);
+    assert!(outcome(&with_init).is_ok(), "a regular sidecar starts after the init containers are done");
+    with_init["request"]["object"]["metadata"]["annotations"]["sidecar.example.com/native-sidecar"] =
+        json!("true");
+    assert_eq!(outcome(&with_init).unwrap_err(), "listener_port_taken");
+    with_init["request"]["object"]["metadata"]["annotations"]["sidecar.example.com/native-sidecar"] =
+        json!("false");
+    with_init["request"]["object"]["spec"]["initContainers"][0]["restartPolicy"] = json!("Always");
+    assert_eq!(outcome(&with_init).unwrap_err(), "listener_port_taken");
+}
+
+/// The sidecar serves its statistics on the readiness port: a pod with no scrape annotations
+/// of its own gets Prometheus' conventional ones, recorded so `--uninject` removes exactly them;
+/// a pod with any keeps its own, untouched.
+#[test]
+fn sidecar_pods_get_scrape_annotations_unless_they_have_their_own() {
+    let (pod, patched, _, summary) = injected("pod-create-from-replicaset-mutate.json");
+    let annotations = &patched["metadata"]["annotations"];
+    assert_eq!(annotations["prometheus.io/scrape"], "true");
+    assert_eq!(annotations["prometheus.io/port"], "9902");
+    assert_eq!(annotations["prometheus.io/path"], "/stats/prometheus");
+    assert_eq!(
+        summary.status.annotations,
+        ["prometheus.io/path", "prometheus.io/port", "prometheus.io/scrape"]
+    );
+    assert_eq!(status_of(&patched), summary.status);
+    assert_only_added(&pod, &patched);
+
+    // Into annotations the pod has, next to them.
+    let (pod, patched, _, _) = injected("pod-annotated-with-unknown-fields.json");
+    assert_eq!(patched["metadata"]["annotations"]["prometheus.io/port"], "9902");
+    assert_only_added(&pod, &patched);
+
+    let mut own = review("pod-create-from-replicaset-mutate.json");
+    own["request"]["object"]["metadata"]["annotations"] = json!({"prometheus.io/port": "8081"});
+    let (original, namespace) = request(&own);
+    let Ok(Injection::Patched { patch, summary }) =
+        inject(original, namespace, &InjectConfig::default(), &NoEnvoys)
+    else {
+        panic!("injected");
+    };
+    assert!(summary.status.annotations.is_empty());
+    assert!(!paths(&patch).iter().any(|path| path.contains("prometheus.io")), "{:?}", paths(&patch));
+    let mut patched = original.clone();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    let annotations = patched["metadata"]["annotations"].as_object().unwrap();
+    assert_eq!(annotations.get("prometheus.io/port"), Some(&json!("8081")));
+    assert!(annotations.get("prometheus.io/scrape").is_none());
+    assert_only_added(original, &patched);
+}
+
 #[test]
 fn without_the_control_plane_a_pod_naming_such_an_envoy_stays_admin_only() {
     let (catalog, _) = operator_fleet();
     let (_, patched, patch, summary) =
         injected_with("pod-naming-an-envoy.json", &InjectConfig::default(), &catalog);
     assert_eq!(
-        paths(&patch),
+        paths(&patch)[..3],
         ["/spec/volumes/-", "/spec/containers/-", "/metadata/annotations/sidecar.example.com~1status"]
     );
+    assert!(!paths(&patch).iter().any(|path| path.starts_with("/metadata/labels")));
     assert_eq!((summary.xds, summary.fleet), (None, None));
     assert!(summary.notes.iter().any(|note| note.contains("has no spec.xds")), "{:?}", summary.notes);
     assert!(patched["metadata"]["labels"].get(FLEET_LABEL).is_none());
@@ -557,7 +685,7 @@ fn documents(text: &str) -> Vec<Value> {
 
 #[test]
 fn cli_injects_the_example_deployment_once() {
-    let first = cli(&["inject", "-f", "examples/deployment.yaml"], None);
+    let first = cli(&["inject", "-f", "examples/deployment.yaml", "--envoys", "examples/envoy.yaml"], None);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let injected = stdout(&first);
     let deployment = &documents(&injected)[0];
@@ -631,7 +759,7 @@ fn cli_reads_envoys_and_flags() {
             "-f",
             "examples/pod.yaml",
             "--envoys",
-            "examples/envoy.yaml",
+            "tests/fixtures/seeds/envoy.yaml",
             "--native-sidecar",
             "--image",
             "envoyproxy/envoy:v1.35.0",
@@ -653,7 +781,9 @@ fn cli_reads_envoys_and_flags() {
 
 #[test]
 fn cli_serves_sidecars_of_the_operators_envoys_with_xds_advertise() {
-    let envoy = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n";
+    // The example pod's application is on 8080: the Envoy's listener binds another port.
+    let envoy = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\n\
+spec: {ports: [{name: http, port: 80, targetPort: 8000}]}\n";
     let args = ["inject", "-f", "examples/pod.yaml", "--envoys", "-"];
     let plain = cli(&args, Some(envoy));
     assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
@@ -671,6 +801,14 @@ fn cli_serves_sidecars_of_the_operators_envoys_with_xds_advertise() {
         stderr.contains("the configuration of Envoy edge-envoy from the operator's control plane"),
         "{stderr}"
     );
+
+    // On the default port, 8080, the sidecar's listener and the application would clash.
+    let clashing = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n";
+    let denied =
+        cli(&[&args[..], &["--xds-advertise", "xds.example.internal:18000"]].concat(), Some(clashing));
+    assert_eq!(denied.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(stderr.contains("would bind port 8080") && stderr.contains("container \"solo\""), "{stderr}");
 
     let bad = cli(&[&args[..], &["--xds-advertise", "nowhere"]].concat(), Some(envoy));
     assert_eq!(bad.status.code(), Some(2));

@@ -12,7 +12,8 @@ use envoy_operator::controller::routes::{RouteCaches, RouteContext, reconcile_ro
 use envoy_operator::controller::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use envoy_operator::controller::{Context, Error, Settings, Stores};
 use envoy_operator_core::api::{Envoy, EnvoyRoute, EnvoySpec, Foo, FooSpec, XdsServer};
-use envoy_operator_core::children::envoy::desired_children;
+use envoy_operator_core::bootstrap::ControlPlane;
+use envoy_operator_core::children::envoy::{ControlPlaneTrust, desired_children};
 use envoy_operator_core::children::foo::desired_deployment;
 use envoy_operator_core::children::{labels, status};
 use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
@@ -226,6 +227,16 @@ impl Harness {
         let client = Client::new(service, NS);
         let ctx = Arc::new(Context::new(client, Settings::default(), stores));
         Self { ctx, verifier: verify(handle, calls) }
+    }
+
+    /// A harness whose reconciles serve Envoys without spec.xds from the operator's control
+    /// plane, trusting `trust`.
+    fn served(stores: Stores, calls: Vec<Call>, trust: ControlPlaneTrust) -> Self {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, NS);
+        let (_, trust) = tokio::sync::watch::channel(trust);
+        let ctx = Context::new(client, Settings::default(), stores).with_control_plane(trust);
+        Self { ctx: Arc::new(ctx), verifier: verify(handle, calls) }
     }
 
     /// Drops the client so the verifier can tell "no more requests" apart from "not yet".
@@ -749,6 +760,134 @@ async fn a_foreign_config_map_degrades_the_envoy() {
     );
     let error = reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect_err("clash");
     assert!(matches!(error, Error::NameClash { kind: "ConfigMap", .. }), "{error}");
+    harness.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// An Envoy of the operator's control plane, whose sidecars mount its CA file
+
+fn trust(ca: &str) -> ControlPlaneTrust {
+    ControlPlaneTrust {
+        control_plane: ControlPlane { host: "envoy-operator-xds.ops.svc".into(), port: 18000 },
+        ca_pem: Some(format!("-----BEGIN CERTIFICATE-----\n{ca}\n-----END CERTIFICATE-----\n")),
+    }
+}
+
+/// An Envoy `edge` without spec.xds whose bootstrap ConfigMap is `config_map_name`.
+fn served_envoy(config_map_name: &str) -> Envoy {
+    let mut envoy = Envoy::new(
+        "edge",
+        EnvoySpec { config_map_name: Some(config_map_name.into()), replicas: Some(2), ..Default::default() },
+    );
+    envoy.metadata.namespace = Some(NS.to_owned());
+    envoy.metadata.uid = Some(ENVOY_UID.to_owned());
+    envoy.metadata.generation = Some(2);
+    envoy
+}
+
+/// The children of `envoy` as the cluster holds them once applied with `trust`.
+fn served_stores(envoy: &Envoy, trust: &ControlPlaneTrust) -> Stores {
+    let children = desired_children(&rules::defaulted(envoy.clone()), Some(trust));
+    let mut config_maps = vec![children.config_map];
+    config_maps.extend(children.ca_config_map);
+    for config_map in &mut config_maps {
+        config_map.metadata.uid = Some(format!("{}-uid", config_map.name_any()));
+    }
+    Stores::new(
+        store(vec![]),
+        store(vec![served(children.deployment, 2)]),
+        store(config_maps),
+        store(vec![children.service]),
+    )
+}
+
+fn config_map_path(name: &str) -> String {
+    format!("/api/v1/namespaces/{NS}/configmaps/{name}")
+}
+
+/// The pods of the fleet `edge` (its own and the sidecars naming it), each mounting `mounts`.
+fn list_fleet_pods(mounts: &'static [&'static str]) -> Call {
+    Call::new("GET", format!("/api/v1/namespaces/{NS}/pods"), move |_| {
+        let items: Vec<Value> = mounts
+            .iter()
+            .enumerate()
+            .map(|(i, mount)| {
+                let (terminating, name) = match mount.strip_prefix("terminating:") {
+                    Some(name) => (Some("2026-01-01T00:00:00Z"), name),
+                    None => (None, *mount),
+                };
+                json!({"metadata": {"name": format!("app-{i}"), "namespace": NS, "deletionTimestamp": terminating},
+                    "spec": {"containers": [], "volumes": [{"name": "envoy-xds-ca", "configMap": {"name": name}}]}})
+            })
+            .collect();
+        (200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
+    })
+    .query(&["labelSelector=envoy-operator.example.com%2Ffleet%3Dedge", "limit=100"])
+}
+
+/// Changing spec.configMapName rolls the fleet onto the new bootstrap ConfigMap; the CA file
+/// sidecars mount lives in `edge-xds-ca`, which the rename leaves in place. Sidecars injected
+/// before it existed mount the old bootstrap ConfigMap: while a pod does, it is kept and given
+/// the current CA (here just rotated), never deleted from under it.
+#[tokio::test]
+async fn a_config_map_rename_keeps_what_sidecars_mount() {
+    let before = served_envoy("edge-cfg-1");
+    let stores = served_stores(&before, &trust("OLD"));
+    let envoy = served_envoy("edge-cfg-2");
+    let parent = serde_json::to_value(&envoy).unwrap();
+    let calls = vec![
+        get(config_map_path("edge-cfg-2"), not_found("edge-cfg-2")),
+        apply(config_map_path("edge-cfg-2"), false, |body| {
+            assert!(body["data"]["xds-ca.yaml"].as_str().unwrap().contains("NEW"));
+        }),
+        // The sidecars' CA ConfigMap: the same name, the new CA.
+        apply(config_map_path("edge-xds-ca"), true, |body| {
+            let data = body["data"].as_object().unwrap();
+            assert_eq!(data.keys().collect::<Vec<_>>(), ["xds-ca.yaml"]);
+            assert!(data["xds-ca.yaml"].as_str().unwrap().contains("NEW"));
+        }),
+        apply(deployment_path("edge"), true, |body| {
+            assert_eq!(body["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"], "edge-cfg-2");
+        }),
+        // An old sidecar mounts edge-cfg-1: kept, with the new CA file, and nothing else changed.
+        list_fleet_pods(&["edge-cfg-1", "edge-xds-ca"]),
+        Call::new("PATCH", config_map_path("edge-cfg-1"), |body| {
+            let data = body["data"].as_object().unwrap();
+            assert_eq!(data.keys().collect::<Vec<_>>(), ["xds-ca.yaml"], "only the CA file");
+            assert!(data["xds-ca.yaml"].as_str().unwrap().contains("NEW"));
+            (200, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "edge-cfg-1"}}))
+        }),
+        apply_status(envoy_status_path(), parent, |_| {}),
+        event("Normal", "Synced", "Envoy synced successfully"),
+    ];
+    let harness = Harness::served(stores, calls, trust("NEW"));
+    reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect("reconcile");
+    harness.finish().await;
+}
+
+/// Once no running pod mounts the old bootstrap ConfigMap (one terminating does not count), it
+/// is deleted; the sidecars' CA ConfigMap never is.
+#[tokio::test]
+async fn an_old_bootstrap_config_map_no_pod_mounts_is_deleted() {
+    let before = served_envoy("edge-cfg-1");
+    let stores = served_stores(&before, &trust("CA"));
+    let envoy = served_envoy("edge-cfg-2");
+    let parent = serde_json::to_value(&envoy).unwrap();
+    let calls = vec![
+        get(config_map_path("edge-cfg-2"), not_found("edge-cfg-2")),
+        apply(config_map_path("edge-cfg-2"), false, |_| {}),
+        apply(deployment_path("edge"), true, |_| {}),
+        list_fleet_pods(&["edge-xds-ca", "terminating:edge-cfg-1"]),
+        Call::new("DELETE", config_map_path("edge-cfg-1"), |body| {
+            assert_eq!(body["preconditions"]["uid"], "edge-cfg-1-uid");
+            (200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}))
+        }),
+        event("Normal", "DeletedOldChild", "Deleted \"edge-cfg-1\""),
+        apply_status(envoy_status_path(), parent, |_| {}),
+        event("Normal", "Synced", "Envoy synced successfully"),
+    ];
+    let harness = Harness::served(stores, calls, trust("CA"));
+    reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect("reconcile");
     harness.finish().await;
 }
 

@@ -17,7 +17,8 @@ fn render(args: &[&str], stdin: &str) -> Output {
 
 #[test]
 fn renders_the_children_of_the_seed_examples() {
-    let output = render(&["-f", "examples/envoy.yaml", "-f", "examples/foo.yaml"], "");
+    let output =
+        render(&["-f", "tests/fixtures/seeds/envoy.yaml", "-f", "tests/fixtures/seeds/foo.yaml"], "");
     assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).expect("UTF-8");
     let kinds: Vec<String> = parse_documents(&stdout)
@@ -152,7 +153,8 @@ fn xds_prints_each_fleets_resources_in_push_order_with_the_route_statuses() {
 #[test]
 fn xds_says_what_it_does_not_render() {
     // The seed's Envoy has its own xDS server; the route's parent is then not rendered.
-    let output = render(&["--xds", "-f", "examples/envoy.yaml", "-f", "examples/envoyroute.yaml"], "");
+    let output =
+        render(&["--xds", "-f", "tests/fixtures/seeds/envoy.yaml", "-f", "examples/envoyroute.yaml"], "");
     assert_eq!(output.status.code(), Some(1));
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -3,6 +3,7 @@
 //! all" is told apart from a configuration that does not work: only the first may run without a
 //! cluster (`run`'s development mode).
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -80,12 +81,25 @@ impl ClusterFlags {
                     .map_err(|source| ClusterError::Kubeconfig { from: self.kubeconfig.clone(), source })?;
                 Ok(Some((config, context)))
             }
-            None if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
+            None if in_a_pod(
+                std::env::var_os("KUBERNETES_SERVICE_HOST").as_deref(),
+                std::env::var_os("KUBERNETES_SERVICE_PORT").as_deref(),
+            ) =>
+            {
                 Ok(Some((Config::incluster()?, None)))
             }
             None => Ok(None),
         }
     }
+}
+
+/// Whether the Service environment of a pod says this process runs in one, as client-go's
+/// `rest.InClusterConfig` decides it: `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`
+/// both set and not empty. An empty value (a shell's `KUBERNETES_SERVICE_HOST=`, a container
+/// that blanks it) is "not in a cluster", never a broken in-cluster configuration.
+fn in_a_pod(service_host: Option<&OsStr>, service_port: Option<&OsStr>) -> bool {
+    let set = |value: Option<&OsStr>| value.is_some_and(|value| !value.is_empty());
+    set(service_host) && set(service_port)
 }
 
 /// Where kubectl looks: the files `KUBECONFIG` lists, else `~/.kube/config`.
@@ -117,6 +131,17 @@ fn read_existing(paths: &[PathBuf]) -> Result<Option<Kubeconfig>, ClusterError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_service_environment_is_not_a_pod() {
+        let (host, port) = (Some(OsStr::new("10.96.0.1")), Some(OsStr::new("443")));
+        assert!(in_a_pod(host, port));
+        let empty = Some(OsStr::new(""));
+        assert!(!in_a_pod(empty, port), "KUBERNETES_SERVICE_HOST set but empty");
+        assert!(!in_a_pod(host, empty), "KUBERNETES_SERVICE_PORT set but empty");
+        assert!(!in_a_pod(None, port));
+        assert!(!in_a_pod(host, None));
+    }
 
     #[tokio::test]
     async fn an_unreadable_kubeconfig_is_an_error_naming_it_not_no_cluster() {

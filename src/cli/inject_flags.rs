@@ -3,6 +3,7 @@
 
 use envoy_operator_core::inject::annotations::parse_xds;
 use envoy_operator_core::inject::{InjectConfig, ProxyResources};
+use envoy_operator_core::kube_version::{self, KubeVersion};
 use envoy_operator_core::names::{
     DEFAULT_ENVOY_IMAGE, PROXY_CPU_REQUEST, PROXY_MEMORY_LIMIT, PROXY_MEMORY_REQUEST,
 };
@@ -84,8 +85,8 @@ impl InjectFlags {
 }
 
 /// Whether a Kubernetes `(major, minor)` runs native sidecars (on by default since 1.29).
-pub fn supports_native_sidecars(version: (u32, u32)) -> bool {
-    version >= (1, 29)
+pub fn supports_native_sidecars((major, minor): (u32, u32)) -> bool {
+    KubeVersion::new(major, minor) >= kube_version::NATIVE_SIDECARS
 }
 
 /// `1.28`, `v1.30` or `1.31.2` as `(major, minor)`.

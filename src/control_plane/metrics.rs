@@ -17,9 +17,13 @@ pub fn type_label(type_url: &str) -> &'static str {
     }
 }
 
+/// The label of a refused stream's status. The authorizer answers `UNAVAILABLE` for one reason
+/// only, a source address no cached pod has yet (see [`super::authorize`]): it has its own label,
+/// so `permission_denied` counts only real mismatches and can be alerted on.
 fn code_label(code: tonic::Code) -> &'static str {
     match code {
         tonic::Code::PermissionDenied => "permission_denied",
+        tonic::Code::Unavailable => "unknown_source",
         tonic::Code::InvalidArgument => "invalid_argument",
         tonic::Code::ResourceExhausted => "resource_exhausted",
         _ => "other",
@@ -73,6 +77,8 @@ mod tests {
         );
         metrics.response_nacked(&fleet, "type.googleapis.com/envoy.config.listener.v3.Listener");
         metrics.stream_refused(tonic::Code::PermissionDenied);
+        metrics.stream_refused(tonic::Code::Unavailable);
+        metrics.stream_refused(tonic::Code::Unavailable);
         let text = metrics.encode();
         for expected in [
             "envoy_operator_xds_connected_proxies 1",
@@ -80,6 +86,7 @@ mod tests {
             "envoy_operator_xds_push_duration_seconds_count{type=\"route\"} 1",
             "envoy_operator_xds_nacks_total{type=\"listener\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"permission_denied\"} 1",
+            "envoy_operator_xds_streams_refused_total{code=\"unknown_source\"} 2",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use envoy_operator_core::fleet::report::{
-    FleetReport, Rejection, ReplicaReport, report_config_map, report_name,
+    FleetReport, ProxyEntry, Rejection, ReplicaReport, report_config_map, report_name,
 };
 use envoy_operator_core::names::FIELD_MANAGER;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -26,7 +26,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
-use crate::xds_server::{FleetKey, SnapshotCache, Tracker};
+use crate::xds_server::{FleetKey, ProxyStatus, SnapshotCache, Tracker};
 
 /// The least time between two writes of the report.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -61,26 +61,64 @@ impl ReportConfig {
     }
 }
 
+/// Tells the fleet's own proxies from the sidecars of other pods that name its Envoy: a
+/// sidecar's NACK is reported, but not held against the fleet
+/// ([`envoy_operator_core::fleet::status`]).
+pub trait ProxyRoles: Send + Sync {
+    fn is_sidecar(&self, fleet: &FleetKey, proxy: &ProxyStatus) -> bool;
+}
+
+/// Takes every proxy for one of the fleet's own (where nothing tells them apart).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FleetOnly;
+
+impl ProxyRoles for FleetOnly {
+    fn is_sidecar(&self, _fleet: &FleetKey, _proxy: &ProxyStatus) -> bool {
+        false
+    }
+}
+
+impl<F: Fn(&FleetKey, &ProxyStatus) -> bool + Send + Sync> ProxyRoles for F {
+    fn is_sidecar(&self, fleet: &FleetKey, proxy: &ProxyStatus) -> bool {
+        self(fleet, proxy)
+    }
+}
+
+/// The NACK `proxy` lives with: of the types it rejects and has not accepted since, the newest.
+fn standing_nack(proxy: &ProxyStatus) -> Option<Rejection> {
+    let (type_url, nack) = proxy
+        .types
+        .iter()
+        .filter(|(_, status)| status.rejecting)
+        .filter_map(|(type_url, status)| Some((type_url, status.last_nack.as_ref()?)))
+        .max_by_key(|(_, nack)| nack.at)?;
+    Some(Rejection::new(&proxy.node_id, type_url, &nack.version, &nack.message))
+}
+
 /// The report of this replica's proxies as they are now: every fleet with connected proxies,
-/// with the version this replica serves it.
-pub fn current_report(identity: &str, tracker: &Tracker, cache: &SnapshotCache) -> ReplicaReport {
+/// with the version this replica serves it; `roles` tells sidecars apart.
+pub fn current_report(
+    identity: &str,
+    tracker: &Tracker,
+    cache: &SnapshotCache,
+    roles: &dyn ProxyRoles,
+) -> ReplicaReport {
     let fleets = tracker.fleets().into_iter().filter_map(|key| {
         let status = tracker.fleet_status(&key);
         if status.proxies.is_empty() {
             return None;
         }
-        let applied: Vec<Option<&str>> =
-            status.proxies.iter().map(|proxy| proxy.applied_version.as_deref()).collect();
+        let proxies = status
+            .proxies
+            .iter()
+            .map(|proxy| ProxyEntry {
+                applied: proxy.applied_version.as_deref(),
+                sidecar: roles.is_sidecar(&key, proxy),
+                rejection: standing_nack(proxy),
+            })
+            .collect();
         let served = cache.get(&key);
-        let rejection = status.last_nack.as_ref().map(|rejected| {
-            Rejection::new(
-                &rejected.node_id,
-                &rejected.type_url,
-                &rejected.nack.version,
-                &rejected.nack.message,
-            )
-        });
-        let fleet = FleetReport::new(&applied, served.as_ref().map(|snapshot| snapshot.version()), rejection);
+        let fleet = FleetReport::of(proxies, served.as_ref().map(|snapshot| snapshot.version()));
         Some((key.to_string(), fleet))
     });
     ReplicaReport::new(identity, fleets)
@@ -102,6 +140,7 @@ pub async fn run(
     config: ReportConfig,
     tracker: Tracker,
     cache: SnapshotCache,
+    roles: std::sync::Arc<dyn ProxyRoles>,
     shutdown: impl Future<Output = ()>,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &config.namespace);
@@ -122,7 +161,7 @@ pub async fn run(
             () = tokio::time::sleep_until(next_write) => {}
             () = &mut shutdown => break 'reporting,
         }
-        let report = current_report(&config.identity, &tracker, &cache);
+        let report = current_report(&config.identity, &tracker, &cache, roles.as_ref());
         if written.as_ref() != Some(&report) {
             match write(&api, &config, &report).await {
                 Ok(()) => {
@@ -206,7 +245,7 @@ mod tests {
         tracker.connected(&quiet, StreamId(3), "pod-c", None, Protocol::Delta);
         tracker.disconnected(&quiet, StreamId(3));
 
-        let report = current_report("replica-0", &tracker, &cache);
+        let report = current_report("replica-0", &tracker, &cache, &FleetOnly);
         assert_eq!(report.fleets.keys().collect::<Vec<_>>(), ["ns/edge"]);
         let fleet = &report.fleets["ns/edge"];
         assert_eq!((fleet.connected_proxies, fleet.up_to_date_proxies), (2, 1));
@@ -214,8 +253,16 @@ mod tests {
         let rejection = fleet.rejection.as_ref().expect("the NACK stands");
         assert_eq!((rejection.node.as_str(), rejection.message.as_str()), ("pod-b", "cluster 'web': bad"));
         assert!(!served_versions_moved(&report, &cache));
-        cache.set(edge, snapshot("c"));
+        cache.set(edge.clone(), snapshot("c"));
         assert!(served_versions_moved(&report, &cache));
+
+        // Told apart, a sidecar's NACK is listed as a sidecar's.
+        let sidecars = |_: &FleetKey, proxy: &ProxyStatus| proxy.node_id == "pod-b";
+        let report = current_report("replica-0", &tracker, &cache, &sidecars);
+        let fleet = &report.fleets["ns/edge"];
+        assert_eq!((fleet.sidecars, fleet.rejecting_sidecars), (1, 1));
+        assert_eq!(fleet.rejection, None, "not the fleet's own");
+        assert!(fleet.rejections[0].sidecar);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `status.xds` and `ConfigAccepted`. (Here rather than in `tests/`: the tracker's updates are
 //! the xDS server's own, visible inside the crate only.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
@@ -11,10 +12,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::report::{self, MIN_INTERVAL, POLL, ReportConfig};
+use crate::controller::rejections::RejectionEvents;
 use crate::controller::{self, ControllerConfig, Settings};
 use crate::testing::support::fake_api::FakeApi;
 use crate::xds_server::resource::type_url;
-use crate::xds_server::{FleetKey, Protocol, Snapshot, SnapshotCache, StreamId, Tracker};
+use crate::xds_server::{FleetKey, Protocol, ProxyStatus, Snapshot, SnapshotCache, StreamId, Tracker};
 
 const OPERATOR_NS: &str = "envoy-operator";
 const EDGE: &str = "/apis/example.com/v1/namespaces/shop/envoys/edge";
@@ -37,9 +39,18 @@ fn replica(api: &FakeApi, identity: &str) -> Replica {
         identity: identity.into(),
         pod_uid: Some(format!("uid-{identity}")),
     };
-    let task = tokio::spawn(report::run(api.client(), config, tracker.clone(), cache.clone(), async {
-        let _ = stopped.await;
-    }));
+    // Proxies named `app-…` are sidecars of other pods naming the Envoy.
+    let roles = |_: &FleetKey, proxy: &ProxyStatus| proxy.node_id.starts_with("app-");
+    let task = tokio::spawn(report::run(
+        api.client(),
+        config,
+        tracker.clone(),
+        cache.clone(),
+        Arc::new(roles),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     Replica { tracker, cache, stop, task }
 }
 
@@ -64,6 +75,39 @@ fn accepted(api: &FakeApi, path: &str) -> Option<(String, String, String)> {
 
 fn xds(api: &FakeApi, path: &str) -> Value {
     api.get(path).map(|envoy| envoy["status"]["xds"].clone()).unwrap_or(Value::Null)
+}
+
+/// The notes of the `ConfigRejected` events on the Envoy `edge`, oldest first.
+async fn rejection_events(api: &FakeApi) -> Vec<String> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(api.client(), "shop");
+    let listed = events.list(&Default::default()).await.expect("events");
+    listed
+        .items
+        .into_iter()
+        .filter(|event| {
+            event.reason.as_deref() == Some("ConfigRejected")
+                && event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("edge")
+        })
+        .map(|event| {
+            assert_eq!(event.type_.as_deref(), Some("Warning"));
+            event.note.unwrap_or_default()
+        })
+        .collect()
+}
+
+async fn wait_for_events(api: &FakeApi, count: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    loop {
+        let events = rejection_events(api).await;
+        if events.len() >= count {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited {GUARD:?} for {count} ConfigRejected events: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn writes(api: &FakeApi) -> Vec<String> {
@@ -92,7 +136,12 @@ async fn the_replicas_reports_make_the_fleets_xds_status() {
         async {
             let _ = controllers_stopped.await;
         },
-        |ctx| ctx,
+        // Events about rejections at most every 100 ms (a minute in operation), so the test
+        // sees each one without waiting long.
+        |mut ctx| {
+            ctx.rejection_events = RejectionEvents::with_interval(Duration::from_millis(100));
+            ctx
+        },
     ));
     let key = FleetKey::from("shop/edge");
     let (a, b) = (replica(&api, "replica-a"), replica(&api, "replica-b"));
@@ -145,6 +194,14 @@ async fn the_replicas_reports_make_the_fleets_xds_status() {
     // The Envoy with an xDS server of its own gets no xDS status.
     assert_eq!(xds(&api, EXTERNAL), Value::Null);
     assert_eq!(accepted(&api, EXTERNAL), None);
+    // And a Warning event says the same.
+    let events = wait_for_events(&api, 1).await;
+    assert_eq!(
+        events,
+        [format!(
+            "proxy edge-3 rejected the envoy.config.cluster.v3.Cluster of version {v2}: {envoys_words}"
+        )]
+    );
 
     // Nothing that changes a report's content writes anything: a tracker change the report does
     // not show (an ACK of another type), and a report stored again unchanged.
@@ -155,6 +212,40 @@ async fn the_replicas_reports_make_the_fleets_xds_status() {
     tokio::time::sleep(3 * (MIN_INTERVAL + POLL)).await;
     let after = writes(&api);
     assert_eq!(after.len(), before.len(), "written although nothing changed: {:?}", &after[before.len()..]);
+
+    // The proxy takes the next version; a sidecar naming the Envoy rejects it, since the
+    // application in its pod holds the listener's port. The fleet is not held to it: the
+    // condition stays True and names the sidecar and why, and an event tells it once.
+    b.tracker.acked(&key, StreamId(1), type_url::CLUSTER, &v2);
+    a.tracker.connected(&key, StreamId(3), "app-7d-x", None, Protocol::Delta);
+    for (replica, stream) in [(&a, 1), (&a, 2), (&b, 1)] {
+        replica.tracker.applied(&key, StreamId(stream), &v2);
+    }
+    let bind = "Error adding/updating listener(s) http: cannot bind '0.0.0.0:8080': Address already in use";
+    a.tracker.nacked(&key, StreamId(3), type_url::LISTENER, &v2, bind);
+    api.wait_for("the sidecar's rejection named", GUARD, |api| {
+        reason(api).as_deref() == Some("SidecarsRejected")
+    })
+    .await;
+    let (status, _, message) = accepted(&api, EDGE).unwrap();
+    assert_eq!(status, "True");
+    assert_eq!(
+        message,
+        format!(
+            "all 3 connected proxies applied version {v2}; 1 sidecar rejects it, which does not hold the fleet back: \
+             sidecar app-7d-x rejected the envoy.config.listener.v3.Listener of version {v2}: {bind}"
+        )
+    );
+    assert_eq!(xds(&api, EDGE)["connectedProxies"], 4);
+    let events = wait_for_events(&api, 2).await;
+    assert_eq!(
+        events[1],
+        format!("sidecar app-7d-x rejected the envoy.config.listener.v3.Listener of version {v2}: {bind}")
+    );
+    // A change that leaves the rejections as they are tells nothing new.
+    a.tracker.acked(&key, StreamId(2), type_url::ROUTE, &v2);
+    tokio::time::sleep(3 * (MIN_INTERVAL + POLL)).await;
+    assert_eq!(rejection_events(&api).await.len(), 2);
 
     // A replica that stops takes its report, and its proxies, out of the count.
     let _ = a.stop.send(());

@@ -11,7 +11,7 @@ use rustls::server::ResolvesServerCert;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::authorize::FleetAuthorizer;
+use super::authorize::{FleetAuthorizer, PodRoles};
 use super::inputs::{self, Caches};
 use super::publish;
 use super::report::{self, ReportConfig};
@@ -95,11 +95,13 @@ impl ControlPlaneServer {
         if let Ok(address) = self.local_addr() {
             tracing::info!(listen = %address, "serving the xDS control plane");
         }
+        let roles = Arc::new(PodRoles { pods: self.caches.pods.clone() });
         let reporting = report::run(
             client,
             report,
             self.tracker.clone(),
             self.cache.clone(),
+            roles,
             stop.clone().cancelled_owned(),
         );
         let (served, ()) = tokio::join!(self.serve(certificate, stop.cancelled_owned()), reporting);

@@ -9,6 +9,7 @@
 //! this module adds the shared [`Context`], the error type and the backoff policy.
 
 pub mod fleet_reports;
+pub mod rejections;
 pub mod routes;
 pub mod sync;
 pub mod watch;
@@ -261,6 +262,8 @@ pub struct Context {
     /// `spec.xds`; `None` where the operator serves no xDS (set by [`run`] from
     /// [`ControllerConfig::xds_reports_namespace`]).
     pub fleet_reports: Option<FleetReports>,
+    /// The `ConfigRejected` events told per Envoy, to tell each rejection once.
+    pub rejection_events: rejections::RejectionEvents,
 }
 
 impl Context {
@@ -275,6 +278,7 @@ impl Context {
             metrics: Arc::new(NoMetrics),
             control_plane: None,
             fleet_reports: None,
+            rejection_events: rejections::RejectionEvents::default(),
         }
     }
 

@@ -11,12 +11,13 @@ use envoy_operator_core::children::report::{self, Child, ChildState, Notice, Rep
 use envoy_operator_core::children::status::{self, Blocker};
 use envoy_operator_core::children::{envoy, foo};
 use envoy_operator_core::fleet::status as fleet_status;
-use envoy_operator_core::names::FIELD_MANAGER;
+use envoy_operator_core::names::{EVENT_REPORTER, FIELD_MANAGER, FLEET_LABEL};
 use envoy_operator_core::rules::{Defaulted, Rules, defaulted};
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use super::rejections::Gate;
 use super::{Context, Error, ObjectKey, Result};
 
 /// What became of one child, with the object when it is ours.
@@ -146,19 +148,34 @@ where
     Ok(Ensured::Applied(Arc::new(applied)))
 }
 
+/// The children in `store` this parent controls other than `keep`: left behind by a rename.
+fn stale<K>(store: &Store<K>, parent: &Parent<'_>, keep: &[String]) -> Vec<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    store.state_filter(|child| {
+        child.meta().namespace.as_deref() == Some(parent.namespace.as_str())
+            && controlled_by(child, parent.uid)
+            && child.meta().name.as_ref().is_none_or(|name| !keep.contains(name))
+            && child.meta().deletion_timestamp.is_none()
+    })
+}
+
 /// Deletes the children of `kind` this parent controls other than `keep` (left behind by a
-/// rename). The uid precondition makes sure a same-named replacement is never deleted.
-async fn prune<K>(ctx: &Context, store: &Store<K>, parent: &Parent<'_>, keep: &str) -> Result<Vec<Notice>>
+/// rename; the first of `keep` is the one the spec names now). The uid precondition makes sure
+/// a same-named replacement is never deleted.
+async fn prune<K>(
+    ctx: &Context,
+    store: &Store<K>,
+    parent: &Parent<'_>,
+    keep: &[String],
+) -> Result<Vec<Notice>>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
 {
     let kind = kind_of::<K>();
-    let stale = store.state_filter(|child| {
-        child.meta().namespace.as_deref() == Some(parent.namespace.as_str())
-            && controlled_by(child, parent.uid)
-            && child.meta().name.as_deref() != Some(keep)
-            && child.meta().deletion_timestamp.is_none()
-    });
+    let stale = stale(store, parent, keep);
+    let current = keep.first().map_or("", String::as_str);
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &parent.namespace);
     let mut deleted = Vec::new();
     for child in stale {
@@ -172,7 +189,7 @@ where
         match deleted_now {
             Ok(_) => {
                 info!(parent = parent.kind, namespace = %parent.namespace, name = %parent.name, child = kind, child_name = %name, "deleted child left behind by a rename");
-                deleted.push(report::pruned(parent.kind, kind, &name, keep));
+                deleted.push(report::pruned(parent.kind, kind, &name, current));
             }
             // Already gone, or replaced by another object of that name: nothing of ours left.
             Err(error) if is_status(&error, 404) || is_status(&error, 409) => {}
@@ -180,6 +197,68 @@ where
         }
     }
     Ok(deleted)
+}
+
+/// Pods per page when looking for the mounts of stale ConfigMaps.
+const POD_PAGE: u32 = 100;
+
+/// The Envoy's ConfigMaps that its spec no longer names (`keep` are those it does) but that
+/// pods of the fleet still mount: the fleet's old pods during a roll, and sidecars injected
+/// before the CA file had a ConfigMap of its own, which mount the bootstrap ConfigMap of their
+/// day. Deleting one would strand them (`FailedMount` on restart, and no new CA), so they are
+/// kept, given the current CA file `ca_file`, until no running pod mounts them; a later
+/// reconcile (at the latest the periodic resync) deletes them. The pods are listed only when
+/// there is such a ConfigMap (after a rename).
+async fn keep_mounted(
+    ctx: &Context,
+    parent: &Parent<'_>,
+    keep: &[String],
+    ca_file: Option<&str>,
+) -> Result<Vec<String>> {
+    let stale = stale(&ctx.stores.config_maps, parent, keep);
+    if stale.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &parent.namespace);
+    let mut params = ListParams::default().labels(&format!("{FLEET_LABEL}={}", parent.name)).limit(POD_PAGE);
+    let mut mounted = std::collections::BTreeSet::new();
+    loop {
+        let page = pods.list(&params).await.map_err(api_error("list", "Pod", &parent.name))?;
+        // A pod on its way out, or done, never mounts anything again.
+        let alive = |pod: &&Pod| {
+            let phase = pod.status.as_ref().and_then(|status| status.phase.as_deref());
+            pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
+        };
+        let volumes =
+            page.items.iter().filter(alive).filter_map(|pod| pod.spec.as_ref()?.volumes.as_ref()).flatten();
+        mounted.extend(volumes.filter_map(|volume| Some(volume.config_map.as_ref()?.name.clone())));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &parent.namespace);
+    let mut kept = Vec::new();
+    for config_map in stale {
+        let name = config_map.name_any();
+        if !mounted.contains(&name) {
+            continue;
+        }
+        let held = config_map.data.as_ref().and_then(|data| data.get(envoy::CA_SDS_KEY)).map(String::as_str);
+        if let Some(ca_file) = ca_file.filter(|file| held != Some(*file)) {
+            // Only the CA file: the rest stays as the pods that mount it knew it.
+            let patch = json!({"data": {envoy::CA_SDS_KEY: ca_file}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_error(
+                "patch",
+                "ConfigMap",
+                &name,
+            ))?;
+            ctx.metrics.wrote("ConfigMap", "patch");
+        }
+        info!(namespace = %parent.namespace, name = %parent.name, config_map = %name, "kept a ConfigMap the spec no longer names: pods still mount it");
+        kept.push(name);
+    }
+    Ok(kept)
 }
 
 /// Writes `status` with server-side apply when it differs from what the parent has.
@@ -239,6 +318,16 @@ where
 /// Publishes an event about `parent`. Events are best effort: a failure is logged, never
 /// fails the reconcile.
 async fn publish<P: Resource<DynamicType = ()>>(ctx: &Context, parent: &P, notice: Notice) {
+    publish_with(ctx, &ctx.recorder, parent, notice).await;
+}
+
+/// [`publish`] through `recorder`.
+async fn publish_with<P: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    recorder: &Recorder,
+    parent: &P,
+    notice: Notice,
+) {
     let event = Event {
         type_: if notice.warning { EventType::Warning } else { EventType::Normal },
         reason: notice.reason.to_owned(),
@@ -246,7 +335,7 @@ async fn publish<P: Resource<DynamicType = ()>>(ctx: &Context, parent: &P, notic
         action: notice.action.to_owned(),
         secondary: None,
     };
-    let published = ctx.recorder.publish(&event, &parent.object_ref(&())).await;
+    let published = recorder.publish(&event, &parent.object_ref(&())).await;
     ctx.metrics.wrote("Event", "publish");
     if let Err(error) = published {
         warn!(%error, reason = notice.reason, "could not publish event");
@@ -320,7 +409,7 @@ async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
         Report::InPlace { notice } => notice,
     };
 
-    for pruned in prune(&ctx, store, &parent, &deployment_name).await? {
+    for pruned in prune(&ctx, store, &parent, std::slice::from_ref(&deployment_name)).await? {
         publish(&ctx, foo.as_ref(), pruned).await;
     }
     let status = status::foo_status(&defaulted, selector, ensured.object().map(AsRef::as_ref), None, &now);
@@ -362,10 +451,14 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     let trust = ctx.control_plane.as_ref().map(|trust| trust.borrow().clone());
     let children = envoy::desired_children(&defaulted, trust.as_ref());
     let stores = &ctx.stores;
-    // The ConfigMap first: new pods mount it. Each next child only when the one before is ours.
+    // The ConfigMaps first: new pods mount them. Each next child only when the one before is ours.
     let config_map = ensure(&ctx, &stores.config_maps, &parent, &children.config_map).await?;
-    let deployment = match config_map {
-        Ensured::Clash => None,
+    let ca_config_map = match (&config_map, &children.ca_config_map) {
+        (Ensured::Clash, _) | (_, None) => None,
+        (_, Some(ca)) => Some(ensure(&ctx, &stores.config_maps, &parent, ca).await?),
+    };
+    let deployment = match (&config_map, &ca_config_map) {
+        (Ensured::Clash, _) | (_, Some(Ensured::Clash)) => None,
         _ => Some(ensure(&ctx, &stores.envoy_deployments, &parent, &children.deployment).await?),
     };
     let service = match &deployment {
@@ -374,11 +467,14 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
         }
         _ => None,
     };
-    let states = [
-        child("ConfigMap", children.config_map.name_any(), Some(&config_map)),
+    let mut states = vec![child("ConfigMap", children.config_map.name_any(), Some(&config_map))];
+    if let Some(ca) = &children.ca_config_map {
+        states.push(child("ConfigMap", ca.name_any(), ca_config_map.as_ref()));
+    }
+    states.extend([
         child("Deployment", children.deployment.name_any(), deployment.as_ref()),
         child("Service", children.service.name_any(), service.as_ref()),
-    ];
+    ]);
     let notice = match report::report("Envoy", &states) {
         Report::Clash { kind, name, blocker, notice } => {
             let status =
@@ -390,9 +486,13 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
         Report::InPlace { notice } => notice,
     };
 
-    let mut pruned = prune(&ctx, &stores.config_maps, &parent, &children.config_map.name_any()).await?;
-    pruned.extend(prune(&ctx, &stores.envoy_deployments, &parent, &children.deployment.name_any()).await?);
-    pruned.extend(prune(&ctx, &stores.services, &parent, &children.service.name_any()).await?);
+    let mut config_maps = vec![children.config_map.name_any()];
+    config_maps.extend(children.ca_config_map.as_ref().map(ResourceExt::name_any));
+    let ca_file = children.config_map.data.as_ref().and_then(|data| data.get(envoy::CA_SDS_KEY));
+    config_maps.extend(keep_mounted(&ctx, &parent, &config_maps, ca_file.map(String::as_str)).await?);
+    let mut pruned = prune(&ctx, &stores.config_maps, &parent, &config_maps).await?;
+    pruned.extend(prune(&ctx, &stores.envoy_deployments, &parent, &[children.deployment.name_any()]).await?);
+    pruned.extend(prune(&ctx, &stores.services, &parent, &[children.service.name_any()]).await?);
     for notice in pruned {
         publish(&ctx, envoy.as_ref(), notice).await;
     }
@@ -412,7 +512,41 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     if let Some(notice) = notice {
         publish(&ctx, envoy.as_ref(), notice).await;
     }
-    Ok(Action::requeue(ctx.settings.resync))
+    let held = announce_rejections(&ctx, envoy.as_ref(), fleet.as_ref()).await;
+    Ok(Action::requeue(held.map_or(ctx.settings.resync, |wait| wait.min(ctx.settings.resync))))
+}
+
+/// A Warning `ConfigRejected` event on the Envoy when the rejections its proxies live with
+/// change ([`super::rejections`]); the wait when one is held back, to be told then.
+async fn announce_rejections(
+    ctx: &Context,
+    envoy: &Envoy,
+    fleet: Option<&fleet_status::FleetObservation>,
+) -> Option<std::time::Duration> {
+    let rejected = fleet.and_then(|fleet| fleet.rejected.as_ref());
+    let gate = ctx.rejection_events.check(
+        &backoff_key(envoy),
+        rejected.map(|rejected| rejected.key.as_str()),
+        std::time::Instant::now(),
+    );
+    match (gate, rejected) {
+        (Gate::Tell, Some(rejected)) => {
+            let notice = Notice {
+                warning: true,
+                reason: fleet_status::EVENT_CONFIG_REJECTED,
+                note: rejected.note.clone(),
+                action: "Configure",
+            };
+            // A recorder of its own: the shared one folds an event of the same reason into the
+            // last one's series for minutes, keeping that one's note, and each rejection told
+            // here is news with its own (they are rate-limited above instead).
+            let recorder = Recorder::new(ctx.client.clone(), EVENT_REPORTER.into());
+            publish_with(ctx, &recorder, envoy, notice).await;
+            None
+        }
+        (Gate::Hold(wait), _) => Some(wait),
+        _ => None,
+    }
 }
 
 /// The key of an object in the backoff map.

@@ -147,8 +147,8 @@ fn trust_changes(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
     })
 }
 
-/// Parent events that also drop a deleted parent's backoff record, so the record never
-/// outlives the object.
+/// Parent events that also drop a deleted parent's backoff record (and an Envoy's record of
+/// rejection events), so the records never outlive the object.
 pub(super) fn forgetting_deleted<K: Resource<DynamicType = ()>>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     ctx: Arc<Context>,
@@ -156,6 +156,7 @@ pub(super) fn forgetting_deleted<K: Resource<DynamicType = ()>>(
     events.inspect(move |event| {
         if let Ok(watcher::Event::Delete(object)) = event {
             ctx.backoff.forget(&backoff_key(object));
+            ctx.rejection_events.forget(&backoff_key(object));
         }
     })
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use envoy_operator_core::kube_version;
 use envoy_operator_core::names::INSTALL_FIELD_MANAGER;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -20,6 +21,8 @@ pub enum InstallError {
     Wait { name: String, source: kube::runtime::wait::Error },
     #[error("the CRD {name} was not Established within {waited:?}; last conditions: {conditions}")]
     NotEstablished { name: String, waited: Duration, conditions: String },
+    #[error(transparent)]
+    UnsupportedKubernetes(#[from] kube_version::Unsupported),
 }
 
 impl InstallError {
@@ -28,6 +31,7 @@ impl InstallError {
             Self::Api(_) => "api",
             Self::Wait { .. } => "wait",
             Self::NotEstablished { .. } => "not_established",
+            Self::UnsupportedKubernetes(_) => "kubernetes_version",
         }
     }
 }
@@ -39,14 +43,20 @@ pub struct Manifests {
     pub validating: ValidatingWebhookConfiguration,
 }
 
-/// Applies the CRDs, waits until each is Established, then applies the webhook configurations.
-/// `progress` receives one line per step.
+/// Checks that the API server runs a supported Kubernetes version (nothing is applied to an
+/// older one), applies the CRDs, waits until each is Established, then applies the webhook
+/// configurations. `progress` receives one line per step.
 pub async fn install(
     client: &Client,
     manifests: &Manifests,
     establish_timeout: Duration,
     mut progress: impl FnMut(String),
 ) -> Result<(), InstallError> {
+    let version = client.apiserver_version().await?;
+    progress(match kube_version::check(&version.major, &version.minor, &version.git_version)? {
+        Some(supported) => format!("Kubernetes {} ({supported}): supported", version.git_version),
+        None => "the API server does not say its Kubernetes version: taken for a supported one".to_owned(),
+    });
     let params = PatchParams::apply(INSTALL_FIELD_MANAGER).force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in &manifests.crds {
@@ -186,6 +196,13 @@ mod tests {
     const VALIDATING: &str =
         "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/envoy-operator";
 
+    const VERSION: &str = "/version";
+
+    fn version(major: &str, minor: &str, git_version: &str) -> Value {
+        json!({"major": major, "minor": minor, "gitVersion": git_version, "gitCommit": "", "gitTreeState": "clean",
+               "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"})
+    }
+
     #[tokio::test]
     async fn applies_crds_waits_for_them_then_applies_webhooks() {
         let (client, mut handle) = mock();
@@ -195,6 +212,7 @@ mod tests {
                 .await
                 .map(|()| lines)
         });
+        expect(&mut handle, Method::GET, VERSION, StatusCode::OK, version("1", "32+", "v1.32.2-eks-1")).await;
         let applied = expect(&mut handle, Method::PATCH, FOOS, StatusCode::OK, crd_with("False")).await;
         assert_eq!(applied["kind"], "CustomResourceDefinition", "the CRD itself is applied");
         expect(&mut handle, Method::PATCH, ENVOYS, StatusCode::OK, crd_with("False")).await;
@@ -208,14 +226,31 @@ mod tests {
         expect(&mut handle, Method::PATCH, MUTATING, StatusCode::OK, json!({})).await;
         expect(&mut handle, Method::PATCH, VALIDATING, StatusCode::OK, json!({})).await;
         let lines = task.await.unwrap().expect("installed");
-        assert_eq!(lines.len(), 8);
-        assert_eq!(lines[3], "customresourcedefinition/foos.samplecontroller.k8s.io established");
+        assert_eq!(lines.len(), 9);
+        assert_eq!(lines[0], "Kubernetes v1.32.2-eks-1 (1.32): supported");
+        assert_eq!(lines[4], "customresourcedefinition/foos.samplecontroller.k8s.io established");
+    }
+
+    #[tokio::test]
+    async fn an_api_server_older_than_the_minimum_gets_nothing_applied() {
+        let (client, mut handle) = mock();
+        let task = tokio::spawn(async move { install(&client, &manifests(), Duration::ZERO, |_| {}).await });
+        expect(&mut handle, Method::GET, VERSION, StatusCode::OK, version("1", "27", "v1.27.16")).await;
+        let error = task.await.unwrap().unwrap_err();
+        assert_eq!(error.metric_label(), "kubernetes_version");
+        let message = error.to_string();
+        assert!(
+            message.contains("Kubernetes v1.27.16 (1.27)") && message.contains("needs 1.28 or newer"),
+            "{message}"
+        );
+        assert!(handle.next_request().await.is_none(), "no CRD or webhook configuration is applied");
     }
 
     #[tokio::test]
     async fn a_crd_that_never_establishes_is_reported_with_its_conditions() {
         let (client, mut handle) = mock();
         let task = tokio::spawn(async move { install(&client, &manifests(), Duration::ZERO, |_| {}).await });
+        expect(&mut handle, Method::GET, VERSION, StatusCode::OK, version("1", "28", "v1.28.0")).await;
         expect(&mut handle, Method::PATCH, FOOS, StatusCode::OK, crd_with("False")).await;
         expect(&mut handle, Method::PATCH, ENVOYS, StatusCode::OK, crd_with("False")).await;
         expect(&mut handle, Method::PATCH, ROUTES, StatusCode::OK, crd_with("False")).await;

@@ -80,10 +80,11 @@ pub mod series {
     /// and `malformed` for a request that is no review).
     pub const DECISIONS: [&str; 5] = ["allowed", "patched", "denied", "rejected", "malformed"];
     /// Objects the reconcilers write, and how.
-    pub const WRITES: [(&str, &str); 10] = [
+    pub const WRITES: [(&str, &str); 11] = [
         ("Deployment", "apply"),
         ("Deployment", "delete"),
         ("ConfigMap", "apply"),
+        ("ConfigMap", "patch"),
         ("ConfigMap", "delete"),
         ("Service", "apply"),
         ("Service", "delete"),
@@ -107,8 +108,10 @@ pub mod series {
 
     /// The xDS resource types the control plane serves, as their labels.
     pub const XDS_TYPES: [&str; 4] = ["listener", "route", "cluster", "endpoint"];
-    /// Why the xDS server refused a stream (gRPC codes).
-    pub const XDS_REFUSALS: [&str; 3] = ["permission_denied", "invalid_argument", "resource_exhausted"];
+    /// Why the xDS server refused a stream: gRPC codes, and `unknown_source` for a source
+    /// address no cached pod has yet (answered `UNAVAILABLE`, which the proxy retries).
+    pub const XDS_REFUSALS: [&str; 4] =
+        ["permission_denied", "unknown_source", "invalid_argument", "resource_exhausted"];
 }
 
 /// Every metric the operator exports.
@@ -252,7 +255,7 @@ impl Metrics {
         let xds_refused = Family::<CodeLabels, Counter>::default();
         registry.register(
             "xds_streams_refused",
-            "xDS streams refused, per gRPC status (permission_denied: not a proxy of the fleet it names)",
+            "xDS streams refused, per reason (permission_denied: not a proxy of the fleet it names; unknown_source: an address no pod the operator has seen yet has, e.g. a pod seconds old)",
             xds_refused.clone(),
         );
         let connections = Family::<ServerLabels, Gauge>::default();

@@ -22,17 +22,26 @@ pub type SharedEnvoys = Arc<dyn EnvoyLookup + Send + Sync>;
 /// store has synced, Envoys are missing and pods naming one are denied (their ReplicaSets
 /// retry), so the server reports ready only once the store is filled.
 #[derive(Clone)]
-pub struct EnvoyCache(Store<Envoy>);
+pub struct EnvoyCache {
+    store: Store<Envoy>,
+    /// The namespace the store watches, when it watches one only (`--watch-namespace`).
+    watched: Option<String>,
+}
 
 impl EnvoyCache {
-    pub fn new(store: Store<Envoy>) -> Self {
-        Self(store)
+    /// A cache of the Envoys `store` holds: of `watched` only, or of every namespace (`None`).
+    pub fn new(store: Store<Envoy>, watched: Option<&str>) -> Self {
+        Self { store, watched: watched.map(str::to_owned) }
     }
 }
 
 impl EnvoyLookup for EnvoyCache {
     fn xds_for(&self, namespace: &str, name: &str) -> Option<EnvoyXds> {
-        self.0.get(&ObjectRef::new(name).within(namespace)).map(|envoy| xds_of(&envoy))
+        self.store.get(&ObjectRef::new(name).within(namespace)).map(|envoy| xds_of(&envoy))
+    }
+
+    fn only_namespace(&self) -> Option<&str> {
+        self.watched.as_deref()
     }
 }
 
@@ -126,13 +135,43 @@ mod tests {
         envoy.metadata.name = Some("bare".to_owned());
         envoy.spec.xds = None;
         writer.apply_watcher_event(&watcher::Event::Apply(envoy));
-        let store = EnvoyCache::new(store);
+        let store = EnvoyCache::new(store, None);
         let Some(EnvoyXds::External(edge)) = store.xds_for("shop", "edge") else { panic!("spec.xds") };
         assert_eq!((edge.cluster_name.as_str(), edge.host.as_str()), ("xds_cluster", "xds.mesh"));
-        assert_eq!(
-            store.xds_for("shop", "bare"),
-            Some(EnvoyXds::ControlPlane { config_map: "bare-bootstrap".to_owned() })
-        );
+        let Some(EnvoyXds::ControlPlane { ca_config_map, listeners }) = store.xds_for("shop", "bare") else {
+            panic!("served by the operator's control plane");
+        };
+        assert_eq!((ca_config_map.as_str(), listeners.len()), ("bare-xds-ca", 1));
         assert_eq!(store.xds_for("other", "edge"), None);
+    }
+
+    /// An operator that watches one namespace sees no Envoy elsewhere: a pod there naming one
+    /// is told so, not that the Envoy does not exist.
+    #[test]
+    fn a_pod_outside_the_watched_namespace_is_told_the_truth() {
+        use envoy_operator_core::inject::InjectError;
+        let (store, mut writer) = reflector::store::<Envoy>();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let watching_apps = EnvoyCache::new(store.clone(), Some("apps"));
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "annotations": {"sidecar.example.com/envoy": "edge"}},
+            "spec": {"containers": [{"name": "web", "image": "web:1"}]}});
+        let injector = Injector::new(InjectConfig::default());
+        let denied = injector.inject(&pod, Some("shop"), &watching_apps).unwrap_err();
+        assert!(matches!(denied, InjectError::NamespaceNotWatched { .. }), "{denied}");
+        assert_eq!(
+            denied.to_string(),
+            "annotation sidecar.example.com/envoy: namespace shop is not watched by this operator \
+             (--watch-namespace apps), so it cannot serve Envoy \"edge\" of shop: run the pod in apps, \
+             name an xDS server with sidecar.example.com/xds, or remove the annotation"
+        );
+        // In the watched namespace, and for an operator watching every namespace, a missing
+        // Envoy is missing.
+        let missing = injector.inject(&pod, Some("apps"), &watching_apps).unwrap_err();
+        assert!(matches!(missing, InjectError::UnknownEnvoy { .. }), "{missing}");
+        let everywhere = EnvoyCache::new(store, None);
+        let missing = injector.inject(&pod, Some("shop"), &everywhere).unwrap_err();
+        assert!(missing.to_string().contains("no Envoy \"edge\" in namespace shop"), "{missing}");
     }
 }

@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use envoy_operator_core::bounded;
+use envoy_operator_core::fleet::report::{MAX_MESSAGE_CHARS, MAX_NODE_CHARS};
 use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -97,7 +99,13 @@ pub(crate) async fn run<W, S>(
     let (key, node_id) = match authorize::<W>(&context, &first) {
         Ok(identity) => identity,
         Err(status) => {
-            warn!(peer = ?context.peer, code = ?status.code(), message = status.message(), "xDS stream refused");
+            // UNAVAILABLE asks the proxy to retry (e.g. a pod too new for the authorizer's
+            // cache): routine for every new proxy, so not a warning.
+            if status.code() == tonic::Code::Unavailable {
+                debug!(peer = ?context.peer, code = ?status.code(), message = status.message(), "xDS stream refused for now");
+            } else {
+                warn!(peer = ?context.peer, code = ?status.code(), message = status.message(), "xDS stream refused");
+            }
             context.shared.metrics.stream_refused(status.code());
             outbox.fail(status).await;
             return;
@@ -159,7 +167,9 @@ fn authorize<W: Wire>(context: &StreamContext, first: &W::Request) -> Result<(Fl
         return Err(RequestError::EmptyNodeId.into());
     }
     let key = context.shared.authorizer.authorize(node, context.peer)?;
-    Ok((key, node.id.clone()))
+    // The id is the client's: every log line and the tracker carry it, so it is cut to a bound
+    // (a pod name, what ids are, is at most 253 characters).
+    Ok((key, bounded::truncate(&node.id, MAX_NODE_CHARS).into_owned()))
 }
 
 /// The response side of a stream: sends give up when the server shuts down.
@@ -211,9 +221,12 @@ impl Session {
                 self.shared.metrics.response_acked(&self.key, &type_url, since.elapsed());
             }
             Settled::Nacked { version } => {
+                // Envoy's explanation, kept and logged within a bound.
                 let message = error.unwrap_or_default();
+                let message = bounded::truncate(&message, MAX_MESSAGE_CHARS);
+                let message = message.as_ref();
                 warn!(fleet = %self.key, node = %self.node_id, type_url, %version, message, "NACK");
-                self.shared.tracker.nacked(&self.key, self.id, &type_url, &version, &message);
+                self.shared.tracker.nacked(&self.key, self.id, &type_url, &version, message);
                 self.shared.metrics.response_nacked(&self.key, &type_url);
             }
             Settled::Unknown => {

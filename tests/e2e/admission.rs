@@ -7,11 +7,14 @@
 //! the webhook alone answers is an object that does not even read as a Foo/Envoy (a string
 //! for `spec.replicas`), which `/mutate` refuses with `400` naming the field.
 
-use envoy_operator_core::api::{Envoy, Foo};
-use kube::api::Api;
+use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
+use envoy_operator_core::manifest::parse_documents;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::harness::{SHORT, api_error, in_cluster, in_cluster_mode, wait_for};
+use crate::harness::{SHORT, api_error, get, in_cluster, in_cluster_mode, wait_for};
 
 fn manifest(text: &str) -> Value {
     serde_saphyr::from_str(text).expect("an example manifest")
@@ -21,7 +24,7 @@ fn manifest(text: &str) -> Value {
 #[ignore = "needs a Kubernetes cluster"]
 async fn the_seed_examples_apply_unchanged_and_come_back_defaulted() {
     in_cluster("examples", async |cluster| {
-        let foo: Foo = cluster.create(manifest(include_str!("../../examples/foo.yaml"))).await;
+        let foo: Foo = cluster.create(manifest(include_str!("../fixtures/seeds/foo.yaml"))).await;
         assert_eq!(foo.spec.deployment_name.as_deref(), Some("example-foo"));
         assert_eq!(foo.spec.replicas, Some(1));
         let sparse: Foo = cluster
@@ -31,11 +34,67 @@ async fn the_seed_examples_apply_unchanged_and_come_back_defaulted() {
         assert_eq!(sparse.spec.deployment_name.as_deref(), Some("sparse"), "defaulted to its own name");
         assert_eq!(sparse.spec.replicas, Some(1), "defaulted to one replica");
 
-        let envoy: Envoy = cluster.create(manifest(include_str!("../../examples/envoy.yaml"))).await;
+        let envoy: Envoy = cluster.create(manifest(include_str!("../fixtures/seeds/envoy.yaml"))).await;
         assert_eq!(envoy.spec.name.as_deref(), Some("webserver-beta"), "kept as written");
         assert_eq!(envoy.spec.replicas, Some(3), "kept as written");
         assert!(envoy.spec.image.is_some(), "the image is defaulted: {:?}", envoy.spec);
         assert!(!envoy.spec.ports.is_empty(), "listener ports are defaulted: {:?}", envoy.spec);
+    })
+    .await;
+}
+
+/// `kubectl apply -f examples/`, file by file in its order, into one namespace: every example
+/// is admitted as written, and the route is accepted by both Envoys it names (the operator's
+/// `status.summary`). Pods naming an Envoy the injector's cache has not seen yet are refused,
+/// and created again, as a ReplicaSet would.
+#[tokio::test]
+#[ignore = "needs a Kubernetes cluster"]
+async fn the_examples_apply_together_and_the_route_is_accepted_by_both_envoys() {
+    const EXAMPLES: [(&str, &str); 8] = [
+        ("backends.yaml", include_str!("../../examples/backends.yaml")),
+        ("deployment.yaml", include_str!("../../examples/deployment.yaml")),
+        ("envoy-full.yaml", include_str!("../../examples/envoy-full.yaml")),
+        ("envoy.yaml", include_str!("../../examples/envoy.yaml")),
+        ("envoyroute.yaml", include_str!("../../examples/envoyroute.yaml")),
+        ("foo-minimal.yaml", include_str!("../../examples/foo-minimal.yaml")),
+        ("foo.yaml", include_str!("../../examples/foo.yaml")),
+        ("pod.yaml", include_str!("../../examples/pod.yaml")),
+    ];
+    in_cluster("together", async |cluster| {
+        for (file, text) in EXAMPLES {
+            for document in parse_documents(text) {
+                let object = document.content.unwrap_or_else(|e| panic!("{file}: {e}"));
+                match object["kind"].as_str() {
+                    Some("Deployment") => drop(cluster.create::<Deployment>(object).await),
+                    Some("Service") => drop(cluster.create::<Service>(object).await),
+                    Some("Envoy") => drop(cluster.create::<Envoy>(object).await),
+                    Some("EnvoyRoute") => drop(cluster.create::<EnvoyRoute>(object).await),
+                    Some("Foo") => drop(cluster.create::<Foo>(object).await),
+                    Some("Pod") => {
+                        let pods = cluster.api::<Pod>();
+                        let pod: Pod = serde_json::from_value(object).expect("a Pod");
+                        wait_for(&format!("{file}: the Pod created"), SHORT, || async {
+                            pods.create(&PostParams::default(), &pod)
+                                .await
+                                .map(drop)
+                                .map_err(|e| e.to_string())
+                        })
+                        .await;
+                    }
+                    other => panic!("{file}: an example of kind {other:?} this story does not create"),
+                }
+            }
+        }
+        let routes = cluster.api::<EnvoyRoute>();
+        wait_for("the route accepted by both Envoys (status.summary.accepted 2/2)", SHORT, || async {
+            let route = get(&routes, "shop").await?;
+            let summary = route.status.and_then(|s| s.summary);
+            match summary.as_ref().map(|s| s.accepted.as_str()) {
+                Some("2/2") => Ok(()),
+                _ => Err(format!("{summary:?}")),
+            }
+        })
+        .await;
     })
     .await;
 }

@@ -16,8 +16,9 @@ use crate::harness::{SHORT, get, gone, in_cluster, wait_for};
 #[ignore = "needs a Kubernetes cluster"]
 async fn an_envoy_bootstrap_change_rolls_the_fleet() {
     in_cluster("envoy", async |cluster| {
-        let text = include_str!("../../examples/envoy.yaml");
-        let manifest: Value = serde_saphyr::from_str(text).expect("examples/envoy.yaml");
+        // The seed's Envoy: its own xDS server, whose address lands in the bootstrap.
+        let text = include_str!("../fixtures/seeds/envoy.yaml");
+        let manifest: Value = serde_saphyr::from_str(text).expect("tests/fixtures/seeds/envoy.yaml");
         let _: Envoy = cluster.create(manifest).await;
         let (config_maps, deployments, services) =
             (cluster.api::<ConfigMap>(), cluster.api::<Deployment>(), cluster.api::<Service>());

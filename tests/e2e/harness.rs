@@ -21,6 +21,7 @@ use envoy_operator_core::api::Foo;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::crd;
 use envoy_operator_core::inject::InjectConfig;
+use envoy_operator_core::kube_version;
 use envoy_operator_core::webhook_config::{self, WebhookOptions, WebhookTarget};
 use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -346,6 +347,7 @@ pub async fn in_cluster(story: &str, test: impl AsyncFnOnce(&Cluster)) {
 /// `resync` is the controllers' periodic re-check (in-process mode).
 pub async fn set_up_with(story: &str, resync: Duration) -> Cluster {
     let client = Client::try_default().await.expect("a kubeconfig context or in-cluster configuration");
+    check_kubernetes_version(&client).await;
     install_crds(&client).await;
     let run_id = random_suffix();
     let namespace = format!("eo-e2e-{story}-{run_id}");
@@ -520,6 +522,30 @@ pub fn random_suffix() -> String {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
     );
     format!("{:06x}", hasher.finish() & 0xff_ffff)
+}
+
+/// States the Kubernetes version the suite runs against (once per run, past the test
+/// harness's output capture, so every run's output says it) and stops a test at once, saying
+/// why, on an API server older than envoy-operator supports.
+pub async fn check_kubernetes_version(client: &Client) {
+    static STATED: std::sync::Once = std::sync::Once::new();
+    let version = client
+        .apiserver_version()
+        .await
+        .unwrap_or_else(|error| panic!("asking the API server its version (GET /version): {error}"));
+    if let Err(unsupported) = kube_version::check(&version.major, &version.minor, &version.git_version) {
+        panic!("the e2e suite cannot run here: {unsupported}");
+    }
+    STATED.call_once(|| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "e2e: against Kubernetes {} ({}; envoy-operator supports {} and newer)",
+            version.git_version,
+            version.platform,
+            kube_version::MINIMUM
+        );
+    });
 }
 
 /// Applies the CRDs (server-side apply: idempotent) and waits until each is Established.

@@ -15,5 +15,6 @@ mod envoy;
 mod foo;
 mod inject;
 mod leader;
+mod proxy_lifecycle;
 mod restart;
 mod route;

@@ -76,6 +76,8 @@ struct State {
     requests: Vec<Recorded>,
     /// Answers a test forces for the next requests matching (method, path).
     failures: Vec<(Method, String, StatusCode)>,
+    /// What `GET /version` answers, when a test set it (else Kubernetes 1.31).
+    server_version: Option<Value>,
 }
 
 /// The fake API server; clones share it.
@@ -136,6 +138,13 @@ impl FakeApi {
         if let Some(object) = state.objects.remove(&target.key()) {
             self.record_change(&mut state, "DELETED", target.key(), object);
         }
+    }
+
+    /// Makes `GET /version` report this Kubernetes version (`major`, `minor`, `gitVersion`).
+    pub fn set_server_version(&self, major: &str, minor: &str, git_version: &str) {
+        self.state().server_version = Some(json!({"major": major, "minor": minor, "gitVersion": git_version,
+            "gitCommit": "", "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc",
+            "platform": "linux/amd64"}));
     }
 
     /// Makes the next request `method path` fail with `status`.
@@ -201,10 +210,12 @@ impl FakeApi {
             .unwrap_or_default()
             .to_owned();
         let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        // `run` asks for the server's version first (native sidecars need 1.29).
+        // `run` and `install` ask for the server's version first (refused below 1.28; native
+        // sidecars need 1.29).
         if path == "/version" {
-            let version = json!({"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "",
-                "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"});
+            let set = self.state().server_version.clone();
+            let version = set.unwrap_or_else(|| json!({"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "",
+                "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"}));
             return ok(StatusCode::OK, &version);
         }
         let Some(target) = Target::parse(&path) else {

@@ -8,6 +8,7 @@ pub mod certs;
 pub mod control_plane;
 pub mod envoy;
 pub mod fleet;
+pub mod pod_host;
 /// The Envoy resources the server's own unit tests build, shared rather than copied.
 #[path = "../../src/xds_server/tests/resources.rs"]
 pub mod resources;

@@ -1,6 +1,8 @@
 //! The CustomResourceDefinitions, generated from the API types and committed under `crds/`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, JSON, JSONSchemaProps};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSON, JSONSchemaProps,
+};
 use kube::CustomResourceExt;
 
 use crate::api::{Envoy, EnvoyRoute, Foo};
@@ -37,7 +39,9 @@ fn name_at_most(crd: &mut CustomResourceDefinition, max_length: usize) {
     };
     for version in &mut crd.spec.versions {
         if let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
-            root.properties.get_or_insert_with(Default::default).insert("metadata".to_owned(), metadata.clone());
+            root.properties
+                .get_or_insert_with(Default::default)
+                .insert("metadata".to_owned(), metadata.clone());
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod children;
 pub mod crd;
 pub mod fleet;
 pub mod inject;
+pub mod kube_version;
 pub mod manifest;
 pub mod names;
 pub mod proxy;

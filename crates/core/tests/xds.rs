@@ -301,6 +301,8 @@ fn large_regexes_need_the_fleets_runtime_to_allow_them() {
     let regex = format!("^/({})/[a-z0-9]{{1,64}}$", alternatives.join("|"));
     fixture.routes[0].spec.rules[0].matches[0].path =
         Some(serde_json::from_value(json!({"type": "RegularExpression", "value": regex})).unwrap());
+    // A prefix rewrite needs a PathPrefix match: the rule keeps its path as it is.
+    fixture.routes[0].spec.rules[0].filters.clear();
     let translation = fixture.translate();
     assert!(
         translation.route_statuses.iter().all(|s| s.accepted.status),

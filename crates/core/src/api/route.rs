@@ -97,20 +97,20 @@ macro_rules! one_prefix_match {
     printcolumn(
         name = "Hostnames",
         type_ = "string",
-        json_path = ".spec.hostnames",
-        description = "Hostnames the route matches; none means every host"
+        json_path = ".status.summary.hostnames",
+        description = "Hostnames the route matches, comma-separated; * for every host"
     ),
     printcolumn(
         name = "Parents",
         type_ = "string",
-        json_path = ".spec.parentRefs[*].name",
-        description = "The Envoys the route attaches to"
+        json_path = ".status.summary.parents",
+        description = "The Envoys (and listeners: envoy/port-name) the route attaches to, comma-separated"
     ),
     printcolumn(
         name = "Accepted",
         type_ = "string",
-        json_path = ".status.parents[*].conditions[?(@.type==\"Accepted\")].status",
-        description = "Whether each Envoy accepted the route"
+        json_path = ".status.summary.accepted",
+        description = "How many of the route's parentRefs accepted it, of how many (2/3)"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -588,6 +588,26 @@ pub struct EnvoyRouteStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub parents: Vec<RouteParentStatus>,
+
+    /// `parents` and the spec summed up as text, for `kubectl get` (a printer column shows only
+    /// the first of many values, and a list as JSON). Written with `parents`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<RouteSummary>,
+}
+
+/// A route's status as `kubectl get envoyroute` prints it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteSummary {
+    /// How many of the route's parentRefs accepted it, of how many: `2/3` (one Envoy refused
+    /// it, or does not exist).
+    pub accepted: String,
+
+    /// The parentRefs, comma-separated: `edge`, or `edge/http` for a listener (`sectionName`).
+    pub parents: String,
+
+    /// `spec.hostnames`, comma-separated; `*` when the route matches every host.
+    pub hostnames: String,
 }
 
 /// The route's status with respect to one parent reference.

@@ -28,6 +28,15 @@ pub const BOOTSTRAP_KEY: &str = "envoy.yaml";
 pub const CA_SDS_KEY: &str = "xds-ca.yaml";
 /// Where the ConfigMap is mounted: a whole directory, so updates reach running pods.
 pub const CONFIG_DIR: &str = "/etc/envoy";
+/// Suffix of the name of the ConfigMap that holds only the control plane's CA file.
+pub const CA_CONFIG_MAP_SUFFIX: &str = "-xds-ca";
+
+/// The ConfigMap with only the control plane's CA file ([`CA_SDS_KEY`]) that sidecars naming
+/// the Envoy `envoy_name` mount: named after the Envoy, not `spec.configMapName`, so a change of
+/// that never takes the file from under running sidecars (which are not rolled).
+pub fn ca_config_map_name(envoy_name: &str) -> String {
+    format!("{envoy_name}{CA_CONFIG_MAP_SUFFIX}")
+}
 
 /// The operator's control plane as a fleet's bootstrap needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,10 +66,14 @@ pub fn scrape_annotations() -> BTreeMap<String, String> {
     .collect()
 }
 
-/// The three children of an Envoy and the hash of the bootstrap they carry.
+/// The children of an Envoy and the hash of the bootstrap they carry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EnvoyChildren {
     pub config_map: ConfigMap,
+    /// The CA file alone, for sidecars ([`ca_config_map_name`]): only for an Envoy the
+    /// operator's control plane serves, and not where `spec.configMapName` is that very name
+    /// (the bootstrap ConfigMap then carries the file for both).
+    pub ca_config_map: Option<ConfigMap>,
     pub deployment: Deployment,
     pub service: Service,
     pub config_hash: String,
@@ -103,6 +116,13 @@ pub fn desired_children(
         owner_references: envoy.controller_owner_ref(&()).map(|owner: OwnerReference| vec![owner]),
         ..Default::default()
     };
+    let ca_name = ca_config_map_name(&instance);
+    let ca_config_map =
+        (matches!(xds, Xds::Operator { .. }) && ca_name != config_map_name).then(|| ConfigMap {
+            metadata: meta(&ca_name),
+            data: data.get(CA_SDS_KEY).map(|file| BTreeMap::from([(CA_SDS_KEY.to_owned(), file.clone())])),
+            ..Default::default()
+        });
     let config_map = ConfigMap { metadata: meta(&config_map_name), data: Some(data), ..Default::default() };
     let deployment = Deployment {
         metadata: meta(&fleet),
@@ -149,7 +169,7 @@ pub fn desired_children(
         }),
         status: None,
     };
-    EnvoyChildren { config_map, deployment, service, config_hash }
+    EnvoyChildren { config_map, ca_config_map, deployment, service, config_hash }
 }
 
 fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> PodSpec {
@@ -183,6 +203,7 @@ fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> Pod
         env: Some(proxy::downward_env()),
         ports: Some(ports),
         readiness_probe: Some(proxy::readiness_probe()),
+        lifecycle: Some(proxy::drain_on_stop(proxy::FLEET_DRAIN_SECONDS)),
         resources: Some(spec.resources.clone()),
         security_context: Some(proxy::security_context()),
         volume_mounts: Some(vec![
@@ -199,6 +220,8 @@ fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> Pod
     };
     PodSpec {
         containers: vec![container],
+        // The drain, then time for Envoy to exit before the kubelet kills it.
+        termination_grace_period_seconds: Some(i64::from(proxy::FLEET_DRAIN_SECONDS) + 20),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(PROXY_UID),
@@ -331,6 +354,9 @@ mod tests {
         assert!(mount.get("subPath").is_none(), "a subPath mount never sees ConfigMap updates");
         assert_eq!(pod["volumes"][0]["configMap"]["name"], "envoy-cfg-1");
         assert_eq!(container["readinessProbe"]["httpGet"], json!({"path": "/ready", "port": READINESS_PORT}));
+        // Drained before it is stopped, within the pod's grace period.
+        assert_eq!(container["lifecycle"]["preStop"]["exec"]["command"], json!(proxy::drain_command(10)));
+        assert_eq!(pod["terminationGracePeriodSeconds"], 30);
         assert_eq!(
             container["ports"],
             json!([
@@ -391,5 +417,35 @@ mod tests {
         let moved = defaulted(moved);
         assert_ne!(desired_children(&base, None).config_hash, desired_children(&moved, None).config_hash);
         assert_ne!(template(&base), template(&moved));
+    }
+
+    /// Sidecars mount the CA file from a ConfigMap named after the Envoy: renaming the
+    /// bootstrap ConfigMap (which deletes the old one) leaves theirs in place.
+    #[test]
+    fn the_ca_file_sidecars_mount_survives_a_config_map_rename() {
+        let trust = ControlPlaneTrust {
+            control_plane: ControlPlane { host: "xds.ops.svc".into(), port: 18000 },
+            ca_pem: Some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into()),
+        };
+        let served = |config_map_name: &str| {
+            let mut envoy = raw_envoy("edge-envoy");
+            envoy.spec.xds = None;
+            envoy.spec.config_map_name = Some(config_map_name.into());
+            desired_children(&defaulted(envoy), Some(&trust))
+        };
+        let before = served("envoy-cfg-1");
+        let ca = before.ca_config_map.clone().expect("a CA ConfigMap for sidecars");
+        assert_eq!(ca.metadata.name.as_deref(), Some("edge-envoy-xds-ca"));
+        assert_eq!(ca.metadata.owner_references, before.config_map.metadata.owner_references);
+        let data = ca.data.clone().unwrap();
+        assert_eq!(data.keys().collect::<Vec<_>>(), [CA_SDS_KEY], "the CA file only");
+        assert_eq!(data.get(CA_SDS_KEY), before.config_map.data.as_ref().unwrap().get(CA_SDS_KEY));
+        assert_eq!(served("envoy-cfg-2").ca_config_map, Some(ca), "unchanged by a rename");
+        // The bootstrap ConfigMap of that very name carries the file for both.
+        let same = served("edge-envoy-xds-ca");
+        assert_eq!(same.ca_config_map, None);
+        assert!(same.config_map.data.unwrap().contains_key(CA_SDS_KEY));
+        // Proxies of an xDS server of the user's own trust nothing of the operator's.
+        assert_eq!(desired_children(&envoy("edge-envoy"), Some(&trust)).ca_config_map, None);
     }
 }

@@ -146,9 +146,14 @@ fn render_envoy(
         None,
         &status::now(),
     );
+    let mut objects = vec![json(&children.config_map)?];
+    if let Some(ca) = &children.ca_config_map {
+        objects.push(json(ca)?);
+    }
+    objects.extend([json(&children.deployment)?, json(&children.service)?]);
     Ok(Children {
         parent: format!("Envoy {}", display_name(&json(&**envoy)?)),
-        children: vec![json(&children.config_map)?, json(&children.deployment)?, json(&children.service)?],
+        children: objects,
         status: without_times(json(&status)?),
     })
 }

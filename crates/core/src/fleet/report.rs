@@ -41,6 +41,8 @@ pub const MAX_NODE_CHARS: usize = 253;
 pub const MAX_TOKEN_CHARS: usize = 128;
 /// The longest fleet key that can name an Envoy: a namespace (63), `/`, a name (253).
 pub const MAX_FLEET_KEY_BYTES: usize = 63 + 1 + 253;
+/// NACKs a fleet's entry lists (each one proxy's); the others are counted.
+pub const MAX_REJECTIONS: usize = 3;
 
 /// One replica's report.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -62,6 +64,14 @@ fn is_zero(count: &usize) -> bool {
     *count == 0
 }
 
+fn is_zero_u32(count: &u32) -> bool {
+    *count == 0
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
+}
+
 /// One fleet, as one replica sees it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -76,8 +86,34 @@ pub struct FleetReport {
     /// gone, or not yet translated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_version: Option<String>,
-    /// The NACK some connected proxy still lives with.
+    /// The NACK some connected proxy of the fleet's own still lives with: never a sidecar's
+    /// (what readers from before [`rejections`](Self::rejections) read, so they never hold a
+    /// sidecar's against the fleet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Rejection>,
+    /// Of the connected proxies, those that are sidecars of other pods naming the Envoy.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub sidecars: u32,
+    /// Connected proxies living with a NACK, sidecars included.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub rejecting_proxies: u32,
+    /// Of those, sidecars.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub rejecting_sidecars: u32,
+    /// Their NACKs, one per proxy, at most [`MAX_REJECTIONS`]: the fleet's own proxies first,
+    /// then by node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<Rejection>,
+}
+
+/// One connected proxy, as a fleet's report counts it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyEntry<'a> {
+    /// The snapshot version it applied entirely, if any.
+    pub applied: Option<&'a str>,
+    /// Whether it is the sidecar of another pod naming the Envoy, not one of the fleet's own.
+    pub sidecar: bool,
+    /// The NACK it lives with, if any.
     pub rejection: Option<Rejection>,
 }
 
@@ -121,6 +157,9 @@ pub struct Rejection {
     pub version: String,
     /// Envoy's `error_detail.message`, cut to [`MAX_MESSAGE_CHARS`].
     pub message: String,
+    /// Whether the proxy is the sidecar of another pod naming the Envoy.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sidecar: bool,
 }
 
 impl Rejection {
@@ -132,7 +171,14 @@ impl Rejection {
             type_url: cut(type_url, MAX_TOKEN_CHARS),
             version: cut(version, MAX_TOKEN_CHARS),
             message: cut(message, MAX_MESSAGE_CHARS),
+            sidecar: false,
         }
+    }
+
+    /// The order rejections are listed and named in: the fleet's own proxies first, then by
+    /// node and type.
+    pub fn listing_order(&self, other: &Self) -> std::cmp::Ordering {
+        (self.sidecar, &self.node, &self.type_url).cmp(&(other.sidecar, &other.node, &other.type_url))
     }
 }
 
@@ -152,7 +198,38 @@ impl FleetReport {
             applied: Applied::of(applied.iter().copied()),
             served_version: served_version
                 .map(|version| bounded::truncate(version, MAX_TOKEN_CHARS).into_owned()),
+            rejecting_proxies: u32::from(rejection.is_some()),
+            rejections: rejection.iter().cloned().collect(),
             rejection,
+            ..Self::default()
+        }
+    }
+
+    /// The report of a fleet whose connected proxies are `proxies`, served `served_version`.
+    pub fn of(proxies: Vec<ProxyEntry<'_>>, served_version: Option<&str>) -> Self {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let applied: Vec<Option<&str>> = proxies.iter().map(|proxy| proxy.applied).collect();
+        let mut report = Self::new(&applied, served_version, None);
+        report.sidecars = count(proxies.iter().filter(|proxy| proxy.sidecar).count());
+        let mut rejections: Vec<Rejection> = proxies
+            .into_iter()
+            .filter_map(|proxy| Some(Rejection { sidecar: proxy.sidecar, ..proxy.rejection? }))
+            .collect();
+        report.rejecting_proxies = count(rejections.len());
+        report.rejecting_sidecars = count(rejections.iter().filter(|rejection| rejection.sidecar).count());
+        rejections.sort_by(Rejection::listing_order);
+        rejections.truncate(MAX_REJECTIONS);
+        report.rejection = rejections.first().filter(|rejection| !rejection.sidecar).cloned();
+        report.rejections = rejections;
+        report
+    }
+
+    /// The NACKs that stand (at most [`MAX_REJECTIONS`]), how many proxies live with one, and
+    /// how many of those are sidecars; of a report from before `rejections`, its `rejection`.
+    pub fn standing_rejections(&self) -> (&[Rejection], u32, u32) {
+        match (&self.rejections[..], &self.rejection) {
+            ([], Some(rejection)) => (std::slice::from_ref(rejection), 1, 0),
+            (listed, _) => (listed, self.rejecting_proxies, self.rejecting_sidecars),
         }
     }
 }
@@ -322,10 +399,52 @@ mod tests {
             serde_json::json!({"format": 1, "replica": "operator-0", "fleets": {"ns/edge": {
                 "connectedProxies": 2, "upToDateProxies": 0, "applied": {"version": "v1"}, "servedVersion": "v2",
                 "rejection": {"node": "pod-a", "typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-                              "version": "v2", "message": "bad"}}}}),
+                              "version": "v2", "message": "bad"},
+                "rejectingProxies": 1,
+                "rejections": [{"node": "pod-a", "typeUrl": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                              "version": "v2", "message": "bad"}]}}}),
             "a fleet without proxies is not reported"
         );
         assert_eq!(ReplicaReport::decode(&text), Ok(report));
+    }
+
+    /// Sidecars are told apart; the NACKs listed are bounded, the fleet's own first, and the
+    /// field readers from before them read never carries a sidecar's.
+    #[test]
+    fn rejections_are_listed_fleet_first_and_bounded() {
+        let nack = |node: &str| Some(Rejection::new(node, "t", "v2", "bad"));
+        let proxy =
+            |node: &str, sidecar: bool| ProxyEntry { applied: Some("v1"), sidecar, rejection: nack(node) };
+        let proxies = vec![
+            proxy("app-b", true),
+            proxy("app-a", true),
+            ProxyEntry { applied: Some("v2"), sidecar: true, rejection: None },
+            proxy("edge-2", false),
+            proxy("edge-1", false),
+            proxy("app-c", true),
+        ];
+        let report = FleetReport::of(proxies, Some("v2"));
+        assert_eq!((report.connected_proxies, report.up_to_date_proxies, report.sidecars), (6, 1, 4));
+        assert_eq!((report.rejecting_proxies, report.rejecting_sidecars), (5, 3));
+        let listed: Vec<(&str, bool)> =
+            report.rejections.iter().map(|r| (r.node.as_str(), r.sidecar)).collect();
+        assert_eq!(listed, [("edge-1", false), ("edge-2", false), ("app-a", true)]);
+        assert_eq!(report.rejection.as_ref().map(|r| r.node.as_str()), Some("edge-1"));
+
+        let only_sidecars =
+            FleetReport::of(vec![proxy("app-a", true), proxy("edge-1", false)][..1].to_vec(), None);
+        assert_eq!(
+            only_sidecars.rejection, None,
+            "older leaders never hold a sidecar's NACK against the fleet"
+        );
+        assert_eq!(only_sidecars.standing_rejections().1, 1);
+
+        // A report from before `rejections`: its one rejection stands.
+        let old: FleetReport = serde_json::from_value(serde_json::json!({"connectedProxies": 1, "upToDateProxies": 0,
+            "applied": "nothing", "rejection": {"node": "edge-1", "typeUrl": "t", "version": "v2", "message": "m"}}))
+        .unwrap();
+        let (listed, total, sidecars) = old.standing_rejections();
+        assert_eq!((listed.len(), total, sidecars), (1, 1, 0));
     }
 
     #[test]

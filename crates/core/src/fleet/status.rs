@@ -3,11 +3,20 @@
 //!
 //! `ConfigAccepted`:
 //! - `Unknown`/`NoProxies`: no proxy of the fleet is connected to any replica;
-//! - `False`/`Rejected`: a connected proxy NACKed its configuration and has not accepted that
-//!   type since; the message names the proxy and the type and quotes Envoy;
+//! - `False`/`Rejected`: a connected proxy of the fleet's own NACKed its configuration and has
+//!   not accepted that type since; the message names the rejecting proxies (at most
+//!   [`MAX_NAMED`], the others counted), each with the type and Envoy's words (cut to
+//!   [`MAX_QUOTED_CHARS`]);
 //! - `Unknown`/`Pending`: proxies are connected but have not all applied the served version
 //!   (or the replicas serve different versions, or none yet);
-//! - `True`/`Accepted`: every connected proxy applied the served version.
+//! - `True`/`Accepted`: every connected proxy applied the served version;
+//! - `True`/`SidecarsRejected`: likewise, except sidecars that reject it, named in the message.
+//!
+//! Sidecars (of other pods naming the Envoy) count as connected proxies, but their NACKs never
+//! turn the condition `False`: they run in someone else's pod, next to its ports and with its
+//! image, and a NACK there (a port the application holds, an older Envoy) says nothing about
+//! the fleet's own proxies. The message names them, and the Envoy gets a `ConfigRejected`
+//! event ([`FleetObservation::rejected`]).
 //!
 //! As with the other conditions, `lastTransitionTime` moves only when the status changes, so
 //! the same reports give the same status and the reconciler writes nothing.
@@ -19,17 +28,40 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use super::report::{Applied, FleetReport, Rejection};
 use crate::api::envoy::CONFIG_ACCEPTED;
 use crate::api::{EnvoyStatus, EnvoyXdsStatus};
+use crate::bounded;
 
 pub const REASON_NO_PROXIES: &str = "NoProxies";
 pub const REASON_PENDING: &str = "Pending";
 pub const REASON_REJECTED: &str = "Rejected";
 pub const REASON_ACCEPTED: &str = "Accepted";
+pub const REASON_SIDECARS_REJECTED: &str = "SidecarsRejected";
+/// Reason of the Warning event on an Envoy whose configuration a proxy rejected.
+pub const EVENT_CONFIG_REJECTED: &str = "ConfigRejected";
+
+/// Rejecting proxies a condition message or an event names; the others are counted.
+pub const MAX_NAMED: usize = 3;
+/// Characters of Envoy's explanation quoted per rejection.
+pub const MAX_QUOTED_CHARS: usize = 256;
+/// Bytes of an event's note (the API server refuses more than 1 KiB).
+pub const MAX_NOTE_BYTES: usize = 1000;
 
 /// What the replicas' reports say about one fleet.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetObservation {
     pub xds: EnvoyXdsStatus,
     pub accepted: Acceptance,
+    /// The NACKs that stand, for an event; `None` when no proxy rejects its configuration.
+    pub rejected: Option<RejectionNotice>,
+}
+
+/// Standing NACKs, as an event tells them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RejectionNotice {
+    /// Which rejections are named (proxy, type, version): the same key again is no news, so
+    /// a caller publishes an event only when it changes.
+    pub key: String,
+    /// The event's note: the rejecting proxies and Envoy's words, within [`MAX_NOTE_BYTES`].
+    pub note: String,
 }
 
 /// The `ConfigAccepted` condition's target.
@@ -74,32 +106,49 @@ pub fn aggregate<'a>(reports: impl IntoIterator<Item = (&'a str, &'a FleetReport
         acked_version,
         served_version: served_version.map(str::to_owned),
     };
-    let rejections: Vec<&Rejection> =
-        reports.iter().filter_map(|(_, report)| report.rejection.as_ref()).collect();
+    let sum = |field: fn(&FleetReport) -> u32| {
+        reports.iter().map(|(_, report)| field(report)).fold(0, u32::saturating_add)
+    };
+    let sidecars = sum(|report| report.sidecars);
+    let mut rejections: Vec<&Rejection> = Vec::new();
+    let (mut rejecting, mut rejecting_sidecars) = (0u32, 0u32);
+    for (_, report) in &reports {
+        let (listed, proxies, of_sidecars) = report.standing_rejections();
+        rejections.extend(listed);
+        rejecting = rejecting.saturating_add(proxies);
+        rejecting_sidecars = rejecting_sidecars.saturating_add(of_sidecars);
+    }
+    rejections.sort_by(|a, b| a.listing_order(b));
+    let named = describe(&rejections, rejecting);
+    let rejected = (!rejections.is_empty()).then(|| RejectionNotice {
+        key: rejections
+            .iter()
+            .take(MAX_NAMED)
+            .map(|r| format!("{} {} {} {}", r.sidecar, r.node, r.type_url, r.version))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        note: cut_to_bytes(&named, MAX_NOTE_BYTES),
+    });
+    // Sidecars that reject the configuration are not waited for, and say so.
+    let expected = connected.saturating_sub(rejecting_sidecars);
+    let sidecar_note = match rejecting_sidecars {
+        0 => String::new(),
+        1 => format!("; 1 sidecar rejects it, which does not hold the fleet back: {named}"),
+        n => format!("; {n} sidecars reject it, which does not hold the fleet back: {named}"),
+    };
     let accepted = if connected == 0 {
         Acceptance::new(
             "Unknown",
             REASON_NO_PROXIES,
             "no proxy of the fleet is connected to the operator's xDS server".to_owned(),
         )
-    } else if let Some(first) =
-        rejections.iter().min_by(|a, b| (&a.node, &a.type_url).cmp(&(&b.node, &b.type_url)))
-    {
-        let others = match rejections.len() - 1 {
-            0 => String::new(),
-            1 => " (1 more proxy rejects its configuration)".to_owned(),
-            more => format!(" ({more} more proxies reject their configuration)"),
-        };
+    } else if rejections.first().is_some_and(|first| !first.sidecar) {
+        Acceptance::new("False", REASON_REJECTED, named)
+    } else if expected == 0 {
         Acceptance::new(
-            "False",
-            REASON_REJECTED,
-            format!(
-                "proxy {} rejected the {} of version {}{others}: {}",
-                first.node,
-                type_name(&first.type_url),
-                first.version,
-                first.message
-            ),
+            "Unknown",
+            REASON_SIDECARS_REJECTED,
+            format!("only sidecars are connected, and they reject the configuration: {named}"),
         )
     } else if served.len() > 1 {
         let versions: Vec<&str> = served.iter().map(|version| version.unwrap_or("none")).collect();
@@ -112,20 +161,16 @@ pub fn aggregate<'a>(reports: impl IntoIterator<Item = (&'a str, &'a FleetReport
             ),
         )
     } else if let Some(version) = served_version {
-        if up_to_date >= connected {
-            Acceptance::new(
-                "True",
-                REASON_ACCEPTED,
-                match connected {
-                    1 => format!("1 connected proxy applied version {version}"),
-                    all => format!("all {all} connected proxies applied version {version}"),
-                },
-            )
+        let serving = proxies(expected, sidecars.saturating_sub(rejecting_sidecars));
+        if up_to_date >= expected {
+            let reason = if rejecting_sidecars > 0 { REASON_SIDECARS_REJECTED } else { REASON_ACCEPTED };
+            let all = if expected == 1 { "" } else { "all " };
+            Acceptance::new("True", reason, format!("{all}{serving} applied version {version}{sidecar_note}"))
         } else {
             Acceptance::new(
                 "Unknown",
                 REASON_PENDING,
-                format!("{up_to_date} of {connected} connected proxies applied version {version}"),
+                format!("{up_to_date} of {serving} applied version {version}{sidecar_note}"),
             )
         }
     } else {
@@ -141,7 +186,57 @@ pub fn aggregate<'a>(reports: impl IntoIterator<Item = (&'a str, &'a FleetReport
             },
         )
     };
-    FleetObservation { xds, accepted }
+    FleetObservation { xds, accepted, rejected }
+}
+
+/// `count` connected proxies, saying how many are sidecars.
+fn proxies(count: u32, sidecars: u32) -> String {
+    let proxies =
+        if count == 1 { "1 connected proxy".to_owned() } else { format!("{count} connected proxies") };
+    match (count, sidecars) {
+        (_, 0) => proxies,
+        (1, _) => format!("{proxies} (a sidecar)"),
+        (_, 1) => format!("{proxies} (1 of them a sidecar)"),
+        (_, n) => format!("{proxies} ({n} of them sidecars)"),
+    }
+}
+
+/// The first [`MAX_NAMED`] of `rejections` (in listing order) with Envoy's words, and how
+/// many more of the `total` rejecting proxies there are.
+fn describe(rejections: &[&Rejection], total: u32) -> String {
+    let named: Vec<String> = rejections
+        .iter()
+        .take(MAX_NAMED)
+        .map(|rejection| {
+            format!(
+                "{} {} rejected the {} of version {}: {}",
+                if rejection.sidecar { "sidecar" } else { "proxy" },
+                rejection.node,
+                type_name(&rejection.type_url),
+                rejection.version,
+                bounded::truncate(&rejection.message, MAX_QUOTED_CHARS)
+            )
+        })
+        .collect();
+    let more = match total.saturating_sub(u32::try_from(named.len()).unwrap_or(u32::MAX)) {
+        0 => String::new(),
+        1 => " (1 more proxy rejects its configuration)".to_owned(),
+        more => format!(" ({more} more proxies reject their configuration)"),
+    };
+    format!("{}{more}", named.join("; "))
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary, saying it was cut.
+fn cut_to_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    const CUT: &str = "…(cut)";
+    let mut end = max - CUT.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{CUT}", &text[..end])
 }
 
 /// The message's name of a type URL: `envoy.config.cluster.v3.Cluster` for
@@ -195,7 +290,7 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
-    use crate::fleet::report::FleetReport;
+    use crate::fleet::report::{FleetReport, ProxyEntry};
 
     const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 
@@ -209,6 +304,31 @@ mod tests {
 
     fn rejecting(applied: &[Option<&str>], served: &str, node: &str, message: &str) -> FleetReport {
         FleetReport::new(applied, Some(served), Some(Rejection::new(node, CDS, served, message)))
+    }
+
+    const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    const LDS_BIND: &str = "cannot bind '0.0.0.0:8080': Address already in use";
+
+    fn entry(
+        node: &str,
+        sidecar: bool,
+        applied: Option<&'static str>,
+        nack: Option<&str>,
+    ) -> ProxyEntry<'static> {
+        let rejection = nack.map(|message| Rejection::new(node, LDS, "v2", message));
+        ProxyEntry { applied, sidecar, rejection }
+    }
+
+    fn sidecar(node: &str, applied: Option<&'static str>, nack: Option<&str>) -> ProxyEntry<'static> {
+        entry(node, true, applied, nack)
+    }
+
+    fn own(node: &str, applied: Option<&'static str>) -> ProxyEntry<'static> {
+        entry(node, false, applied, None)
+    }
+
+    fn with_proxies(proxies: Vec<ProxyEntry<'static>>, served: &str) -> FleetReport {
+        FleetReport::of(proxies, Some(served))
     }
 
     struct Case {
@@ -321,7 +441,7 @@ mod tests {
                 message: "proxy edge-7f-x rejected the envoy.config.cluster.v3.Cluster of version v2: cluster 'web': unknown field",
             },
             Case {
-                name: "NACKs on two replicas: the first node is named, the rest counted",
+                name: "NACKs on two replicas: each proxy named with its words",
                 reports: vec![
                     ("b", rejecting(&[Some("v1")], "v2", "pod-b", "second")),
                     ("a", rejecting(&[Some("v1")], "v2", "pod-a", "first")),
@@ -331,7 +451,69 @@ mod tests {
                 served: Some("v2"),
                 status: "False",
                 reason: REASON_REJECTED,
-                message: "proxy pod-a rejected the envoy.config.cluster.v3.Cluster of version v2 (1 more proxy rejects its configuration): first",
+                message: "proxy pod-a rejected the envoy.config.cluster.v3.Cluster of version v2: first; proxy pod-b rejected the envoy.config.cluster.v3.Cluster of version v2: second",
+            },
+            Case {
+                name: "a sidecar's NACK is named, and does not hold the fleet back",
+                reports: vec![
+                    ("a", fleet(&[Some("v2"), Some("v2")], Some("v2"))),
+                    ("b", with_proxies(vec![sidecar("app-1", Some("v1"), Some(LDS_BIND))], "v2")),
+                ],
+                connected: 3,
+                acked: None,
+                served: Some("v2"),
+                status: "True",
+                reason: REASON_SIDECARS_REJECTED,
+                message: "all 2 connected proxies applied version v2; 1 sidecar rejects it, which does not hold the fleet back: sidecar app-1 rejected the envoy.config.listener.v3.Listener of version v2: cannot bind '0.0.0.0:8080': Address already in use",
+            },
+            Case {
+                name: "sidecars are counted as what they are",
+                reports: vec![(
+                    "a",
+                    with_proxies(
+                        vec![
+                            sidecar("app-1", Some("v2"), None),
+                            sidecar("app-2", Some("v2"), None),
+                            own("edge-1", Some("v1")),
+                        ],
+                        "v2",
+                    ),
+                )],
+                connected: 3,
+                acked: None,
+                served: Some("v2"),
+                status: "Unknown",
+                reason: REASON_PENDING,
+                message: "2 of 3 connected proxies (2 of them sidecars) applied version v2",
+            },
+            Case {
+                name: "the fleet's own NACK turns it False, naming the sidecar's too",
+                reports: vec![
+                    (
+                        "a",
+                        with_proxies(
+                            vec![sidecar("app-1", Some("v1"), Some(LDS_BIND)), own("edge-1", Some("v1"))],
+                            "v2",
+                        ),
+                    ),
+                    ("b", rejecting(&[Some("v1")], "v2", "edge-2", "bad route")),
+                ],
+                connected: 3,
+                acked: Some("v1"),
+                served: Some("v2"),
+                status: "False",
+                reason: REASON_REJECTED,
+                message: "proxy edge-2 rejected the envoy.config.cluster.v3.Cluster of version v2: bad route; sidecar app-1 rejected the envoy.config.listener.v3.Listener of version v2: cannot bind '0.0.0.0:8080': Address already in use",
+            },
+            Case {
+                name: "only rejecting sidecars connected",
+                reports: vec![("a", with_proxies(vec![sidecar("app-1", None, Some(LDS_BIND))], "v2"))],
+                connected: 1,
+                acked: None,
+                served: Some("v2"),
+                status: "Unknown",
+                reason: REASON_SIDECARS_REJECTED,
+                message: "only sidecars are connected, and they reject the configuration: sidecar app-1 rejected the envoy.config.listener.v3.Listener of version v2: cannot bind '0.0.0.0:8080': Address already in use",
             },
         ];
         for case in cases {
@@ -349,6 +531,33 @@ mod tests {
                 case.name
             );
         }
+    }
+
+    /// However many proxies reject, however long Envoy's words: the message and the event's
+    /// note stay bounded, and the event's key names what the message names.
+    #[test]
+    fn rejections_are_told_within_bounds() {
+        let long = "é".repeat(5000);
+        let reports: Vec<(String, FleetReport)> = (0..50)
+            .map(|i| {
+                let proxies =
+                    (0..20).map(|j| entry(&format!("edge-{i}-{j}"), j % 2 == 0, Some("v1"), Some(&long)));
+                (format!("r{i}"), with_proxies(proxies.collect(), "v2"))
+            })
+            .collect();
+        let observed = aggregate(reports.iter().map(|(replica, report)| (replica.as_str(), report)));
+        let message = &observed.accepted.message;
+        assert_eq!(observed.accepted.status, "False");
+        assert!(message.len() < 4 * 1024, "{} bytes", message.len());
+        assert!(message.ends_with("(997 more proxies reject their configuration)"), "{message}");
+        assert_eq!(message.matches("rejected the").count(), MAX_NAMED);
+        let notice = observed.rejected.expect("a notice");
+        assert!(notice.note.len() <= MAX_NOTE_BYTES, "{}", notice.note.len());
+        assert_eq!(notice.key.lines().count(), MAX_NAMED);
+        assert!(notice.key.starts_with("false edge-0-1 "), "the fleet's own first: {}", notice.key);
+
+        let quiet = aggregate([("a", &fleet(&[Some("v1")], Some("v1")))]);
+        assert_eq!(quiet.rejected, None);
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub const PROXY_MEMORY_LIMIT: &str = "sidecar.example.com/proxy-memory-limit";
 /// Pod annotation `"true"`/`"false"`: inject as a native sidecar (init container with
 /// `restartPolicy: Always`) or as a regular container, overriding the operator's default.
 pub const NATIVE_SIDECAR: &str = "sidecar.example.com/native-sidecar";
+/// Prefix of Prometheus' conventional scrape annotations. A pod with none of its own gets
+/// those pointing at the sidecar's statistics ([`crate::children::envoy::scrape_annotations`]);
+/// a pod with any keeps its own, untouched.
+pub const SCRAPE_PREFIX: &str = "prometheus.io/";
 
 /// What a pod's annotations ask for. Absent fields fall back to the configuration.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::admission::parse;
 use crate::api::Envoy;
 use crate::bootstrap::XdsTarget;
+use crate::children::envoy::ca_config_map_name;
 use crate::manifest::parse_documents;
 use crate::rules::defaulted;
 
@@ -18,15 +19,30 @@ use crate::rules::defaulted;
 pub enum EnvoyXds {
     /// Its `spec.xds`: a user's xDS server.
     External(XdsTarget),
-    /// No `spec.xds`: the operator's control plane, whose CA the Envoy's bootstrap ConfigMap
-    /// `config_map` carries (where the operator runs the control plane).
-    ControlPlane { config_map: String },
+    /// No `spec.xds`: the operator's control plane (where the operator runs one). A sidecar
+    /// trusts the CA of the ConfigMap `ca_config_map`, and is served the fleet's `listeners`,
+    /// which it binds in its pod as the fleet's proxies do in theirs.
+    ControlPlane { ca_config_map: String, listeners: Vec<ListenerPort> },
+}
+
+/// A listener of a fleet: the port it binds in the pod, and the name of the Envoy's port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerPort {
+    pub name: String,
+    pub port: i32,
 }
 
 /// Finds where an `Envoy`'s proxies take their configuration from.
 pub trait EnvoyLookup {
     /// `None` when there is no Envoy `name` in `namespace`.
     fn xds_for(&self, namespace: &str, name: &str) -> Option<EnvoyXds>;
+
+    /// The one namespace whose Envoys this lookup sees, when it does not see every namespace
+    /// (an operator with `--watch-namespace`): elsewhere, `None` from
+    /// [`xds_for`](Self::xds_for) does not mean the Envoy does not exist.
+    fn only_namespace(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Where an Envoy's proxies take their configuration from after defaulting, exactly as its
@@ -36,7 +52,16 @@ pub fn xds_of(envoy: &Envoy) -> EnvoyXds {
     let spec = envoy.effective();
     match &spec.xds {
         Some(target) => EnvoyXds::External(target.clone()),
-        None => EnvoyXds::ControlPlane { config_map: spec.config_map_name.clone() },
+        None => EnvoyXds::ControlPlane {
+            ca_config_map: ca_config_map_name(envoy.metadata.name.as_deref().unwrap_or_default()),
+            // Exactly the ports the control plane's listeners bind (`xds::listener`).
+            listeners: spec
+                .ports
+                .iter()
+                .filter(|port| (1..=65535).contains(&port.listener_port()))
+                .map(|port| ListenerPort { name: port.name.clone(), port: port.listener_port() })
+                .collect(),
+        },
     }
 }
 
@@ -125,12 +150,32 @@ apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n";
         assert_eq!(catalog.len(), 2);
         let Some(EnvoyXds::External(edge)) = catalog.xds_for("default", "edge") else { panic!("spec.xds") };
         assert_eq!((edge.cluster_name.as_str(), edge.port), ("xds_cluster", 18000));
-        // Without spec.xds, the operator's control plane; the ConfigMap name defaulted.
+        // Without spec.xds, the operator's control plane: the CA's ConfigMap, named after the
+        // Envoy whatever its spec.configMapName, and the default port's listener.
         assert_eq!(
             catalog.xds_for("shop", "bare"),
-            Some(EnvoyXds::ControlPlane { config_map: "bare-bootstrap".to_owned() })
+            Some(EnvoyXds::ControlPlane {
+                ca_config_map: "bare-xds-ca".to_owned(),
+                listeners: vec![ListenerPort { name: "http".to_owned(), port: 8080 }],
+            })
         );
         assert_eq!(catalog.xds_for("shop", "edge"), None);
+    }
+
+    /// A sidecar binds what the fleet's listeners bind: each port's targetPort, else its port.
+    #[test]
+    fn the_listeners_are_on_the_target_ports() {
+        let text = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge}\n\
+spec: {configMapName: cfg, ports: [{name: http, port: 80, targetPort: 8080}, {name: admin-api, port: 9000}]}\n";
+        let mut catalog = EnvoyCatalog::default();
+        assert!(catalog.add_manifest("edge.yaml", text, "shop").is_empty());
+        let Some(EnvoyXds::ControlPlane { ca_config_map, listeners }) = catalog.xds_for("shop", "edge")
+        else {
+            panic!("served by the control plane");
+        };
+        assert_eq!(ca_config_map, "edge-xds-ca");
+        let ports: Vec<(&str, i32)> = listeners.iter().map(|l| (l.name.as_str(), l.port)).collect();
+        assert_eq!(ports, [("http", 8080), ("admin-api", 9000)]);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use serde_json::Value;
 use self::annotations::{ENVOY, Overrides, XDS};
 pub use self::config::{InjectConfig, ProxyResources};
 pub use self::decision::{Skip, SkipReason};
-pub use self::lookup::{EnvoyCatalog, EnvoyLookup, EnvoyXds, NoEnvoys};
+pub use self::lookup::{EnvoyCatalog, EnvoyLookup, EnvoyXds, ListenerPort, NoEnvoys};
 use self::pod::PodView;
 use self::sidecar::{
     CA_VOLUME, CONTAINER_NAME, FleetSidecar, PreparedSidecar, SidecarSpec, SidecarXds, TMP_VOLUME,
@@ -100,6 +100,11 @@ pub enum InjectError {
     )]
     UnknownEnvoy { namespace: String, name: String },
 
+    #[error(
+        "annotation {ENVOY}: namespace {namespace} is not watched by this operator (--watch-namespace {watched}), so it cannot serve Envoy {name:?} of {namespace}: run the pod in {watched}, name an xDS server with {XDS}, or remove the annotation"
+    )]
+    NamespaceNotWatched { namespace: String, name: String, watched: String },
+
     #[error("annotation {ENVOY}: the pod's namespace is unknown, so Envoy {name:?} cannot be looked up")]
     NamespaceUnknown { name: String },
 
@@ -112,11 +117,16 @@ pub enum InjectError {
         "the pod has {count} {what}, more than the {limit} the injector handles: opt it out with the label {opt_out}=false"
     )]
     TooLarge { what: &'static str, count: usize, limit: usize, opt_out: &'static str },
+
+    #[error(
+        "annotation {ENVOY}: the sidecar would bind port {port} for the listener {listener:?} of Envoy {envoy:?}, and container {container:?} of the pod declares containerPort {port}: give the Envoy's port a targetPort the pod does not use, or remove the annotation"
+    )]
+    ListenerPortTaken { envoy: String, listener: String, port: i32, container: String },
 }
 
 impl InjectError {
     /// Every [`metric_label`](Self::metric_label).
-    pub const METRIC_LABELS: [&str; 7] = [
+    pub const METRIC_LABELS: [&str; 9] = [
         "malformed",
         "invalid_annotation",
         "request_over_limit",
@@ -124,6 +134,8 @@ impl InjectError {
         "namespace_unknown",
         "container_name_taken",
         "too_large",
+        "listener_port_taken",
+        "namespace_not_watched",
     ];
 
     /// A short, fixed label for metrics.
@@ -136,6 +148,8 @@ impl InjectError {
             Self::NamespaceUnknown { .. } => "namespace_unknown",
             Self::ContainerNameTaken { .. } => "container_name_taken",
             Self::TooLarge { .. } => "too_large",
+            Self::ListenerPortTaken { .. } => "listener_port_taken",
+            Self::NamespaceNotWatched { .. } => "namespace_not_watched",
         }
     }
 }
@@ -291,23 +305,27 @@ struct Plan<'p> {
     sidecar: Arc<PreparedSidecar>,
     /// Whether the pod is given the fleet label, which it does not carry yet.
     adds_label: bool,
+    /// Whether the pod is given Prometheus' scrape annotations (it has none of its own).
+    adds_scrape: bool,
     summary: Box<Summary>,
 }
 
 impl Plan<'_> {
     fn patch(&self) -> Patch {
-        let status = &self.sidecar.status(self.adds_label).annotation;
+        let status = &self.sidecar.status(self.adds_label, self.adds_scrape).annotation;
         let label = match &self.sidecar.spec.xds {
             SidecarXds::Fleet(fleet) if self.adds_label => Some(fleet.envoy.as_str()),
             _ => None,
         };
-        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, self.summary.native, status, label)
+        let additions = patch::Additions { native: self.summary.native, label, scrape: self.adds_scrape };
+        patch::sidecar_patch(&self.view, &self.sidecar.sidecar, status, &additions)
     }
 
     fn json(&self) -> Vec<u8> {
-        let status = &self.sidecar.status(self.adds_label).literal;
+        let status = &self.sidecar.status(self.adds_label, self.adds_scrape).literal;
         let label = self.sidecar.label_literal().filter(|_| self.adds_label);
-        patch::sidecar_patch_json(&self.view, &self.sidecar.json, self.summary.native, status, label)
+        let additions = patch::Additions { native: self.summary.native, label, scrape: self.adds_scrape };
+        patch::sidecar_patch_json(&self.view, &self.sidecar.json, status, &additions)
     }
 }
 
@@ -333,12 +351,23 @@ fn plan<'p>(
         return Err(InjectError::ContainerNameTaken { name: CONTAINER_NAME.to_owned() });
     }
     let mut notes = annotations::warnings(view.annotations);
-    let (mut xds, xds_source) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
+    let (mut xds, xds_source, listeners) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
     let resources = match prepared {
         Some(prepared) if !overrides.has_resources() => prepared.resources.clone()?,
         _ => sidecar::resolve_resources(&config.resources, &overrides)?,
     };
     let native = native_sidecar(&view, &overrides, config, &mut notes);
+    if let (SidecarXds::Fleet(fleet), Some(taken)) = (&xds, listener_port_taken(&view, &listeners, native)) {
+        return Err(InjectError::ListenerPortTaken {
+            envoy: fleet.envoy.clone(),
+            listener: taken.listener,
+            port: taken.port,
+            container: crate::bounded::echo(&taken.container).into_owned(),
+        });
+    }
+    // Prometheus finds the proxy's statistics by the conventional annotations, unless the pod
+    // has its own: those say where the application's are, and are never overwritten.
+    let adds_scrape = !view.has_annotation_prefix(annotations::SCRAPE_PREFIX);
     let taken = view.volume_names();
     // The sidecar's own names (`envoy-tmp-…`, `envoy-xds-ca-…`) never clash with each other.
     let tmp_volume = free_volume_name(&taken, TMP_VOLUME, &mut notes);
@@ -367,9 +396,45 @@ fn plan<'p>(
         Some(prepared) => prepared.sidecar(spec),
         None => Arc::new(PreparedSidecar::new(spec)),
     };
-    let status = sidecar.status(adds_label).record.clone();
+    let status = sidecar.status(adds_label, adds_scrape).record.clone();
     let summary = Box::new(Summary { status, xds: target, xds_source, fleet, native, notes });
-    Ok(Planned::Patch(Box::new(Plan { view, sidecar, adds_label, summary })))
+    Ok(Planned::Patch(Box::new(Plan { view, sidecar, adds_label, adds_scrape, summary })))
+}
+
+/// A fleet's listener port that a container running alongside the sidecar declares.
+struct TakenPort {
+    listener: String,
+    port: i32,
+    container: String,
+}
+
+/// The first of the fleet's `listeners` whose port a container running while the sidecar does
+/// declares over TCP (what Envoy's listeners bind; a port declared for UDP or SCTP does not
+/// clash): the regular containers and native sidecars, and for a native sidecar (which starts
+/// first) the init containers too. A port the application binds without declaring it cannot
+/// be seen here.
+fn listener_port_taken(pod: &PodView<'_>, listeners: &[ListenerPort], native: bool) -> Option<TakenPort> {
+    if listeners.is_empty() {
+        return None;
+    }
+    let restartable = |c: &&Value| c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
+    let mut alongside = pod
+        .containers
+        .iter()
+        .chain(pod.init_containers.into_iter().flatten().filter(|c| native || restartable(c)));
+    alongside.find_map(|container| {
+        let ports = container.get("ports").and_then(Value::as_array)?;
+        ports.iter().find_map(|port| {
+            let tcp = port.get("protocol").and_then(Value::as_str).is_none_or(|protocol| protocol == "TCP");
+            let number = port.get("containerPort").and_then(Value::as_i64).filter(|_| tcp)?;
+            let listener = listeners.iter().find(|listener| i64::from(listener.port) == number)?;
+            Some(TakenPort {
+                listener: listener.name.clone(),
+                port: listener.port,
+                container: pod::name_of(container).unwrap_or("<unnamed>").to_owned(),
+            })
+        })
+    })
 }
 
 /// Whether the pod needs the fleet label to be served `envoy`'s configuration: not if it has
@@ -414,48 +479,57 @@ fn native_sidecar(
     asked
 }
 
-/// Where the sidecar takes its configuration from. The CA volume of a fleet sidecar is named
-/// by the caller, once the pod's volume names are known.
+/// Where the sidecar takes its configuration from, and the listener ports it is then served
+/// (a fleet's, none otherwise). The CA volume of a fleet sidecar is named by the caller, once
+/// the pod's volume names are known.
 fn resolve_xds(
     overrides: &Overrides,
     namespace: Option<&str>,
     config: &InjectConfig,
     envoys: &dyn EnvoyLookup,
     notes: &mut Vec<String>,
-) -> Result<(SidecarXds, XdsSource), InjectError> {
+) -> Result<(SidecarXds, XdsSource, Vec<ListenerPort>), InjectError> {
     if let Some(xds) = &overrides.xds {
         if let Some(name) = &overrides.envoy {
             notes.push(format!("annotation {XDS} takes precedence over {ENVOY}={name}"));
         }
-        return Ok((SidecarXds::External(xds.clone()), XdsSource::Annotation));
+        return Ok((SidecarXds::External(xds.clone()), XdsSource::Annotation, Vec::new()));
     }
     if let Some(name) = &overrides.envoy {
         let namespace = namespace.ok_or_else(|| InjectError::NamespaceUnknown { name: name.clone() })?;
-        let xds = envoys.xds_for(namespace, name).ok_or_else(|| InjectError::UnknownEnvoy {
-            namespace: namespace.to_owned(),
-            name: name.clone(),
+        let xds = envoys.xds_for(namespace, name).ok_or_else(|| match envoys.only_namespace() {
+            // An operator watching another namespace cannot know whether the Envoy exists.
+            Some(watched) if watched != namespace => InjectError::NamespaceNotWatched {
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+                watched: watched.to_owned(),
+            },
+            _ => InjectError::UnknownEnvoy { namespace: namespace.to_owned(), name: name.clone() },
         })?;
-        let xds = match (xds, &config.control_plane) {
-            (EnvoyXds::External(target), _) => SidecarXds::External(target),
-            (EnvoyXds::ControlPlane { config_map }, Some(control_plane)) => SidecarXds::Fleet(FleetSidecar {
-                control_plane: control_plane.clone(),
-                fleet: format!("{namespace}/{name}"),
-                envoy: name.clone(),
-                config_map,
-                ca_volume: CA_VOLUME.to_owned(),
-            }),
+        let (xds, listeners) = match (xds, &config.control_plane) {
+            (EnvoyXds::External(target), _) => (SidecarXds::External(target), Vec::new()),
+            (EnvoyXds::ControlPlane { ca_config_map, listeners }, Some(control_plane)) => {
+                let fleet = FleetSidecar {
+                    control_plane: control_plane.clone(),
+                    fleet: format!("{namespace}/{name}"),
+                    envoy: name.clone(),
+                    config_map: ca_config_map,
+                    ca_volume: CA_VOLUME.to_owned(),
+                };
+                (SidecarXds::Fleet(fleet), listeners)
+            }
             (EnvoyXds::ControlPlane { .. }, None) => {
                 notes.push(format!(
                     "Envoy {name} has no spec.xds and the operator serves sidecars no configuration: the sidecar starts with only its admin interface"
                 ));
-                SidecarXds::None
+                (SidecarXds::None, Vec::new())
             }
         };
-        return Ok((xds, XdsSource::Envoy(name.clone())));
+        return Ok((xds, XdsSource::Envoy(name.clone()), listeners));
     }
     match &config.default_xds {
-        Some(xds) => Ok((SidecarXds::External(xds.clone()), XdsSource::Default)),
-        None => Ok((SidecarXds::None, XdsSource::None)),
+        Some(xds) => Ok((SidecarXds::External(xds.clone()), XdsSource::Default, Vec::new())),
+        None => Ok((SidecarXds::None, XdsSource::None, Vec::new())),
     }
 }
 
@@ -497,6 +571,17 @@ mod tests {
             InjectError::NamespaceUnknown { name: String::new() },
             InjectError::ContainerNameTaken { name: String::new() },
             InjectError::TooLarge { what: "volumes", count: 2, limit: 1, opt_out: "x" },
+            InjectError::ListenerPortTaken {
+                envoy: String::new(),
+                listener: String::new(),
+                port: 8080,
+                container: String::new(),
+            },
+            InjectError::NamespaceNotWatched {
+                namespace: String::new(),
+                name: String::new(),
+                watched: String::new(),
+            },
         ];
         let labels: Vec<_> = errors.iter().map(InjectError::metric_label).collect();
         assert_eq!(labels, InjectError::METRIC_LABELS);

@@ -27,10 +27,17 @@ enum Piece {
     Container,
     ContainerList,
     Status,
-    /// `{STATUS: status}`, for a pod without annotations.
-    Annotations,
-    /// `{"annotations": {STATUS: status}}`, for a pod without metadata.
-    Metadata,
+    /// `{STATUS: status}`, for a pod without annotations; with the scrape annotations too
+    /// when `scrape`.
+    Annotations {
+        scrape: bool,
+    },
+    /// `{"annotations": {STATUS: status}}`, for a pod without metadata; likewise.
+    Metadata {
+        scrape: bool,
+    },
+    /// The value of the scrape annotation of this index in [`SCRAPE`].
+    Scrape(usize),
     /// The value of [`FLEET_LABEL`].
     FleetLabel,
     /// `{FLEET_LABEL: value}`, for a pod without labels.
@@ -63,8 +70,50 @@ const STATUS_ANNOTATION: Operation = op(
     "/metadata/annotations/sidecar.example.com~1status",
     Piece::Status,
 );
-const ANNOTATIONS: Operation = op(&["metadata", "annotations"], "/metadata/annotations", Piece::Annotations);
-const METADATA: Operation = op(&["metadata"], "/metadata", Piece::Metadata);
+const ANNOTATIONS: Operation =
+    op(&["metadata", "annotations"], "/metadata/annotations", Piece::Annotations { scrape: false });
+const METADATA: Operation = op(&["metadata"], "/metadata", Piece::Metadata { scrape: false });
+/// Prometheus' scrape annotations for the statistics the sidecar's readiness listener serves
+/// (a unit test holds them to [`crate::children::envoy::scrape_annotations`]): key and value,
+/// neither of which needs escaping in JSON.
+const SCRAPE: [(&str, &str); 3] = [
+    ("prometheus.io/path", "/stats/prometheus"),
+    ("prometheus.io/port", "9902"),
+    ("prometheus.io/scrape", "true"),
+];
+/// The `add` of each of [`SCRAPE`] to an existing annotations map.
+const SCRAPE_ANNOTATIONS: [Operation; 3] = [
+    op(
+        &["metadata", "annotations", SCRAPE[0].0],
+        "/metadata/annotations/prometheus.io~1path",
+        Piece::Scrape(0),
+    ),
+    op(
+        &["metadata", "annotations", SCRAPE[1].0],
+        "/metadata/annotations/prometheus.io~1port",
+        Piece::Scrape(1),
+    ),
+    op(
+        &["metadata", "annotations", SCRAPE[2].0],
+        "/metadata/annotations/prometheus.io~1scrape",
+        Piece::Scrape(2),
+    ),
+];
+/// [`SCRAPE`] as members of a JSON object, each after a comma.
+const SCRAPE_MEMBERS: &str =
+    r#","prometheus.io/path":"/stats/prometheus","prometheus.io/port":"9902","prometheus.io/scrape":"true""#;
+
+/// What a patch adds besides the sidecar's container and volumes and its status annotation.
+#[derive(Clone, Copy, Debug)]
+pub struct Additions<'a> {
+    /// The container is a native sidecar: the first init container.
+    pub native: bool,
+    /// The fleet label's value, for [`sidecar_patch`]; as a JSON string literal, for
+    /// [`sidecar_patch_json`].
+    pub label: Option<&'a str>,
+    /// Prometheus' scrape annotations ([`SCRAPE`]).
+    pub scrape: bool,
+}
 const FLEET_LABEL_VALUE: Operation = op(
     &["metadata", "labels", FLEET_LABEL],
     "/metadata/labels/envoy-operator.example.com~1fleet",
@@ -73,10 +122,11 @@ const FLEET_LABEL_VALUE: Operation = op(
 const LABELS: Operation = op(&["metadata", "labels"], "/metadata/labels", Piece::Labels);
 
 /// The `add` operations for `pod`: the sidecar's `volumes` volumes, the container (as a regular
-/// container, or as the first init container when `native`), the status annotation and, with
-/// `fleet_label`, the fleet label.
-fn operations(pod: &PodView<'_>, native: bool, volumes: usize, fleet_label: bool) -> Vec<Operation> {
-    let mut operations = Vec::with_capacity(volumes + 3);
+/// container, or as the first init container when `native`), the status annotation, with
+/// `scrape` the scrape annotations and, with a `label`, the fleet label.
+fn operations(pod: &PodView<'_>, volumes: usize, additions: &Additions<'_>) -> Vec<Operation> {
+    let Additions { native, scrape, .. } = *additions;
+    let mut operations = Vec::with_capacity(volumes + 6);
     match pod.volumes {
         Some(_) => operations.extend((0..volumes).map(|i| Operation { piece: Piece::Volume(i), ..VOLUME })),
         None => operations.push(VOLUME_LIST),
@@ -89,12 +139,16 @@ fn operations(pod: &PodView<'_>, native: bool, volumes: usize, fleet_label: bool
     };
     let status = match (pod.metadata, pod.annotations) {
         (_, Some(_)) => STATUS_ANNOTATION,
-        (Some(_), None) => ANNOTATIONS,
-        (None, None) => METADATA,
+        (Some(_), None) => Operation { piece: Piece::Annotations { scrape }, ..ANNOTATIONS },
+        (None, None) => Operation { piece: Piece::Metadata { scrape }, ..METADATA },
     };
     operations.extend([container, status]);
+    // Into the pod's own annotations; a map created above holds them already.
+    if scrape && pod.annotations.is_some() {
+        operations.extend(SCRAPE_ANNOTATIONS);
+    }
     // After the status annotation, which creates `metadata` where the pod has none.
-    if fleet_label {
+    if additions.label.is_some() {
         operations.push(match pod.labels {
             Some(_) => FLEET_LABEL_VALUE,
             None => LABELS,
@@ -103,18 +157,19 @@ fn operations(pod: &PodView<'_>, native: bool, volumes: usize, fleet_label: bool
     operations
 }
 
-/// Operations adding `sidecar`, the status annotation `status` and, when given, the fleet
-/// label's value to `pod`.
-pub fn sidecar_patch(
-    pod: &PodView<'_>,
-    sidecar: &Sidecar,
-    native: bool,
-    status: &str,
-    fleet_label: Option<&str>,
-) -> Patch {
+/// Operations adding `sidecar`, the status annotation `status` and the `additions` to `pod`.
+pub fn sidecar_patch(pod: &PodView<'_>, sidecar: &Sidecar, status: &str, additions: &Additions<'_>) -> Patch {
     let status = Value::String(status.to_owned());
-    let label = Value::String(fleet_label.unwrap_or_default().to_owned());
-    let ops = operations(pod, native, sidecar.volumes.len(), fleet_label.is_some()).into_iter().map(
+    let label = Value::String(additions.label.unwrap_or_default().to_owned());
+    let annotations = |scrape: bool| {
+        let mut map = Map::new();
+        map.insert(STATUS.to_owned(), status.clone());
+        if scrape {
+            map.extend(SCRAPE.iter().map(|(key, value)| ((*key).to_owned(), Value::from(*value))));
+        }
+        Value::Object(map)
+    };
+    let ops = operations(pod, sidecar.volumes.len(), additions).into_iter().map(
         |Operation { keys, piece, .. }| {
             let value = match piece {
                 Piece::Volume(i) => sidecar.volumes[i].clone(),
@@ -122,8 +177,9 @@ pub fn sidecar_patch(
                 Piece::Container => sidecar.container.clone(),
                 Piece::ContainerList => Value::Array(vec![sidecar.container.clone()]),
                 Piece::Status => status.clone(),
-                Piece::Annotations => object(STATUS, status.clone()),
-                Piece::Metadata => object("annotations", object(STATUS, status.clone())),
+                Piece::Annotations { scrape } => annotations(scrape),
+                Piece::Metadata { scrape } => object("annotations", annotations(scrape)),
+                Piece::Scrape(i) => Value::from(SCRAPE[i].1),
                 Piece::FleetLabel => label.clone(),
                 Piece::Labels => object(FLEET_LABEL, label.clone()),
             };
@@ -140,22 +196,21 @@ const FLEET_LABEL_MEMBER: &str = "{\"envoy-operator.example.com/fleet\":";
 
 /// The same operations as [`sidecar_patch`], as the JSON text of the patch, written from the
 /// sidecar's pre-serialized container and volumes, `status_literal` (the status annotation as
-/// a JSON string literal) and `label_literal` (the fleet label's value, likewise): only
-/// copies, nothing serialized per pod.
+/// a JSON string literal) and the additions (the fleet label's value as a literal, likewise):
+/// only copies, nothing serialized per pod.
 pub fn sidecar_patch_json(
     pod: &PodView<'_>,
     sidecar: &SidecarJson,
-    native: bool,
     status_literal: &str,
-    label_literal: Option<&str>,
+    additions: &Additions<'_>,
 ) -> Vec<u8> {
     let volumes_len: usize = sidecar.volumes.iter().map(|v| v.len() + 1).sum();
-    let label_len = label_literal.map_or(0, str::len);
+    let label_len = additions.label.map_or(0, str::len);
     let mut out =
-        Vec::with_capacity(sidecar.container.len() + volumes_len + status_literal.len() + label_len + 384);
+        Vec::with_capacity(sidecar.container.len() + volumes_len + status_literal.len() + label_len + 640);
     let status = status_literal.as_bytes();
-    let label = label_literal.unwrap_or_default().as_bytes();
-    let operations = operations(pod, native, sidecar.volumes.len(), label_literal.is_some());
+    let label = additions.label.unwrap_or_default().as_bytes();
+    let operations = operations(pod, sidecar.volumes.len(), additions);
     out.push(b'[');
     for (i, Operation { pointer, piece, .. }) in operations.into_iter().enumerate() {
         if i > 0 {
@@ -178,11 +233,16 @@ pub fn sidecar_patch_json(
             Piece::Container => out.extend_from_slice(sidecar.container.as_bytes()),
             Piece::ContainerList => wrap(&mut out, b"[", sidecar.container.as_bytes(), b"]"),
             Piece::Status => out.extend_from_slice(status),
-            Piece::Annotations => wrap(&mut out, STATUS_MEMBER.as_bytes(), status, b"}"),
-            Piece::Metadata => {
-                out.extend_from_slice(br#"{"annotations":"#);
-                wrap(&mut out, STATUS_MEMBER.as_bytes(), status, b"}}");
+            Piece::Annotations { scrape } => {
+                wrap(&mut out, STATUS_MEMBER.as_bytes(), status, scrape_members(scrape));
+                out.push(b'}');
             }
+            Piece::Metadata { scrape } => {
+                out.extend_from_slice(br#"{"annotations":"#);
+                wrap(&mut out, STATUS_MEMBER.as_bytes(), status, scrape_members(scrape));
+                out.extend_from_slice(b"}}");
+            }
+            Piece::Scrape(i) => wrap(&mut out, b"\"", SCRAPE[i].1.as_bytes(), b"\""),
             Piece::FleetLabel => out.extend_from_slice(label),
             Piece::Labels => wrap(&mut out, FLEET_LABEL_MEMBER.as_bytes(), label, b"}"),
         }
@@ -190,6 +250,10 @@ pub fn sidecar_patch_json(
     }
     out.push(b']');
     out
+}
+
+fn scrape_members(scrape: bool) -> &'static [u8] {
+    if scrape { SCRAPE_MEMBERS.as_bytes() } else { b"" }
 }
 
 fn wrap(out: &mut Vec<u8>, open: &[u8], inner: &[u8], close: &[u8]) {
@@ -239,7 +303,9 @@ mod tests {
             METADATA,
             FLEET_LABEL_VALUE,
             LABELS,
-        ];
+        ]
+        .into_iter()
+        .chain(SCRAPE_ANNOTATIONS);
         for operation in all {
             let pointer = PointerBuf::from_tokens(operation.keys.iter().copied());
             assert_eq!(operation.pointer, pointer.as_str());
@@ -251,6 +317,22 @@ mod tests {
         }
         assert_eq!(STATUS_MEMBER, format!("{{{}:", serde_json::to_string(STATUS).unwrap()));
         assert_eq!(FLEET_LABEL_MEMBER, format!("{{{}:", serde_json::to_string(FLEET_LABEL).unwrap()));
+        // The scrape annotations are the fleet's own, written as they are.
+        let fleet: Vec<(String, String)> = crate::children::envoy::scrape_annotations().into_iter().collect();
+        let ours: Vec<(String, String)> =
+            SCRAPE.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        assert_eq!(ours, fleet);
+        let members: String = SCRAPE
+            .iter()
+            .map(|(key, value)| {
+                format!(",{}:{}", serde_json::to_string(key).unwrap(), serde_json::to_string(value).unwrap())
+            })
+            .collect();
+        assert_eq!(SCRAPE_MEMBERS, members);
+        for ((key, value), operation) in SCRAPE.iter().zip(SCRAPE_ANNOTATIONS) {
+            assert_eq!(operation.keys, ["metadata", "annotations", *key]);
+            assert_eq!(serde_json::to_string(value).unwrap(), format!("\"{value}\""));
+        }
     }
 
     #[test]
@@ -267,7 +349,7 @@ mod tests {
                 control_plane: ControlPlane { host: "xds.ops.svc".to_owned(), port: 18000 },
                 fleet: "shop/edge".to_owned(),
                 envoy: "edge".to_owned(),
-                config_map: "edge-bootstrap".to_owned(),
+                config_map: "edge-xds-ca".to_owned(),
                 ca_volume: "envoy-xds-ca".to_owned(),
             }),
             ..spec.clone()
@@ -283,12 +365,12 @@ mod tests {
             let json = sidecar.to_json();
             for pod in &pods {
                 let view = PodView::new(pod).unwrap();
-                for native in [false, true] {
-                    let patch = sidecar_patch(&view, &sidecar, native, status, label);
+                for (native, scrape) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let patch = sidecar_patch(&view, &sidecar, status, &Additions { native, label, scrape });
                     let status_literal = serde_json::to_string(status).unwrap();
                     let label_literal = label.map(|label| serde_json::to_string(label).unwrap());
-                    let bytes =
-                        sidecar_patch_json(&view, &json, native, &status_literal, label_literal.as_deref());
+                    let additions = Additions { native, label: label_literal.as_deref(), scrape };
+                    let bytes = sidecar_patch_json(&view, &json, &status_literal, &additions);
                     let rendered: Value = serde_json::from_slice(&bytes).expect("valid JSON");
                     assert_eq!(rendered, serde_json::to_value(&patch).unwrap(), "{pod} native={native}");
                     let mut patched = pod.clone();
@@ -299,6 +381,12 @@ mod tests {
                         "{pod}"
                     );
                     assert_eq!(patched["metadata"]["labels"][FLEET_LABEL].as_str(), label, "{pod}");
+                    let annotations = patched["metadata"]["annotations"].as_object().unwrap();
+                    assert_eq!(annotations.get("a").is_some(), pod["metadata"]["annotations"].is_object());
+                    assert_eq!(
+                        annotations.get("prometheus.io/port").and_then(Value::as_str),
+                        scrape.then_some("9902")
+                    );
                 }
             }
         }

@@ -66,6 +66,11 @@ impl<'a> PodView<'a> {
         self.annotations.is_some_and(|annotations| annotations.get(key).is_some_and(|v| !v.is_null()))
     }
 
+    /// Whether some annotation's key starts with `prefix`.
+    pub fn has_annotation_prefix(&self, prefix: &str) -> bool {
+        self.annotations.is_some_and(|annotations| annotations.keys().any(|key| key.starts_with(prefix)))
+    }
+
     pub fn annotation(&self, key: &str) -> Option<&'a str> {
         self.annotations.and_then(|annotations| annotations.get(key)).and_then(Value::as_str)
     }
@@ -161,7 +166,8 @@ fn optional_array<'a>(value: Option<&'a Value>, field: &str) -> Result<Option<&'
 
 /// Reads a pod's JSON keeping only what injection looks at (see [`PodView`]): the names,
 /// labels, annotations and owners' `apiVersion` and `kind` of `metadata`; `hostNetwork` and
-/// `restartPolicy`; each container's `name`, `restartPolicy` and ports' `containerPort`; each
+/// `restartPolicy`; each container's `name`, `restartPolicy` and ports' `containerPort` and
+/// `protocol`; each
 /// volume's `name`. Everything else is
 /// skipped without being built, so reading costs little time and memory whatever else the pod
 /// holds, and [`super::inject`] on the result decides exactly as on the whole pod: the patch
@@ -203,7 +209,7 @@ enum Shape {
     Items(&'static Shape),
 }
 
-const PORT: Shape = Shape::Members(&[("containerPort", Shape::All)]);
+const PORT: Shape = Shape::Members(&[("containerPort", Shape::All), ("protocol", Shape::All)]);
 const CONTAINER: Shape =
     Shape::Members(&[("name", Shape::All), ("restartPolicy", Shape::All), ("ports", Shape::Items(&PORT))]);
 const VOLUME: Shape = Shape::Members(&[("name", Shape::All)]);
@@ -366,7 +372,7 @@ mod tests {
                     "annotations": {"sidecar.example.com/xds": "xds:1", "other": "x"},
                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job"}]},
                 "spec": {"hostNetwork": false, "restartPolicy": "Never",
-                    "containers": [{"name": "app", "ports": [{"containerPort": 80}]}],
+                    "containers": [{"name": "app", "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
                     "initContainers": [{"name": "setup", "restartPolicy": "Always"}],
                     "volumes": [{"name": "data"}],
                     "ephemeralContainers": null}

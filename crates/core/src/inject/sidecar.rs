@@ -60,7 +60,7 @@ impl From<Option<XdsTarget>> for SidecarXds {
 }
 
 /// A sidecar served by the operator's control plane the configuration of the Envoy `envoy` of
-/// the pod's namespace. The server trusts the CA that Envoy's bootstrap ConfigMap carries, and
+/// the pod's namespace. The sidecar trusts the CA that Envoy's CA ConfigMap carries; the server
 /// serves only pods labelled as the fleet's ([`crate::names::FLEET_LABEL`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetSidecar {
@@ -68,7 +68,9 @@ pub struct FleetSidecar {
     /// The fleet the node metadata names: `<namespace>/<envoy>`.
     pub fleet: String,
     pub envoy: String,
-    /// The Envoy's bootstrap ConfigMap, whose CA file ([`CA_SDS_KEY`]) the sidecar mounts.
+    /// The ConfigMap of the control plane's CA file ([`CA_SDS_KEY`]) the sidecar mounts: the
+    /// one named after the Envoy ([`crate::children::envoy::ca_config_map_name`]), which a
+    /// change of the Envoy's `spec.configMapName` leaves in place.
     pub config_map: String,
     /// The pod volume of that file.
     pub ca_volume: String,
@@ -109,10 +111,11 @@ pub struct PreparedSidecar {
     pub spec: SidecarSpec,
     pub sidecar: Sidecar,
     pub json: SidecarJson,
-    /// The record for a pod that keeps its labels as they are.
-    status: PreparedStatus,
-    /// The record for a pod the fleet label is added to: a fleet sidecar's only.
-    status_with_label: Option<PreparedStatus>,
+    /// The records for a pod that keeps its labels as they are: without, then with the scrape
+    /// annotations added.
+    status: [PreparedStatus; 2],
+    /// The records for a pod the fleet label is added to (likewise): a fleet sidecar's only.
+    status_with_label: Option<[PreparedStatus; 2]>,
     /// The fleet label's value (the Envoy's name) as a JSON string literal: a fleet
     /// sidecar's only.
     label_literal: Option<String>,
@@ -155,21 +158,28 @@ impl PreparedSidecar {
             init_containers,
             volumes,
             labels: Vec::new(),
+            annotations: Vec::new(),
         };
-        let status_with_label = fleet.map(|_| {
-            PreparedStatus::new(InjectionStatus { labels: vec![FLEET_LABEL.to_owned()], ..record.clone() })
-        });
+        let scrape_keys: Vec<String> = crate::children::envoy::scrape_annotations().into_keys().collect();
+        let both = |record: InjectionStatus| {
+            let scraped = InjectionStatus { annotations: scrape_keys.clone(), ..record.clone() };
+            [PreparedStatus::new(record), PreparedStatus::new(scraped)]
+        };
+        let status_with_label =
+            fleet.map(|_| both(InjectionStatus { labels: vec![FLEET_LABEL.to_owned()], ..record.clone() }));
         let label_literal = fleet.map(|fleet| json_string(&fleet.envoy));
-        Self { spec, sidecar, json, status: PreparedStatus::new(record), status_with_label, label_literal }
+        Self { spec, sidecar, json, status: both(record), status_with_label, label_literal }
     }
 
     /// The status annotation for a pod given this sidecar, and the fleet label too when
-    /// `adds_label` (which only a fleet sidecar does).
-    pub fn status(&self, adds_label: bool) -> &PreparedStatus {
-        match (&self.status_with_label, adds_label) {
+    /// `adds_label` (which only a fleet sidecar does), and the scrape annotations when
+    /// `adds_scrape`.
+    pub fn status(&self, adds_label: bool, adds_scrape: bool) -> &PreparedStatus {
+        let statuses = match (&self.status_with_label, adds_label) {
             (Some(with_label), true) => with_label,
             _ => &self.status,
-        }
+        };
+        &statuses[usize::from(adds_scrape)]
     }
 
     /// The fleet label's value as a JSON string literal, for a fleet sidecar.
@@ -255,6 +265,12 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
         env: Some(proxy::downward_env()),
         ports: Some(vec![proxy::readiness_port()]),
         readiness_probe: Some(proxy::readiness_probe()),
+        // A native sidecar holds the application back until it is configured, and is stopped
+        // only after the application has exited: nothing is left to drain by then. A regular
+        // one stops alongside the application, so it drains first (while the application
+        // finishes, its outbound calls still go through).
+        startup_probe: spec.native.then(proxy::startup_probe),
+        lifecycle: (!spec.native).then(|| proxy::drain_on_stop(proxy::SIDECAR_DRAIN_SECONDS)),
         resources: Some(requirements(&spec.resources)),
         security_context: Some(proxy::security_context()),
         volume_mounts: Some(volume_mounts),
@@ -382,11 +398,25 @@ mod tests {
     }
 
     #[test]
+    fn a_native_sidecar_holds_the_application_until_configured_and_a_regular_one_drains() {
+        let native = build(&SidecarSpec { native: true, ..spec() }).container;
+        assert_eq!(native["startupProbe"]["httpGet"], serde_json::json!({"path": "/ready", "port": 9902}));
+        assert!(native.get("lifecycle").is_none(), "stopped after the application: nothing to drain");
+        let regular = build(&spec()).container;
+        assert!(regular.get("startupProbe").is_none());
+        assert_eq!(
+            regular["lifecycle"]["preStop"]["exec"]["command"],
+            serde_json::json!(proxy::drain_command(proxy::SIDECAR_DRAIN_SECONDS))
+        );
+    }
+
+    #[test]
     fn hash_follows_the_template() {
         let base = build(&spec());
         assert_eq!(base, build(&spec()), "deterministic");
         let native = build(&SidecarSpec { native: true, ..spec() });
         assert_eq!(native.container["restartPolicy"], "Always");
+
         assert_ne!(base.hash, native.hash);
         let xds =
             XdsTarget { cluster_name: "xds_cluster".to_owned(), host: "xds.mesh".to_owned(), port: 18000 };

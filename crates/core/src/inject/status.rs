@@ -25,6 +25,10 @@ pub struct InjectionStatus {
     /// Envoy served by the operator's control plane).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    /// Keys of the annotations added besides this one (Prometheus' scrape annotations, for a
+    /// pod that had none of its own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<String>,
 }
 
 /// The current format version.
@@ -54,6 +58,7 @@ mod tests {
             init_containers: Vec::new(),
             volumes: vec!["envoy-tmp".to_owned()],
             labels: Vec::new(),
+            annotations: Vec::new(),
         };
         let text = status.to_annotation();
         assert_eq!(

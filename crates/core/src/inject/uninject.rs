@@ -1,5 +1,5 @@
-//! Removing a sidecar: exactly the containers, volumes and labels the status annotation
-//! records, and the annotation itself. Offline only (`inject --uninject`).
+//! Removing a sidecar: exactly the containers, volumes, labels and annotations the status
+//! annotation records, and the annotation itself. Offline only (`inject --uninject`).
 
 use serde_json::{Map, Value};
 
@@ -34,7 +34,8 @@ pub fn uninject(pod: &mut Value) -> Result<Uninjected, String> {
         remove_named(spec, "volumes", &status.volumes, true);
     }
     if let Some(metadata) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
-        remove_keys(metadata, "annotations", &[STATUS]);
+        let added = std::iter::once(STATUS).chain(status.annotations.iter().map(String::as_str));
+        remove_keys(metadata, "annotations", &added.collect::<Vec<_>>());
         remove_keys(metadata, "labels", &status.labels);
     }
     Ok(Uninjected::Removed(status))

@@ -253,15 +253,24 @@ fn validate_update(errors: &mut FieldErrors, warnings: &mut Warnings, new: &Envo
     }
     let (spec, old_spec) = (&new.spec, &old.spec);
     if old_spec.config_map_name.is_some() && spec.config_map_name != old_spec.config_map_name {
+        // Sidecars are not rolled: they mount the CA from a ConfigMap named after the Envoy.
         warnings.push(format!(
-            "spec.configMapName: changing from {:?} to {:?} moves the bootstrap to a new ConfigMap and rolls every proxy",
+            "spec.configMapName: changing from {:?} to {:?} moves the bootstrap to a new ConfigMap and rolls the fleet's pods; sidecars that name the Envoy are not rolled and keep the CA file they mount ({})",
             old_spec.config_map_name.as_deref().unwrap_or_default(),
-            spec.config_map_name.as_deref().unwrap_or_default()
+            spec.config_map_name.as_deref().unwrap_or_default(),
+            crate::children::envoy::ca_config_map_name(new.metadata.name.as_deref().unwrap_or_default())
         ));
     }
     if spec.xds != old_spec.xds {
         warnings
             .push("spec.xds: changing the xDS server rolls every proxy onto the new bootstrap".to_owned());
+    }
+    if old_spec.image.is_some() && spec.image != old_spec.image {
+        warnings.push(format!(
+            "spec.image: changing from {:?} to {:?} rolls every proxy of the fleet onto the new image",
+            old_spec.image.as_deref().unwrap_or_default(),
+            spec.image.as_deref().unwrap_or_default()
+        ));
     }
 }
 
@@ -366,7 +375,26 @@ mod tests {
         assert!(
             warnings[0].starts_with("spec.configMapName: changing from \"envoy-cfg-1\" to \"envoy-cfg-2\"")
         );
+        // Only the fleet's pods roll: sidecars are not, and keep the CA file they mount.
+        assert!(
+            warnings[0].ends_with(
+                "rolls the fleet's pods; sidecars that name the Envoy are not rolled and keep the CA file they mount (edge-envoy-xds-ca)"
+            ),
+            "{}",
+            warnings[0]
+        );
         assert!(warnings[1].starts_with("spec.xds: changing the xDS server rolls every proxy"));
+
+        let mut upgraded = old.clone();
+        upgraded.spec.image = Some("envoyproxy/envoy:v1.35.0".into());
+        let warnings = upgraded.validate(Some(&old)).unwrap();
+        assert_eq!(
+            warnings,
+            [format!(
+                "spec.image: changing from {DEFAULT_ENVOY_IMAGE:?} to \"envoyproxy/envoy:v1.35.0\" rolls every proxy of the fleet onto the new image"
+            )]
+        );
+        assert_eq!(old.validate(Some(&old)), Ok(vec![]), "an unchanged image is no roll");
     }
 
     #[test]

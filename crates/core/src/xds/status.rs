@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::attach::{CheckedRoute, attach};
 use super::listener;
-use crate::api::route::{EnvoyRouteStatus, ParentReference, RouteParentStatus};
+use crate::api::route::{EnvoyRouteStatus, ParentReference, RouteParentStatus, RouteSummary};
 use crate::api::{Envoy, EnvoyRoute};
 use crate::rules::Defaulted;
 
@@ -118,7 +118,8 @@ pub fn route_parents(
 /// spec that has an outcome, in the spec's order; entries of other controllers are kept as
 /// they are, entries for parentRefs no longer in the spec dropped. A condition's
 /// `lastTransitionTime` moves only when its status changes, so computing the status twice from
-/// the same outcomes gives the same status.
+/// the same outcomes gives the same status. `status.summary` says the same for `kubectl get`
+/// (see [`summary`]).
 pub fn route_status(
     route: &EnvoyRoute,
     outcomes: &[RouteStatus],
@@ -131,6 +132,7 @@ pub fn route_status(
     let mut parents: Vec<RouteParentStatus> =
         previous.iter().filter(|p| p.controller_name != controller_name).cloned().collect();
     let mut seen: Vec<&ParentReference> = Vec::new();
+    let mut accepted = 0;
     for parent_ref in &route.spec.parent_refs {
         if seen.contains(&parent_ref) {
             continue;
@@ -139,6 +141,7 @@ pub fn route_status(
         let Some(outcome) = outcomes.iter().find(|o| o.route == name && &o.parent_ref == parent_ref) else {
             continue;
         };
+        accepted += usize::from(outcome.accepted.status);
         let before = previous
             .iter()
             .find(|p| p.controller_name == controller_name && &p.parent_ref == parent_ref)
@@ -154,7 +157,25 @@ pub fn route_status(
         });
     }
     parents.truncate(MAX_PARENTS);
-    EnvoyRouteStatus { parents }
+    EnvoyRouteStatus { parents, summary: Some(summary(&route.spec.hostnames, &seen, accepted)) }
+}
+
+/// What `kubectl get envoyroute` prints: `accepted` of the distinct `parent_refs` accepted the
+/// route (`2/3`), the parentRefs (`edge,gateway/http`) and the hostnames (`*` for every host),
+/// each comma-separated as `kubectl get ingress` prints its hosts.
+pub fn summary(hostnames: &[String], parent_refs: &[&ParentReference], accepted: usize) -> RouteSummary {
+    let parents: Vec<String> = parent_refs
+        .iter()
+        .map(|parent| match &parent.section_name {
+            Some(listener) => format!("{}/{listener}", parent.name),
+            None => parent.name.clone(),
+        })
+        .collect();
+    RouteSummary {
+        accepted: format!("{accepted}/{}", parent_refs.len()),
+        parents: parents.join(","),
+        hostnames: if hostnames.is_empty() { "*".to_owned() } else { hostnames.join(",") },
+    }
 }
 
 fn condition(
@@ -257,7 +278,7 @@ mod tests {
             controller_name: "example.net/other".into(),
             conditions: Vec::new(),
         };
-        route.status = Some(EnvoyRouteStatus { parents: vec![theirs.clone()] });
+        route.status = Some(EnvoyRouteStatus { parents: vec![theirs.clone()], summary: None });
         let outcomes = route_parents(&route, &[envoy("edge")], &[web()]);
         let first = route_status(&route, &outcomes, CONTROLLER_NAME, &at(10));
         assert_eq!(first.parents.len(), 3);
@@ -269,6 +290,8 @@ mod tests {
         assert_eq!(edge.conditions[0].observed_generation, Some(3));
         assert_eq!(edge.conditions[1].type_, RESOLVED_REFS);
         assert_eq!(first.parents[2].conditions[0].reason, REASON_NO_MATCHING_PARENT);
+        let summary = first.summary.as_ref().expect("a summary");
+        assert_eq!(summary.accepted, "1/2", "accepted by edge, not by the missing Envoy gone");
 
         route.status = Some(first.clone());
         let again = route_status(&route, &outcomes, CONTROLLER_NAME, &at(20));
@@ -285,5 +308,33 @@ mod tests {
         assert_eq!(conditions[0].last_transition_time, at(10), "Accepted did not change");
         assert_eq!(conditions[1].last_transition_time, at(30), "ResolvedRefs did");
         assert_eq!(conditions[1].observed_generation, Some(4));
+        assert_eq!(changed.summary.map(|s| s.accepted).as_deref(), Some("1/1"));
+    }
+
+    /// `kubectl get er` prints the summary: every parent counted (a route accepted by one
+    /// Envoy and refused by another is not "True"), lists as text.
+    #[test]
+    fn the_summary_counts_every_parent_and_lists_as_text() {
+        let shop = route(json!({
+            "parentRefs": [{"name": "edge"}, {"name": "inner", "sectionName": "admin"}, {"name": "gone"}],
+            "hostnames": ["shop.example.com", "*.shop.example.com"]
+        }));
+        let outcomes = route_parents(&shop, &[envoy("edge"), envoy("inner")], &[]);
+        let status = route_status(&shop, &outcomes, CONTROLLER_NAME, &at(10));
+        assert_eq!(
+            status.summary,
+            Some(RouteSummary {
+                accepted: "1/3".into(),
+                parents: "edge,inner/admin,gone".into(),
+                hostnames: "shop.example.com,*.shop.example.com".into(),
+            }),
+            "edge accepts it; inner has no listener admin, and gone does not exist"
+        );
+
+        let every_host = route(json!({"parentRefs": [{"name": "edge"}]}));
+        let outcomes = route_parents(&every_host, &[envoy("edge")], &[]);
+        let summary =
+            route_status(&every_host, &outcomes, CONTROLLER_NAME, &at(10)).summary.expect("a summary");
+        assert_eq!((summary.accepted.as_str(), summary.hostnames.as_str()), ("1/1", "*"));
     }
 }
