@@ -176,6 +176,12 @@ impl ServicePort {
     pub fn listener_port(&self) -> i32 {
         self.target_port.unwrap_or(self.port)
     }
+
+    /// [`listener_port`](Self::listener_port) when a listener can bind it: a port out of range
+    /// (possible only for an Envoy the webhook never saw) has no listener.
+    pub fn bound_port(&self) -> Option<u16> {
+        u16::try_from(self.listener_port()).ok().filter(|port| *port != 0)
+    }
 }
 
 /// How the fleet's Service is exposed.

@@ -131,16 +131,10 @@ pub fn runs_to_completion(pod: &PodView<'_>) -> bool {
 
 /// The first container running alongside the sidecar that declares one of its ports.
 fn conflicting_port(pod: &PodView<'_>) -> Option<(String, i64)> {
-    pod.long_running_containers().find_map(|container| {
-        let ports = container.get("ports").and_then(Value::as_array)?;
-        ports.iter().find_map(|port| {
-            let number = port.get("containerPort").and_then(Value::as_i64)?;
-            [i64::from(ADMIN_PORT), i64::from(READINESS_PORT)].contains(&number).then(|| {
-                let name = container.get("name").and_then(Value::as_str).unwrap_or("<unnamed>");
-                (name.to_owned(), number)
-            })
-        })
-    })
+    let sidecar_ports = [i64::from(ADMIN_PORT), i64::from(READINESS_PORT)];
+    PodView::declared_ports(pod.containers_alongside(false))
+        .find(|declared| sidecar_ports.contains(&declared.port))
+        .map(|declared| (declared.container.to_owned(), declared.port))
 }
 
 #[cfg(test)]

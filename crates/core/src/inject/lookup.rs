@@ -58,8 +58,10 @@ pub fn xds_of(envoy: &Envoy) -> EnvoyXds {
             listeners: spec
                 .ports
                 .iter()
-                .filter(|port| (1..=65535).contains(&port.listener_port()))
-                .map(|port| ListenerPort { name: port.name.clone(), port: port.listener_port() })
+                .filter_map(|port| {
+                    let bound = port.bound_port()?;
+                    Some(ListenerPort { name: port.name.clone(), port: i32::from(bound) })
+                })
                 .collect(),
         },
     }

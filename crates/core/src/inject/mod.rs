@@ -410,31 +410,21 @@ struct TakenPort {
 
 /// The first of the fleet's `listeners` whose port a container running while the sidecar does
 /// declares over TCP (what Envoy's listeners bind; a port declared for UDP or SCTP does not
-/// clash): the regular containers and native sidecars, and for a native sidecar (which starts
-/// first) the init containers too. A port the application binds without declaring it cannot
-/// be seen here.
+/// clash). A port the application binds without declaring it cannot be seen here.
 fn listener_port_taken(pod: &PodView<'_>, listeners: &[ListenerPort], native: bool) -> Option<TakenPort> {
     if listeners.is_empty() {
         return None;
     }
-    let restartable = |c: &&Value| c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
-    let mut alongside = pod
-        .containers
-        .iter()
-        .chain(pod.init_containers.into_iter().flatten().filter(|c| native || restartable(c)));
-    alongside.find_map(|container| {
-        let ports = container.get("ports").and_then(Value::as_array)?;
-        ports.iter().find_map(|port| {
-            let tcp = port.get("protocol").and_then(Value::as_str).is_none_or(|protocol| protocol == "TCP");
-            let number = port.get("containerPort").and_then(Value::as_i64).filter(|_| tcp)?;
-            let listener = listeners.iter().find(|listener| i64::from(listener.port) == number)?;
+    PodView::declared_ports(pod.containers_alongside(native)).filter(|declared| declared.tcp).find_map(
+        |declared| {
+            let listener = listeners.iter().find(|listener| i64::from(listener.port) == declared.port)?;
             Some(TakenPort {
                 listener: listener.name.clone(),
                 port: listener.port,
-                container: pod::name_of(container).unwrap_or("<unnamed>").to_owned(),
+                container: declared.container.to_owned(),
             })
-        })
-    })
+        },
+    )
 }
 
 /// Whether the pod needs the fleet label to be served `envoy`'s configuration: not if it has

@@ -116,10 +116,28 @@ impl<'a> PodView<'a> {
             .chain(self.ephemeral_containers.into_iter().flatten())
     }
 
-    /// Containers that run alongside the application: regular ones and native sidecars.
-    pub fn long_running_containers(&self) -> impl Iterator<Item = &'a Value> + use<'a> {
-        let native = |c: &&Value| c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
-        self.containers.iter().chain(self.init_containers.into_iter().flatten().filter(native))
+    /// Containers that run while the sidecar does: regular ones and native sidecars, and for a
+    /// native sidecar (which starts first) every init container too.
+    pub fn containers_alongside(&self, native_sidecar: bool) -> impl Iterator<Item = &'a Value> + use<'a> {
+        let runs = move |c: &&Value| {
+            native_sidecar || c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+        };
+        self.containers.iter().chain(self.init_containers.into_iter().flatten().filter(runs))
+    }
+
+    /// The ports `containers` declare.
+    pub fn declared_ports(
+        containers: impl Iterator<Item = &'a Value>,
+    ) -> impl Iterator<Item = DeclaredPort<'a>> {
+        containers.flat_map(|container| {
+            let ports = container.get("ports").and_then(Value::as_array).into_iter().flatten();
+            ports.filter_map(move |port| {
+                let number = port.get("containerPort").and_then(Value::as_i64)?;
+                let tcp =
+                    port.get("protocol").and_then(Value::as_str).is_none_or(|protocol| protocol == "TCP");
+                Some(DeclaredPort { container: name_of(container).unwrap_or("<unnamed>"), port: number, tcp })
+            })
+        })
     }
 
     pub fn has_container(&self, name: &str) -> bool {
@@ -135,6 +153,14 @@ impl<'a> PodView<'a> {
     pub fn volume_names(&self) -> HashSet<&'a str> {
         self.volumes.into_iter().flatten().filter_map(name_of).collect()
     }
+}
+
+/// A `containerPort` a container declares.
+pub struct DeclaredPort<'a> {
+    pub container: &'a str,
+    pub port: i64,
+    /// Over TCP (the default), as Envoy's listeners bind.
+    pub tcp: bool,
 }
 
 pub fn name_of(item: &Value) -> Option<&str> {

@@ -51,7 +51,7 @@ pub fn listeners(envoy: &Defaulted<Envoy>) -> Vec<Listener> {
 /// The listener of one port: `0.0.0.0:<targetPort>`, named after the port, routed by the
 /// route configuration of the same name.
 pub fn listener(port: &ServicePort, access_log: bool) -> Option<Listener> {
-    let bound = u32::try_from(port.listener_port()).ok().filter(|p| (1..=65535).contains(p))?;
+    let bound = u32::from(port.bound_port()?);
     let manager = HttpConnectionManager {
         stat_prefix: port.name.clone(),
         route_specifier: RouteSpecifier::Rds(Rds {
