@@ -583,8 +583,8 @@ pub struct ConfigSource {
 }
 
 /// How long Envoy waits for its first listeners and clusters before it finishes initializing
-/// without them: forever. Envoy's default (15 s) turns a proxy that started while its xDS
-/// server was unreachable `LIVE` with no listener, so `/ready` (its readiness probe) said yes
+/// without them: forever. Envoy's default (15 s for clusters, then 15 s for listeners) turns a
+/// proxy that started while its xDS server was unreachable `LIVE` with no listener, so `/ready` (its readiness probe) said yes
 /// and the Service sent it traffic it refused. Unbounded, a proxy is ready only once configured.
 pub const INITIAL_FETCH_TIMEOUT: &str = "0s";
 
