@@ -3,8 +3,6 @@
 //! (defence in depth, and the offline command has no selectors) and add those a selector
 //! cannot express.
 
-use serde_json::Value;
-
 use super::annotations::{INJECT_LABEL, STATUS};
 use super::config::InjectConfig;
 use super::pod::PodView;
@@ -139,7 +137,7 @@ fn conflicting_port(pod: &PodView<'_>) -> Option<(String, i64)> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
