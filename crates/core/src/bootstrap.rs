@@ -17,6 +17,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
+use crate::identity;
 
 /// The xDS server a bootstrap points at: an Envoy's defaulted `spec.xds` (see
 /// [`crate::rules::envoy::EffectiveEnvoy`]), a pod annotation or the injector's default.
@@ -43,8 +44,14 @@ pub enum Xds<'a> {
     /// A user's xDS server (`spec.xds`, the `sidecar.example.com/xds` annotation, `--xds`).
     External(&'a XdsTarget),
     /// The operator's control plane, serving the fleet `fleet` (`<namespace>/<Envoy>`); the CA
-    /// is read from the SDS file at `ca_sds_path`.
-    Operator { control_plane: &'a ControlPlane, fleet: &'a str, ca_sds_path: &'a str },
+    /// is read from the SDS file at `ca_sds_path`, the proxy's client certificate (the fleet's
+    /// identity) from the one at `identity_sds_path`.
+    Operator {
+        control_plane: &'a ControlPlane,
+        fleet: &'a str,
+        ca_sds_path: &'a str,
+        identity_sds_path: &'a str,
+    },
 }
 
 /// Name of the static cluster of the operator's control plane.
@@ -75,8 +82,8 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
             clusters.push(Cluster::xds(&target.cluster_name, &target.host, target.port, None));
             (None, Some(ads("GRPC", &target.cluster_name)), None)
         }
-        Xds::Operator { control_plane, fleet, ca_sds_path } => {
-            let tls = TransportSocket::upstream_tls(&control_plane.host, ca_sds_path);
+        Xds::Operator { control_plane, fleet, ca_sds_path, identity_sds_path } => {
+            let tls = TransportSocket::upstream_tls(&control_plane.host, ca_sds_path, identity_sds_path);
             clusters.push(Cluster::xds(
                 OPERATOR_XDS_CLUSTER,
                 &control_plane.host,
@@ -111,15 +118,34 @@ pub const RE2_RUNTIME: [(&str, u64); 2] =
 pub fn ca_sds_file(ca_pem: &str, server_name: &str) -> String {
     let file = SdsFile {
         resources: vec![SdsSecret {
-            type_url: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
+            type_url: SDS_SECRET_TYPE,
             name: CA_SECRET_NAME,
-            validation_context: CertificateValidationContext {
+            validation_context: Some(CertificateValidationContext {
                 trusted_ca: DataSource { inline_string: ca_pem.to_owned() },
                 match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
                     san_type: san_type(server_name),
                     matcher: StringMatcher { exact: server_name.to_owned() },
                 }],
-            },
+            }),
+            tls_certificate: None,
+        }],
+    };
+    serde_saphyr::to_string(&file).unwrap_or_default()
+}
+
+/// The SDS file that gives Envoy its client certificate for the control plane (`cert_pem`, the
+/// chain, and `key_pem`): the fleet's identity. Inline, so the file itself changes on renewal
+/// and Envoy, watching its directory, reloads it without a restart.
+pub fn identity_sds_file(cert_pem: &str, key_pem: &str) -> String {
+    let file = SdsFile {
+        resources: vec![SdsSecret {
+            type_url: SDS_SECRET_TYPE,
+            name: identity::SDS_SECRET_NAME,
+            validation_context: None,
+            tls_certificate: Some(TlsCertificate {
+                certificate_chain: DataSource { inline_string: cert_pem.to_owned() },
+                private_key: DataSource { inline_string: key_pem.to_owned() },
+            }),
         }],
     };
     serde_saphyr::to_string(&file).unwrap_or_default()
@@ -392,10 +418,9 @@ pub struct TransportSocket {
 
 impl TransportSocket {
     /// TLS to `server_name` (SNI, and the name its certificate must carry), h2 by ALPN, the CA
-    /// from the SDS file at `ca_sds_path` (its directory watched).
-    fn upstream_tls(server_name: &str, ca_sds_path: &str) -> Self {
-        let directory =
-            ca_sds_path.rsplit_once('/').map_or(".", |(dir, _)| if dir.is_empty() { "/" } else { dir });
+    /// from the SDS file at `ca_sds_path` and the client certificate from the one at
+    /// `identity_sds_path` (their directories watched).
+    fn upstream_tls(server_name: &str, ca_sds_path: &str, identity_sds_path: &str) -> Self {
         Self {
             name: "envoy.transport_sockets.tls",
             typed_config: UpstreamTlsContext {
@@ -404,16 +429,11 @@ impl TransportSocket {
                 sni: (!is_ip_address(server_name)).then(|| server_name.to_owned()),
                 common_tls_context: CommonTlsContext {
                     alpn_protocols: vec!["h2".to_owned()],
-                    validation_context_sds_secret_config: SdsSecretConfig {
-                        name: CA_SECRET_NAME,
-                        sds_config: SdsConfigSource {
-                            path_config_source: PathConfigSource {
-                                path: ca_sds_path.to_owned(),
-                                watched_directory: WatchedDirectory { path: directory.to_owned() },
-                            },
-                            resource_api_version: "V3",
-                        },
-                    },
+                    tls_certificate_sds_secret_configs: vec![SdsSecretConfig::file(
+                        identity::SDS_SECRET_NAME,
+                        identity_sds_path,
+                    )],
+                    validation_context_sds_secret_config: SdsSecretConfig::file(CA_SECRET_NAME, ca_sds_path),
                 },
             },
         }
@@ -432,6 +452,7 @@ pub struct UpstreamTlsContext {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CommonTlsContext {
     pub alpn_protocols: Vec<String>,
+    pub tls_certificate_sds_secret_configs: Vec<SdsSecretConfig>,
     pub validation_context_sds_secret_config: SdsSecretConfig,
 }
 
@@ -439,6 +460,24 @@ pub struct CommonTlsContext {
 pub struct SdsSecretConfig {
     pub name: &'static str,
     pub sds_config: SdsConfigSource,
+}
+
+impl SdsSecretConfig {
+    /// The secret `name` from the SDS file at `path`, reloaded when its directory changes (a
+    /// mounted ConfigMap or Secret is updated by swapping the directory's `..data` link).
+    fn file(name: &'static str, path: &str) -> Self {
+        let directory = path.rsplit_once('/').map_or(".", |(dir, _)| if dir.is_empty() { "/" } else { dir });
+        Self {
+            name,
+            sds_config: SdsConfigSource {
+                path_config_source: PathConfigSource {
+                    path: path.to_owned(),
+                    watched_directory: WatchedDirectory { path: directory.to_owned() },
+                },
+                resource_api_version: "V3",
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -469,7 +508,18 @@ struct SdsSecret {
     #[serde(rename = "@type")]
     type_url: &'static str,
     name: &'static str,
-    validation_context: CertificateValidationContext,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    validation_context: Option<CertificateValidationContext>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_certificate: Option<TlsCertificate>,
+}
+
+const SDS_SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct TlsCertificate {
+    certificate_chain: DataSource,
+    private_key: DataSource,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -685,6 +735,7 @@ mod tests {
             control_plane: &control_plane,
             fleet: "shop/edge",
             ca_sds_path: "/etc/envoy/xds-ca.yaml",
+            identity_sds_path: "/etc/envoy-xds-identity/xds-identity.yaml",
         };
         let config = parsed(&bootstrap(xds));
         assert_eq!(config["node"]["metadata"][FLEET_METADATA_KEY], "shop/edge");
@@ -696,6 +747,18 @@ mod tests {
         let sds = &tls["common_tls_context"]["validation_context_sds_secret_config"];
         assert_eq!(sds["name"], CA_SECRET_NAME);
         assert_eq!(sds["sds_config"]["path_config_source"]["watched_directory"]["path"], "/etc/envoy");
+        // The client certificate: the fleet's identity, from its own watched directory.
+        let identity = &tls["common_tls_context"]["tls_certificate_sds_secret_configs"][0];
+        assert_eq!(identity["name"], identity::SDS_SECRET_NAME);
+        let source = &identity["sds_config"]["path_config_source"];
+        assert_eq!(source["path"], "/etc/envoy-xds-identity/xds-identity.yaml");
+        assert_eq!(source["watched_directory"]["path"], "/etc/envoy-xds-identity");
+        let file: Value = serde_saphyr::from_str(&identity_sds_file("CERT", "KEY")).unwrap();
+        let secret = &file["resources"][0];
+        assert_eq!(secret["name"], identity::SDS_SECRET_NAME);
+        assert_eq!(secret["tls_certificate"]["certificate_chain"]["inline_string"], "CERT");
+        assert_eq!(secret["tls_certificate"]["private_key"]["inline_string"], "KEY");
+        assert!(secret.get("validation_context").is_none());
         let file: Value = serde_saphyr::from_str(&ca_sds_file("PEM", "envoy-operator-xds.ops.svc")).unwrap();
         let secret = &file["resources"][0];
         assert_eq!(secret["name"], CA_SECRET_NAME);
@@ -721,6 +784,7 @@ mod tests {
                 control_plane: &control_plane,
                 fleet: "shop/edge",
                 ca_sds_path: "/etc/envoy/x",
+                identity_sds_path: "/etc/envoy-xds-identity/x",
             };
             let config = parsed(&bootstrap(xds));
             let sni = &cluster(&config, OPERATOR_XDS_CLUSTER)["transport_socket"]["typed_config"]["sni"];
@@ -731,8 +795,12 @@ mod tests {
     #[test]
     fn only_the_operators_proxies_get_the_raised_regex_limit() {
         let control_plane = ControlPlane { host: "envoy-operator-xds.ops.svc".into(), port: 18000 };
-        let operator =
-            Xds::Operator { control_plane: &control_plane, fleet: "shop/edge", ca_sds_path: "/etc/envoy/x" };
+        let operator = Xds::Operator {
+            control_plane: &control_plane,
+            fleet: "shop/edge",
+            ca_sds_path: "/etc/envoy/x",
+            identity_sds_path: "/etc/envoy-xds-identity/x",
+        };
         let config = parsed(&bootstrap(operator));
         assert_eq!(
             config["layered_runtime"],

@@ -14,6 +14,7 @@ pub mod check;
 pub mod children;
 pub mod crd;
 pub mod fleet;
+pub mod identity;
 pub mod inject;
 pub mod kube_version;
 pub mod manifest;

@@ -51,8 +51,8 @@ pub const VALIDATE_PATH: &str = "/validate";
 pub const INJECT_PATH: &str = "/inject";
 
 /// Pod label naming the Envoy whose configuration a pod's proxy takes: on a fleet's pods and on
-/// pods whose injected sidecar names an Envoy. The xDS server serves a connection only if its
-/// source address is such a pod of the fleet it asks for.
+/// pods whose injected sidecar names an Envoy. The fleets' status tells sidecars from the
+/// fleet's own proxies by these pods.
 pub const FLEET_LABEL: &str = "envoy-operator.example.com/fleet";
 
 /// The Service fleets reach the operator's xDS server through, and its port.
@@ -100,6 +100,14 @@ pub const DEFAULT_NGINX_IMAGE: &str = "nginx:1.27.3";
 pub const PROXY_CPU_REQUEST: &str = "100m";
 pub const PROXY_MEMORY_REQUEST: &str = "64Mi";
 pub const PROXY_MEMORY_LIMIT: &str = "256Mi";
+
+/// Annotation on every child naming the operator install that manages it
+/// ([`crate::children::install`]): an install leaves alone the children another one marked.
+pub const INSTALL_ANNOTATION: &str = "envoy-operator.example.com/install";
+/// Field manager of the one status condition an install writes about a parent whose children
+/// another install manages (`ManagedElsewhere`); every install shares it, so the install that
+/// manages the children never owns that condition and its own status writes leave it alone.
+pub const STANDBY_FIELD_MANAGER: &str = "envoy-operator-standby";
 
 #[cfg(test)]
 mod tests {

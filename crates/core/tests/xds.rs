@@ -19,7 +19,9 @@ use common::{TempDir, TempFile, tool};
 
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::bootstrap::ControlPlane;
+use envoy_operator_core::bootstrap::identity_sds_file;
 use envoy_operator_core::children::envoy::{BOOTSTRAP_KEY, CONFIG_DIR, ControlPlaneTrust, desired_children};
+use envoy_operator_core::identity;
 use envoy_operator_core::manifest::parse_documents;
 use envoy_operator_core::rules::{Defaulted, defaulted};
 use envoy_operator_core::xds::{Inputs, Translation, translate};
@@ -344,7 +346,15 @@ fn fleet_bootstrap_serving(envoy: &Defaulted<Envoy>, translation: &Translation) 
     for (file, text) in &data {
         std::fs::write(mount.0.join(file), text).expect("a mounted file");
     }
-    let text = data[BOOTSTRAP_KEY].replace(CONFIG_DIR, &mount.0.display().to_string());
+    // The identity Secret's mount, beside the ConfigMap's (validation needs the file, not a
+    // certificate that works).
+    let identity_dir = mount.0.join("identity");
+    std::fs::create_dir(&identity_dir).expect("the identity mount");
+    std::fs::write(identity_dir.join(identity::SDS_KEY), identity_sds_file("CERT", "KEY"))
+        .expect("the identity file");
+    let text = data[BOOTSTRAP_KEY]
+        .replace(identity::MOUNT_DIR, &identity_dir.display().to_string())
+        .replace(CONFIG_DIR, &mount.0.display().to_string());
     let mut bootstrap: Value = serde_saphyr::from_str(&text).expect("the bootstrap is YAML");
     let served = serde_json::to_value(translation.resources.to_static()).expect("resources serialize");
     for kind in ["listeners", "clusters"] {

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, PodSecurityContext,
-    PodSpec, PodTemplateSpec, SeccompProfile, Service, ServicePort as CoreServicePort, ServiceSpec, Volume,
-    VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, KeyToPath,
+    PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecretVolumeSource, Service,
+    ServicePort as CoreServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -17,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use super::labels;
 use crate::api::Envoy;
 use crate::bootstrap::{ControlPlane, Xds, bootstrap, ca_sds_file};
+use crate::identity;
 use crate::proxy::{self, PROXY_UID};
 use crate::rules::Defaulted;
 
@@ -36,6 +37,30 @@ pub const CA_CONFIG_MAP_SUFFIX: &str = "-xds-ca";
 /// that never takes the file from under running sidecars (which are not rolled).
 pub fn ca_config_map_name(envoy_name: &str) -> String {
     format!("{envoy_name}{CA_CONFIG_MAP_SUFFIX}")
+}
+
+/// Name of the fleet pods' volume of the identity Secret.
+pub const IDENTITY_VOLUME: &str = "xds-identity";
+/// Mode of the identity files in a fleet pod: the pod's group (the proxy's) may read them.
+const IDENTITY_FILE_MODE: i32 = 0o440;
+
+/// The volume of the identity Secret of the Envoy `envoy_name` (only its SDS file), with files
+/// of `mode`. The Secret is required: a pod that would start without its identity waits for it.
+pub fn identity_volume(volume_name: &str, envoy_name: &str, mode: i32) -> Volume {
+    Volume {
+        name: volume_name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(identity::secret_name(envoy_name)),
+            items: Some(vec![KeyToPath {
+                key: identity::SDS_KEY.to_owned(),
+                path: identity::SDS_KEY.to_owned(),
+                mode: None,
+            }]),
+            default_mode: Some(mode),
+            optional: Some(false),
+        }),
+        ..Default::default()
+    }
 }
 
 /// The operator's control plane as a fleet's bootstrap needs it.
@@ -92,12 +117,14 @@ pub fn desired_children(
     let config_map_name = spec.config_map_name.clone();
     let fleet_key = fleet_key(envoy);
     let ca_sds_path = format!("{CONFIG_DIR}/{CA_SDS_KEY}");
+    let identity_sds_path = identity::sds_path();
     let xds = match (&spec.xds, control_plane) {
         (Some(external), _) => Xds::External(external),
         (None, Some(trust)) => Xds::Operator {
             control_plane: &trust.control_plane,
             fleet: &fleet_key,
             ca_sds_path: &ca_sds_path,
+            identity_sds_path: &identity_sds_path,
         },
         (None, None) => Xds::None,
     };
@@ -142,7 +169,7 @@ pub fn desired_children(
                     }),
                     ..Default::default()
                 }),
-                spec: Some(pod_spec(envoy, &fleet, &config_map_name)),
+                spec: Some(pod_spec(envoy, &fleet, &config_map_name, matches!(xds, Xds::Operator { .. }))),
             },
             ..Default::default()
         }),
@@ -172,7 +199,9 @@ pub fn desired_children(
     EnvoyChildren { config_map, ca_config_map, deployment, service, config_hash }
 }
 
-fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> PodSpec {
+/// The fleet's pod. A proxy of the operator's control plane (`with_identity`) also mounts the
+/// fleet's identity Secret (its client certificate), readable by the proxy's group only.
+fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str, with_identity: bool) -> PodSpec {
     let spec = envoy.effective();
     let mut ports: Vec<ContainerPort> = spec
         .ports
@@ -206,16 +235,31 @@ fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> Pod
         lifecycle: Some(proxy::drain_on_stop(proxy::FLEET_DRAIN_SECONDS)),
         resources: Some(spec.resources.clone()),
         security_context: Some(proxy::security_context()),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "bootstrap".to_owned(),
-                mount_path: CONFIG_DIR.to_owned(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-            // Envoy's only scratch space: the root filesystem is read-only.
-            VolumeMount { name: "tmp".to_owned(), mount_path: "/tmp".to_owned(), ..Default::default() },
-        ]),
+        volume_mounts: Some(
+            [
+                Some(VolumeMount {
+                    name: "bootstrap".to_owned(),
+                    mount_path: CONFIG_DIR.to_owned(),
+                    read_only: Some(true),
+                    ..Default::default()
+                }),
+                with_identity.then(|| VolumeMount {
+                    name: IDENTITY_VOLUME.to_owned(),
+                    mount_path: identity::MOUNT_DIR.to_owned(),
+                    read_only: Some(true),
+                    ..Default::default()
+                }),
+                // Envoy's only scratch space: the root filesystem is read-only.
+                Some(VolumeMount {
+                    name: "tmp".to_owned(),
+                    mount_path: "/tmp".to_owned(),
+                    ..Default::default()
+                }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        ),
         ..Default::default()
     };
     PodSpec {
@@ -226,27 +270,37 @@ fn pod_spec(envoy: &Defaulted<Envoy>, fleet: &str, config_map_name: &str) -> Pod
             run_as_non_root: Some(true),
             run_as_user: Some(PROXY_UID),
             run_as_group: Some(PROXY_UID),
+            // The identity Secret's files belong to this group, so mode 0440 lets Envoy read its
+            // private key and nobody else.
+            fs_group: with_identity.then_some(PROXY_UID),
             seccomp_profile: Some(SeccompProfile {
                 type_: "RuntimeDefault".to_owned(),
                 ..Default::default()
             }),
             ..Default::default()
         }),
-        volumes: Some(vec![
-            Volume {
-                name: "bootstrap".to_owned(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: config_map_name.to_owned(),
+        volumes: Some(
+            [
+                Some(Volume {
+                    name: "bootstrap".to_owned(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: config_map_name.to_owned(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
-                ..Default::default()
-            },
-            Volume {
-                name: "tmp".to_owned(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Default::default()
-            },
-        ]),
+                with_identity
+                    .then(|| identity_volume(IDENTITY_VOLUME, &envoy.name_any(), IDENTITY_FILE_MODE)),
+                Some(Volume {
+                    name: "tmp".to_owned(),
+                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    ..Default::default()
+                }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        ),
         ..Default::default()
     }
 }
@@ -447,5 +501,34 @@ mod tests {
         assert!(same.config_map.data.unwrap().contains_key(CA_SDS_KEY));
         // Proxies of an xDS server of the user's own trust nothing of the operator's.
         assert_eq!(desired_children(&envoy("edge-envoy"), Some(&trust)).ca_config_map, None);
+    }
+
+    /// A fleet of the operator's control plane mounts its identity Secret where the bootstrap
+    /// reads the client certificate, readable by the proxy's group only; a fleet of the user's
+    /// own xDS server has no identity of the operator's.
+    #[test]
+    fn a_fleet_of_the_operators_control_plane_mounts_its_identity() {
+        let trust = ControlPlaneTrust {
+            control_plane: ControlPlane { host: "xds.ops.svc".into(), port: 18000 },
+            ca_pem: None,
+        };
+        let mut served = raw_envoy("edge");
+        served.spec.xds = None;
+        let pod =
+            json(&desired_children(&defaulted(served), Some(&trust)).deployment)["spec"]["template"]["spec"]
+                .clone();
+        let volume =
+            pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == IDENTITY_VOLUME).unwrap().clone();
+        assert_eq!(volume["secret"]["secretName"], "edge-xds-identity");
+        assert_eq!(volume["secret"]["defaultMode"], 0o440);
+        assert_eq!(pod["securityContext"]["fsGroup"], PROXY_UID);
+        let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+        assert!(mounts.iter().any(|m| m["name"] == IDENTITY_VOLUME && m["mountPath"] == identity::MOUNT_DIR));
+
+        let own =
+            json(&desired_children(&envoy("edge"), Some(&trust)).deployment)["spec"]["template"]["spec"]
+                .clone();
+        assert!(own["volumes"].as_array().unwrap().iter().all(|v| v["name"] != IDENTITY_VOLUME));
+        assert!(own["securityContext"].get("fsGroup").is_none());
     }
 }

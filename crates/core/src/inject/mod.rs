@@ -34,7 +34,8 @@ pub use self::decision::{Skip, SkipReason};
 pub use self::lookup::{EnvoyCatalog, EnvoyLookup, EnvoyXds, ListenerPort, NoEnvoys};
 use self::pod::PodView;
 use self::sidecar::{
-    CA_VOLUME, CONTAINER_NAME, FleetSidecar, PreparedSidecar, SidecarSpec, SidecarXds, TMP_VOLUME,
+    CA_VOLUME, CONTAINER_NAME, FleetSidecar, IDENTITY_VOLUME, PreparedSidecar, SidecarSpec, SidecarXds,
+    TMP_VOLUME,
 };
 pub use self::status::InjectionStatus;
 use crate::bootstrap::{OPERATOR_XDS_CLUSTER, XdsTarget};
@@ -374,6 +375,7 @@ fn plan<'p>(
     let mut adds_label = false;
     if let SidecarXds::Fleet(fleet) = &mut xds {
         fleet.ca_volume = free_volume_name(&taken, CA_VOLUME, &mut notes);
+        fleet.identity_volume = free_volume_name(&taken, IDENTITY_VOLUME, &mut notes);
         adds_label = needs_fleet_label(&view, &fleet.envoy)?;
     }
     let notes = crate::bounded::capped(notes, limits::MAX_NOTES, |n| format!("and {n} more notes"));
@@ -505,6 +507,7 @@ fn resolve_xds(
                     envoy: name.clone(),
                     config_map: ca_config_map,
                     ca_volume: CA_VOLUME.to_owned(),
+                    identity_volume: IDENTITY_VOLUME.to_owned(),
                 };
                 (SidecarXds::Fleet(fleet), listeners)
             }

@@ -351,6 +351,7 @@ mod tests {
                 envoy: "edge".to_owned(),
                 config_map: "edge-xds-ca".to_owned(),
                 ca_volume: "envoy-xds-ca".to_owned(),
+                identity_volume: "envoy-xds-identity".to_owned(),
             }),
             ..spec.clone()
         };

@@ -17,7 +17,8 @@ use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PR
 use super::config::ProxyResources;
 use super::status::{InjectionStatus, STATUS_VERSION};
 use crate::bootstrap::{ControlPlane, Xds, XdsTarget, bootstrap};
-use crate::children::envoy::{CA_SDS_KEY, CONFIG_DIR};
+use crate::children::envoy::{CA_SDS_KEY, CONFIG_DIR, identity_volume};
+use crate::identity;
 use crate::names::FLEET_LABEL;
 use crate::proxy;
 use crate::rules::quantity;
@@ -31,6 +32,12 @@ pub const TMP_VOLUME: &str = "envoy-tmp";
 const TMP_SIZE_LIMIT: &str = "16Mi";
 /// Preferred name of the volume of the control plane's CA; `envoy-xds-ca-2`… when taken.
 pub const CA_VOLUME: &str = "envoy-xds-ca";
+/// Preferred name of the volume of the fleet's identity; `envoy-xds-identity-2`… when taken.
+pub const IDENTITY_VOLUME: &str = "envoy-xds-identity";
+/// Mode of the identity file in an application's pod: the sidecar's user is not the pod's
+/// group (which the application decides), so the file is readable in the pod, whose containers
+/// share one trust already (network, and here the fleet's namespace).
+const IDENTITY_FILE_MODE: i32 = 0o444;
 
 /// Everything the sidecar depends on, resolved from configuration and pod annotations.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,8 +67,8 @@ impl From<Option<XdsTarget>> for SidecarXds {
 }
 
 /// A sidecar served by the operator's control plane the configuration of the Envoy `envoy` of
-/// the pod's namespace. The sidecar trusts the CA that Envoy's CA ConfigMap carries; the server
-/// serves only pods labelled as the fleet's ([`crate::names::FLEET_LABEL`]).
+/// the pod's namespace. The sidecar trusts the CA that Envoy's CA ConfigMap carries, and proves
+/// it is a proxy of that fleet with the client certificate of the fleet's identity Secret.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetSidecar {
     pub control_plane: ControlPlane,
@@ -74,6 +81,8 @@ pub struct FleetSidecar {
     pub config_map: String,
     /// The pod volume of that file.
     pub ca_volume: String,
+    /// The pod volume of the fleet's identity Secret ([`crate::identity::secret_name`]).
+    pub identity_volume: String,
 }
 
 /// The container and volumes to add, and the hash that identifies this exact template.
@@ -150,7 +159,9 @@ impl PreparedSidecar {
             SidecarXds::Fleet(fleet) => Some(fleet),
             SidecarXds::None | SidecarXds::External(_) => None,
         };
-        volumes.extend(fleet.map(|fleet| fleet.ca_volume.clone()));
+        volumes.extend(
+            fleet.into_iter().flat_map(|fleet| [fleet.ca_volume.clone(), fleet.identity_volume.clone()]),
+        );
         let record = InjectionStatus {
             version: STATUS_VERSION,
             hash: sidecar.hash.clone(),
@@ -196,6 +207,7 @@ fn json_string(text: &str) -> String {
 /// Builds the sidecar for `spec`. Deterministic: the same spec gives byte-identical JSON.
 pub fn build(spec: &SidecarSpec) -> Sidecar {
     let ca_sds_path = format!("{CONFIG_DIR}/{CA_SDS_KEY}");
+    let identity_sds_path = identity::sds_path();
     let bootstrap = bootstrap(match &spec.xds {
         SidecarXds::None => Xds::None,
         SidecarXds::External(target) => Xds::External(target),
@@ -203,6 +215,7 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
             control_plane: &fleet.control_plane,
             fleet: &fleet.fleet,
             ca_sds_path: &ca_sds_path,
+            identity_sds_path: &identity_sds_path,
         },
     });
     let mut volume_mounts = vec![VolumeMount {
@@ -241,6 +254,14 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
             }),
             ..Default::default()
         });
+        // The fleet's client certificate, also a whole watched directory (renewals).
+        volume_mounts.push(VolumeMount {
+            name: fleet.identity_volume.clone(),
+            mount_path: identity::MOUNT_DIR.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+        volumes.push(identity_volume(&fleet.identity_volume, &fleet.envoy, IDENTITY_FILE_MODE));
     }
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
@@ -425,16 +446,17 @@ mod tests {
     }
 
     #[test]
-    fn a_fleet_sidecar_mounts_the_ca_file_its_bootstrap_reads() {
+    fn a_fleet_sidecar_mounts_the_ca_and_identity_files_its_bootstrap_reads() {
         let fleet = FleetSidecar {
             control_plane: ControlPlane { host: "xds.ops.svc".to_owned(), port: 18000 },
             fleet: "shop/edge".to_owned(),
             envoy: "edge".to_owned(),
             config_map: "edge-bootstrap".to_owned(),
             ca_volume: "envoy-xds-ca-2".to_owned(),
+            identity_volume: "envoy-xds-identity".to_owned(),
         };
         let sidecar = build(&SidecarSpec { xds: SidecarXds::Fleet(fleet), ..spec() });
-        assert_eq!(sidecar.volumes.len(), 2);
+        assert_eq!(sidecar.volumes.len(), 3);
         let ca = &sidecar.volumes[1];
         assert_eq!(ca["name"], "envoy-xds-ca-2");
         assert_eq!(ca["configMap"]["name"], "edge-bootstrap");
@@ -449,6 +471,24 @@ mod tests {
             ["validation_context_sds_secret_config"]["sds_config"]["path_config_source"];
         assert_eq!(sds["path"], format!("{}/{CA_SDS_KEY}", mount["mountPath"].as_str().unwrap()));
         assert_eq!(config["node"]["metadata"][crate::bootstrap::FLEET_METADATA_KEY], "shop/edge");
+        // The fleet's identity: the Secret named after the Envoy, only its SDS file, mounted
+        // where the bootstrap reads the client certificate.
+        let identity = &sidecar.volumes[2];
+        assert_eq!(identity["name"], "envoy-xds-identity");
+        assert_eq!(identity["secret"]["secretName"], "edge-xds-identity");
+        assert_eq!(
+            identity["secret"]["items"],
+            serde_json::json!([{"key": identity::SDS_KEY, "path": identity::SDS_KEY}])
+        );
+        assert_eq!(identity["secret"]["optional"], false);
+        let mount = &sidecar.container["volumeMounts"][2];
+        assert_eq!(
+            (mount["name"].as_str(), mount["mountPath"].as_str()),
+            (Some("envoy-xds-identity"), Some(identity::MOUNT_DIR))
+        );
+        let client = &config["static_resources"]["clusters"][1]["transport_socket"]["typed_config"]["common_tls_context"]
+            ["tls_certificate_sds_secret_configs"][0]["sds_config"]["path_config_source"]["path"];
+        assert_eq!(client.as_str(), Some(identity::sds_path().as_str()));
         assert_ne!(sidecar.hash, build(&spec()).hash);
     }
 
