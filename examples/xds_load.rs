@@ -1,10 +1,11 @@
-//! Load on the xDS server: N delta ADS streams over M HTTP/2 connections (TLS by default),
-//! each behaving like an Envoy (wildcard CDS, EDS by name for the clusters received, then
+//! Load on the xDS server: N delta ADS streams, by default each on its own mutual-TLS
+//! connection with a client certificate of the identity CA as a fleet's proxy has (or over M
+//! shared HTTP/2 connections: `--connections`), each behaving like an Envoy (wildcard CDS, EDS by name for the clusters received, then
 //! wildcard LDS, RDS by name for the listeners received, ACKing every response). Then one
 //! route changes, several times, and the time until every stream ACKed it is measured.
 //!
 //! ```sh
-//! cargo run --release --example xds_load -- --streams 1000
+//! cargo run --release --example xds_load -- --streams 2000
 //! cargo run --release --example xds_load -- --streams 5000 --connections 50 --plaintext
 //! ```
 //!
@@ -29,6 +30,7 @@ use envoy_operator::xds_server::resource::type_url::{CLUSTER, ENDPOINT, LISTENER
 use envoy_operator::xds_server::{
     AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport, XdsResource, serve,
 };
+use envoy_operator_core::identity::FleetIdentity;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
@@ -38,7 +40,7 @@ use support::Percentiles;
 use support::resources::{eds_cluster, endpoints, http_listener, prefix_route, route_config};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 #[derive(Parser, Debug)]
 #[command(about = "Delta ADS load on the xDS server (server in a child process)")]
@@ -46,10 +48,11 @@ struct Args {
     /// Streams (simulated proxies).
     #[arg(long, default_value_t = 1000)]
     streams: usize,
-    /// HTTP/2 connections the streams share (default: one per 100 streams).
+    /// HTTP/2 connections the streams share (default: one per stream with TLS, as proxies
+    /// connect; one per 100 streams in plaintext).
     #[arg(long)]
     connections: Option<usize>,
-    /// Plaintext HTTP/2 instead of TLS.
+    /// Plaintext HTTP/2 instead of mutual TLS.
     #[arg(long)]
     plaintext: bool,
     /// Route changes to measure.
@@ -61,9 +64,13 @@ struct Args {
     /// Internal: run as the server.
     #[arg(long, hide = true)]
     serve: bool,
-    /// Internal (server): where to write the CA's PEM (TLS).
+    /// Internal (server): the directory to write the server's CA and a client certificate and
+    /// key into (TLS).
     #[arg(long, hide = true)]
     ca_out: Option<PathBuf>,
+    /// Internal (server): connections to allow (the default cap where fewer).
+    #[arg(long, hide = true)]
+    max_connections: Option<usize>,
 }
 
 const FLEET: &str = "load/fleet";
@@ -104,14 +111,22 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         AdsService::builder(cache.clone(), |_: &Node, _: Option<SocketAddr>| Ok(FleetKey::from(FLEET)))
             .build();
     let transport = match &args.ca_out {
-        Some(path) => {
+        Some(dir) => {
             let pki = support::certs::pki();
-            std::fs::write(path, &pki.ca_pem)?;
-            Transport::Tls(pki.resolver)
+            let client = pki
+                .identities
+                .issue(&FleetIdentity::new("load", "fleet"), time::OffsetDateTime::now_utc())
+                .map_err(|error| error.to_string())?;
+            std::fs::write(dir.join("ca.pem"), &pki.ca_pem)?;
+            std::fs::write(dir.join("client.pem"), &client.cert_pem)?;
+            std::fs::write(dir.join("client.key"), &client.key_pem)?;
+            pki.mutual_tls()
         }
         None => Transport::Plaintext,
     };
     let mut config = ServeConfig::new(transport);
+    eprintln!("the server's default connection cap here: {}", config.max_connections);
+    config.max_connections = config.max_connections.max(args.max_connections.unwrap_or(0));
     config.max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
@@ -148,9 +163,11 @@ impl ServerProcess {
     fn start(
         args: &Args,
         ca_out: Option<&PathBuf>,
+        connections: usize,
     ) -> Result<(ServerProcess, SocketAddr), Box<dyn std::error::Error>> {
         let mut command = Command::new(std::env::current_exe()?);
         command.args(["--serve", "--streams", &args.streams.to_string()]);
+        command.args(["--max-connections", &connections.to_string()]);
         if let Some(path) = ca_out {
             command.arg("--ca-out").arg(path);
         }
@@ -208,18 +225,20 @@ type Acks = mpsc::UnboundedSender<(String, Instant)>;
 
 async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let streams = args.streams.max(1);
-    let connections = args.connections.unwrap_or(streams.div_ceil(100)).clamp(1, streams);
+    let default_connections = if args.plaintext { streams.div_ceil(100) } else { streams };
+    let connections = args.connections.unwrap_or(default_connections).clamp(1, streams);
     let dir = tempfile::tempdir()?;
-    let ca_path = dir.path().join("ca.pem");
-    let (mut server, address) = ServerProcess::start(&args, (!args.plaintext).then_some(&ca_path))?;
-    let transport = if args.plaintext { "plaintext" } else { "TLS" };
+    let certs = dir.path().to_owned();
+    let (mut server, address) =
+        ServerProcess::start(&args, (!args.plaintext).then_some(&certs), connections)?;
+    let transport = if args.plaintext { "plaintext" } else { "mutual TLS" };
     println!(
         "server pid {} at {address}; {streams} streams over {connections} {transport} connections",
         server.child.id()
     );
 
     let initial = server.set(0)?;
-    let channels = connect(address, connections, (!args.plaintext).then_some(&ca_path)).await?;
+    let channels = connect(address, connections, (!args.plaintext).then_some(&certs)).await?;
     let (acks, mut acked) = mpsc::unbounded_channel();
     let started = Instant::now();
     let mut proxies = tokio::task::JoinSet::new();
@@ -274,12 +293,21 @@ fn print_memory(server: &ServerProcess, when: &str) {
 async fn connect(
     address: SocketAddr,
     connections: usize,
-    ca: Option<&PathBuf>,
+    certs: Option<&PathBuf>,
 ) -> Result<Vec<Channel>, Box<dyn std::error::Error>> {
-    let tls = match ca {
-        Some(path) => {
-            let pem = std::fs::read_to_string(path)?;
-            Some(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)).domain_name("localhost"))
+    let tls = match certs {
+        Some(dir) => {
+            let ca = std::fs::read_to_string(dir.join("ca.pem"))?;
+            let identity = Identity::from_pem(
+                std::fs::read_to_string(dir.join("client.pem"))?,
+                std::fs::read_to_string(dir.join("client.key"))?,
+            );
+            Some(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(ca))
+                    .identity(identity)
+                    .domain_name("localhost"),
+            )
         }
         None => None,
     };

@@ -2,6 +2,7 @@
 //! server, the controllers, the operations parts (certificates, leader election, metrics,
 //! health) and the command line.
 
+pub mod certs;
 pub mod cli;
 pub mod control_plane;
 pub mod controller;

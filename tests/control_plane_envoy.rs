@@ -14,13 +14,16 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::control_plane::authorize::FleetAuthorizer;
 use envoy_operator::control_plane::inputs::{Caches, Touched};
 use envoy_operator::control_plane::publish;
-use envoy_operator::xds_server::{AdsService, FleetKey, SnapshotCache, Tracker, Transport};
+use envoy_operator::xds_server::{AdsService, FleetKey, SnapshotCache, Tracker};
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::bootstrap::ControlPlane as Advertised;
+use envoy_operator_core::bootstrap::identity_sds_file;
 use envoy_operator_core::children::envoy::{ControlPlaneTrust, desired_children};
+use envoy_operator_core::identity::FleetIdentity;
 use envoy_operator_core::names::FLEET_LABEL;
 use envoy_operator_core::rules::defaulted;
 use futures::channel::mpsc;
@@ -30,10 +33,10 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use support::backend::Backend;
-use support::certs::{TestPki, pki};
+use support::certs::{TestPki, identity_file, pki};
 use support::control_plane::ControlPlane;
 use support::envoy::Envoy as EnvoyProcess;
-use support::fleet::runnable_bootstrap;
+use support::fleet::{renew_identity, runnable_bootstrap};
 use support::{CONVERGE, eventually};
 
 const NAMESPACE: &str = "shop";
@@ -145,11 +148,31 @@ fn listed(objects: &mut Objects) {
     done(&mut objects.pods);
 }
 
-/// The fleet's bootstrap ConfigMap as the reconciler writes it, runnable on loopback.
-fn fleet_bootstrap(envoy: &Value, trust: &ControlPlaneTrust, dir: &std::path::Path) -> Value {
+/// The fleet's bootstrap ConfigMap as the reconciler writes it, runnable on loopback, with the
+/// client certificate `pki`'s identity CA issues the fleet.
+fn fleet_bootstrap(envoy: &Value, trust: &ControlPlaneTrust, pki: &TestPki, dir: &std::path::Path) -> Value {
+    let (namespace, name) = fleet_name(envoy);
+    fleet_bootstrap_with(envoy, trust, &pki.identity_file(&namespace, &name), dir)
+}
+
+/// The same with the identity file `identity` (the SDS file of an identity Secret).
+fn fleet_bootstrap_with(
+    envoy: &Value,
+    trust: &ControlPlaneTrust,
+    identity: &str,
+    dir: &std::path::Path,
+) -> Value {
     let envoy = defaulted(serde_json::from_value::<Envoy>(envoy.clone()).expect("an Envoy"));
     let data = desired_children(&envoy, Some(trust)).config_map.data.expect("the ConfigMap has data");
-    runnable_bootstrap(&data, dir, POD, &envoy.effective().name)
+    runnable_bootstrap(&data, dir, POD, &envoy.effective().name, identity)
+}
+
+fn fleet_name(envoy: &Value) -> (String, String) {
+    let metadata = &envoy["metadata"];
+    (
+        metadata["namespace"].as_str().expect("a namespace").into(),
+        metadata["name"].as_str().expect("a name").into(),
+    )
 }
 
 /// The control plane over `caches` (the publisher, the ADS server with the operator's
@@ -158,19 +181,32 @@ struct Served {
     cache: SnapshotCache,
     tracker: Tracker,
     proxy: EnvoyProcess,
-    _plane: ControlPlane,
-    _files: tempfile::TempDir,
+    pki: TestPki,
+    plane: ControlPlane,
+    files: tempfile::TempDir,
 }
 
 impl Served {
     async fn start(caches: &Caches, touched: mpsc::UnboundedReceiver<Touched>, fleet: &Value) -> Served {
+        let (namespace, name) = fleet_name(fleet);
+        Self::start_with(caches, touched, fleet, |pki| pki.identity_file(&namespace, &name)).await
+    }
+
+    /// The same, the proxy holding the identity file `identity` makes.
+    async fn start_with(
+        caches: &Caches,
+        touched: mpsc::UnboundedReceiver<Touched>,
+        fleet: &Value,
+        identity: impl FnOnce(&TestPki) -> String,
+    ) -> Served {
         let pki = pki();
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
         let (cache, tracker, plane) = control_plane(caches, touched, &pki, any_port).await;
         let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-        let proxy =
-            EnvoyProcess::start(&fleet_bootstrap(fleet, &trust(&pki, &plane.address), files.path())).await;
-        Served { cache, tracker, proxy, _plane: plane, _files: files }
+        let bootstrap =
+            fleet_bootstrap_with(fleet, &trust(&pki, &plane.address), &identity(&pki), files.path());
+        let proxy = EnvoyProcess::start(&bootstrap).await;
+        Served { cache, tracker, proxy, pki, plane, files }
     }
 }
 
@@ -200,13 +236,9 @@ async fn control_plane(
         let _ = ready.send(());
     }));
     published.await.expect("the first publication");
-    let authorizer = FleetAuthorizer {
-        envoys: caches.envoys.clone(),
-        pods: caches.pods.clone(),
-        insecure_node_identity: false,
-    };
+    let authorizer = FleetAuthorizer { envoys: caches.envoys.clone(), insecure_node_identity: false };
     let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
-    let plane = ControlPlane::start(address, service, Transport::Tls(pki.resolver.clone())).await;
+    let plane = ControlPlane::start(address, service, pki.mutual_tls()).await;
     (cache, tracker, plane)
 }
 
@@ -296,8 +328,10 @@ async fn objects_applied_to_the_caches_reach_a_real_envoy_started_from_the_fleet
     .await;
 }
 
+/// A proxy with the certificate of another fleet (its key stolen, say) is refused the fleet its
+/// bootstrap names, with the message every refusal has: nothing says whether that fleet exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
+async fn a_proxy_with_another_fleets_certificate_gets_nothing() {
     if !support::envoy::available() {
         return;
     }
@@ -306,20 +340,18 @@ async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
     let listener_port = free_port();
     let fleet = envoy(listener_port);
     Objects::apply(&mut objects.envoys, fleet.clone());
-    // The proxy's address is a pod of another fleet.
-    let mut other = fleet_pod();
-    other["metadata"]["labels"][FLEET_LABEL] = json!("other");
-    Objects::apply(&mut objects.pods, other);
-    let served = Served::start(&caches, touched, &fleet).await;
+    let served =
+        Served::start_with(&caches, touched, &fleet, |pki| pki.identity_file(NAMESPACE, "other")).await;
     let (tracker, proxy) = (&served.tracker, &served.proxy);
 
-    // Envoy keeps retrying; each attempt is refused with PERMISSION_DENIED (7) and the reason
-    // (percent-encoded, as gRPC messages travel), and no listener ever appears.
+    // Envoy keeps retrying; each attempt is refused with PERMISSION_DENIED (7) (the message is
+    // percent-encoded, as gRPC messages travel), and no listener ever appears.
     eventually("Envoy told it is refused", CONVERGE, || async {
-        let log = proxy.log().replace("%20", " ");
-        let refused =
-            "gRPC config stream to envoy_operator_xds closed: 7, 127.0.0.1 is no pod of the fleet shop/edge";
-        if log.contains(refused) { Ok(()) } else { Err(log) }
+        let log = proxy.log().replace("%20", " ").replace("%22", "\"");
+        let refused = format!(
+            "gRPC config stream to envoy_operator_xds closed: 7, node \"{POD}\" is not served the fleet shop/edge"
+        );
+        if log.contains(&refused) { Ok(()) } else { Err(log) }
     })
     .await;
     let (_, listeners) = proxy.get(proxy.admin, "/listeners?format=json").await.expect("the admin answers");
@@ -327,11 +359,39 @@ async fn a_proxy_that_is_no_pod_of_the_fleet_gets_nothing() {
     assert!(tracker.fleet_status(&FleetKey::from(FLEET)).proxies.is_empty());
 }
 
-/// A new pod's proxy connects before the operator's pod cache has its address: it is told to
-/// retry (UNAVAILABLE, 14), not refused as an impostor, and is served as soon as the cache has
-/// the pod.
+/// A proxy whose certificate the identity CA did not issue never gets past the TLS handshake:
+/// no stream, nothing for the server to buffer or log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_proxy_whose_pod_is_not_cached_yet_is_served_once_it_is() {
+async fn a_proxy_with_a_certificate_of_another_ca_never_gets_a_stream() {
+    if !support::envoy::available() {
+        return;
+    }
+    let (caches, mut objects, touched) = caches();
+    listed(&mut objects);
+    let listener_port = free_port();
+    let fleet = envoy(listener_port);
+    Objects::apply(&mut objects.envoys, fleet.clone());
+    let stranger = IdentityCa::generate(time::OffsetDateTime::now_utc()).expect("another CA");
+    let served =
+        Served::start_with(&caches, touched, &fleet, |_| identity_file(&stranger, NAMESPACE, "edge")).await;
+    let (tracker, proxy) = (&served.tracker, &served.proxy);
+    eventually("Envoy's handshakes refused, again and again", CONVERGE, || async {
+        let (_, stats) =
+            proxy.get(proxy.admin, "/stats?filter=envoy_operator_xds.ssl.connection_error").await?;
+        let failures: u64 = stats.rsplit(':').next().and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+        if failures >= 2 { Ok(()) } else { Err(stats) }
+    })
+    .await;
+    let (_, listeners) = proxy.get(proxy.admin, "/listeners?format=json").await.expect("the admin answers");
+    assert!(!listeners.contains(&format!("{listener_port}")), "no listener was served: {listeners}");
+    assert!(tracker.fleet_status(&FleetKey::from(FLEET)).proxies.is_empty(), "no stream was opened");
+}
+
+/// A fleet's certificate is renewed, and later the identity CA rotated, under a running Envoy:
+/// the proxy picks the new certificate up from its watched directory without a restart, and
+/// its next connection, to a control plane that trusts only the new CA, is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_reaches_a_running_proxy_and_a_rotated_ca_serves_it() {
     if !support::envoy::available() {
         return;
     }
@@ -341,18 +401,49 @@ async fn a_proxy_whose_pod_is_not_cached_yet_is_served_once_it_is() {
     let fleet = envoy(listener_port);
     Objects::apply(&mut objects.envoys, fleet.clone());
     let served = Served::start(&caches, touched, &fleet).await;
-    let (tracker, proxy) = (&served.tracker, &served.proxy);
-    // Envoy retries (it logs an UNAVAILABLE close at debug only: a normal occurrence to it).
-    eventually("Envoy retrying", CONVERGE, || async {
-        let (_, stats) = proxy.get(proxy.admin, "/stats?filter=envoy_operator_xds.upstream_rq_total").await?;
-        let attempts: u64 = stats.rsplit(':').next().and_then(|n| n.trim().parse().ok()).unwrap_or(0);
-        if attempts >= 2 { Ok(()) } else { Err(stats) }
+    assert_eq!(served.proxy.listener_port("http").await, listener_port);
+
+    // The CA rotates: the server trusts the new CA beside the old one, and the Secret's file is
+    // replaced, as the kubelet does, with a certificate of the new CA.
+    let now = time::OffsetDateTime::now_utc();
+    let rotated = served.pki.identities.rotated(now).expect("a rotated CA");
+    served.pki.clients.trust(rotated.trust_bundle()).expect("trusting both CAs");
+    let renewed = rotated.issue(&FleetIdentity::new(NAMESPACE, "edge"), now).expect("a renewed certificate");
+    renew_identity(served.files.path(), &identity_sds_file(&renewed.cert_pem, &renewed.key_pem));
+    let serial = serial_of(&renewed.cert_pem);
+    eventually("the running proxy holding the renewed certificate", CONVERGE, || async {
+        let (_, certs) = served.proxy.get(served.proxy.admin, "/certs").await?;
+        if certs.to_lowercase().contains(&serial) { Ok(()) } else { Err(certs) }
     })
     .await;
-    assert!(tracker.fleet_status(&FleetKey::from(FLEET)).proxies.is_empty(), "not served yet");
-    // The pod reaches the cache: the next attempt is served.
-    Objects::apply(&mut objects.pods, fleet_pod());
-    assert_eq!(proxy.listener_port("http").await, listener_port);
+
+    // The old CA is dropped, and the proxy reconnects (the control plane restarts): served.
+    served.pki.clients.trust(rotated.certificate_pem()).expect("trusting the new CA only");
+    let address = served.plane.address;
+    served.plane.stop().await;
+    let tracker = Tracker::new();
+    let authorizer = FleetAuthorizer { envoys: caches.envoys.clone(), insecure_node_identity: false };
+    let service = AdsService::builder(served.cache.clone(), authorizer).tracker(tracker.clone()).build();
+    let _plane = ControlPlane::start(address, service, served.pki.mutual_tls()).await;
+    eventually("the proxy served again, with the new certificate", Duration::from_secs(60), || async {
+        let proxies = tracker.fleet_status(&FleetKey::from(FLEET)).proxies;
+        if proxies.is_empty() { Err("not connected yet".to_owned()) } else { Ok(()) }
+    })
+    .await;
+}
+
+/// The serial number of the certificate `pem`, in lowercase hex as Envoy's `/certs` shows it.
+fn serial_of(pem: &str) -> String {
+    let block =
+        x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()).next().expect("a PEM block").expect("PEM");
+    let certificate = block.parse_x509().expect("a certificate");
+    certificate
+        .raw_serial()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect::<String>()
+        .trim_start_matches('0')
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,7 +460,7 @@ async fn a_proxy_started_while_its_control_plane_is_away_is_ready_only_once_conf
     let plane_address = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
     let proxy =
-        EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust(&pki, &plane_address), files.path())).await;
+        EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust(&pki, &plane_address), &pki, files.path())).await;
 
     // Past Envoy's default initial-fetch timeout for clusters (15 s), after which it used to
     // give up waiting (then for listeners, another 15 s) and turn LIVE with no listener, taking
@@ -414,6 +505,6 @@ async fn a_control_plane_advertised_by_ip_address_is_trusted_by_its_ip_san() {
     let (_cache, _tracker, plane) = control_plane(&caches, touched, &pki, any_port).await;
     let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
     let trust = trust_as(&pki, "127.0.0.1", &plane.address);
-    let proxy = EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust, files.path())).await;
+    let proxy = EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust, &pki, files.path())).await;
     proxy.until_served_by(listener_port, "/a", &backend.name).await;
 }

@@ -1,107 +1,81 @@
-//! Which fleet an xDS connection belongs to, and whether to believe it. A proxy names its fleet
-//! in its node metadata (the bootstrap puts it there); by default the connection is served only
-//! if its source address is a pod of that fleet (the fleet's own, or one whose sidecar names
-//! that Envoy: both carry [`FLEET_LABEL`]), so a pod cannot read another fleet's configuration
-//! by claiming its name. `--xds-insecure-node-identity` believes the metadata as is: for an
-//! Envoy started by hand from a fleet's bootstrap, outside a cluster.
+//! Which fleet an xDS connection belongs to. A proxy proves its fleet with the client
+//! certificate the operator's identity CA issued that fleet (checked at the TLS handshake,
+//! [`crate::certs::client_auth`]); it is served that fleet and no other, and only while the
+//! Envoy exists. The fleet its node metadata names (the bootstrap puts it there) must agree.
 //!
-//! A new pod's first connections usually come before its address reaches the pod cache. An
-//! address no cached pod has is answered `UNAVAILABLE` (Envoy retries, and is served once the
-//! cache has the pod), counted as `unknown_source` and logged at debug: only an address that a
-//! known pod of another fleet (or namespace) has is `PERMISSION_DENIED`, a real mismatch.
+//! Source addresses are not checked any more, not even as a second factor: a pod's address is
+//! reused after the pod ends and reaches the pod cache only after the pod's first connections,
+//! so checking it refused new proxies for seconds and trusted finished pods, while a stolen key
+//! is as good from inside the fleet's namespace, where the certificate is mounted, as from
+//! anywhere else.
 //!
-//! Node ids and claims come from the client: messages quote them cut to a bound.
-
-use std::net::{IpAddr, SocketAddr};
+//! `--xds-insecure-node-identity` serves a connection without a client certificate the fleet
+//! its node metadata claims: for an Envoy started by hand, outside a cluster, in development.
+//!
+//! Every refusal says the same to the client, whether or not the fleet exists, so a client
+//! learns nothing about which Envoys there are; the reason is logged at debug, client strings
+//! cut to a bound.
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::bootstrap::FLEET_METADATA_KEY;
 use envoy_operator_core::bounded::echo;
 use envoy_operator_core::children::labels;
-use envoy_operator_core::names::FLEET_LABEL;
+use envoy_operator_core::identity::FleetIdentity;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value::Kind;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+use std::net::IpAddr;
 use tonic::Status;
+use tracing::debug;
 
 use super::report::ProxyRoles;
-use crate::xds_server::{Authorizer, FleetKey, ProxyStatus};
+use crate::xds_server::{Authorizer, FleetKey, Peer, ProxyStatus};
 
 /// The operator's authorizer, reading its caches (never the API).
 pub struct FleetAuthorizer {
     pub envoys: Store<Envoy>,
-    /// Pods carrying [`FLEET_LABEL`].
-    pub pods: Store<Pod>,
-    /// Believe the node's claim without checking its address.
+    /// Serve a connection without a client certificate the fleet its node claims.
     pub insecure_node_identity: bool,
 }
 
 impl Authorizer for FleetAuthorizer {
-    fn authorize(&self, node: &Node, peer: Option<SocketAddr>) -> Result<FleetKey, Status> {
-        let (namespace, name) = claimed_fleet(node)?;
-        if self.envoys.get(&ObjectRef::new(name).within(namespace)).is_none() {
-            return Err(Status::permission_denied(format!(
-                "node {:?} names the fleet {}/{}, and there is no such Envoy",
-                echo(&node.id),
-                echo(namespace),
-                echo(name)
-            )));
-        }
-        if !self.insecure_node_identity {
-            let ip = peer.map(|peer| peer.ip()).ok_or_else(|| {
-                Status::permission_denied("the connection's source address is unknown: it cannot be checked")
-            })?;
-            match self.source(ip, namespace, name) {
-                Source::OfTheFleet => {}
-                Source::Unknown => {
-                    return Err(Status::unavailable(format!(
-                        "{ip} is no pod the operator has seen yet (a new pod's address reaches it within \
-                         seconds): node {:?} of the fleet {namespace}/{name} is served once it has",
-                        echo(&node.id)
-                    )));
-                }
-                Source::Other => {
-                    return Err(Status::permission_denied(format!(
-                        "{ip} is no pod of the fleet {namespace}/{name} (nor one whose sidecar names it): \
-                         node {:?} is refused its configuration",
-                        echo(&node.id)
-                    )));
-                }
+    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status> {
+        let claimed = claimed_fleet(node);
+        let fleet = match (&peer.identity, claimed) {
+            (Some(proven), Some(claimed)) if *proven != claimed => {
+                return Err(refuse(
+                    node,
+                    &claimed,
+                    "its node names another fleet than its certificate",
+                    peer,
+                ));
             }
+            (Some(proven), _) => proven.clone(),
+            (None, Some(claimed)) if self.insecure_node_identity => claimed,
+            (None, Some(claimed)) => {
+                return Err(refuse(node, &claimed, "the connection carries no client certificate", peer));
+            }
+            (None, None) => {
+                return Err(Status::permission_denied(format!(
+                    "node {:?} names no fleet: its metadata has no {FLEET_METADATA_KEY} (use the bootstrap the operator generates)",
+                    echo(&node.id)
+                )));
+            }
+        };
+        if self.envoys.get(&ObjectRef::new(&fleet.name).within(&fleet.namespace)).is_none() {
+            return Err(refuse(node, &fleet, "there is no such Envoy", peer));
         }
-        Ok(FleetKey::from(format!("{namespace}/{name}")))
+        Ok(FleetKey::from(fleet.fleet_key()))
     }
 }
 
-/// What the pod cache knows of a connection's source address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
-    /// A pod of the claimed fleet has it.
-    OfTheFleet,
-    /// Only pods of other fleets or namespaces have it.
-    Other,
-    /// No cached pod has it: a pod too new for the cache, or no fleet pod at all.
-    Unknown,
-}
-
-impl FleetAuthorizer {
-    fn source(&self, ip: IpAddr, namespace: &str, name: &str) -> Source {
-        let mut source = Source::Unknown;
-        for pod in self.pods.state() {
-            if !pod_ips(&pod).any(|pod_ip| pod_ip == ip) {
-                continue;
-            }
-            if pod.namespace().as_deref() == Some(namespace)
-                && pod.labels().get(FLEET_LABEL).map(String::as_str) == Some(name)
-            {
-                return Source::OfTheFleet;
-            }
-            source = Source::Other;
-        }
-        source
-    }
+/// The one refusal a client sees, whatever the reason; the reason is logged at debug.
+fn refuse(node: &Node, fleet: &FleetIdentity, reason: &str, peer: &Peer) -> Status {
+    let (node_id, namespace, name) = (echo(&node.id), echo(&fleet.namespace), echo(&fleet.name));
+    debug!(node = %node_id, fleet = %format_args!("{namespace}/{name}"), address = ?peer.address, proven = ?peer.identity, reason, "refusing an xDS stream");
+    Status::permission_denied(format!("node {node_id:?} is not served the fleet {namespace}/{name}"))
 }
 
 /// Tells sidecars from the fleet's own proxies by the pod cache: a proxy's node id is its pod's
@@ -132,28 +106,14 @@ fn pod_ips(pod: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
     single.into_iter().chain(many).filter_map(|ip| ip.parse().ok())
 }
 
-/// The `<namespace>/<name>` a node's metadata names.
-fn claimed_fleet(node: &Node) -> Result<(&str, &str), Status> {
-    let claimed = node
-        .metadata
-        .as_ref()
-        .and_then(|metadata| metadata.fields.get(FLEET_METADATA_KEY))
-        .and_then(|value| match &value.kind {
-            Some(Kind::StringValue(fleet)) => Some(fleet.as_str()),
-            _ => None,
-        })
-        .ok_or_else(|| {
-            Status::permission_denied(format!(
-                "node {:?} names no fleet: its metadata has no {FLEET_METADATA_KEY} (use the bootstrap the operator generates)",
-                echo(&node.id)
-            ))
-        })?;
+/// The fleet a node's metadata names (`<namespace>/<name>`), if it names one.
+fn claimed_fleet(node: &Node) -> Option<FleetIdentity> {
+    let claimed = node.metadata.as_ref()?.fields.get(FLEET_METADATA_KEY)?;
+    let Some(Kind::StringValue(claimed)) = &claimed.kind else { return None };
     claimed
         .split_once('/')
         .filter(|(namespace, name)| !namespace.is_empty() && !name.is_empty() && !name.contains('/'))
-        .ok_or_else(|| {
-            Status::permission_denied(format!("{:?} is not a fleet (<namespace>/<Envoy>)", echo(claimed)))
-        })
+        .map(|(namespace, name)| FleetIdentity::new(namespace, name))
 }
 
 #[cfg(test)]
@@ -161,6 +121,10 @@ mod tests {
     use envoy_types::pb::google::protobuf::{Struct, Value};
     use kube::runtime::{reflector, watcher};
     use serde_json::json;
+
+    use std::net::SocketAddr;
+
+    use envoy_operator_core::names::FLEET_LABEL;
 
     use super::*;
 
@@ -189,13 +153,15 @@ mod tests {
     fn authorizer(insecure: bool) -> FleetAuthorizer {
         let envoys = store(vec![json!({"apiVersion": "example.com/v1", "kind": "Envoy",
             "metadata": {"name": "edge", "namespace": "shop"}, "spec": {}})]);
-        let pods = store(vec![
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "edge-1", "namespace": "shop",
-                "labels": {FLEET_LABEL: "edge"}}, "spec": {"containers": []}, "status": {"podIP": "10.1.0.7"}}),
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other-1", "namespace": "shop",
-                "labels": {FLEET_LABEL: "other"}}, "spec": {"containers": []}, "status": {"podIPs": [{"ip": "10.1.0.8"}]}}),
-        ]);
-        FleetAuthorizer { envoys, pods, insecure_node_identity: insecure }
+        FleetAuthorizer { envoys, insecure_node_identity: insecure }
+    }
+
+    fn proven(namespace: &str, name: &str) -> Peer {
+        Peer { address: peer("10.1.0.7"), identity: Some(FleetIdentity::new(namespace, name)) }
+    }
+
+    fn anonymous() -> Peer {
+        Peer { address: peer("10.1.0.7"), identity: None }
     }
 
     fn peer(ip: &str) -> Option<SocketAddr> {
@@ -203,35 +169,73 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_of_the_fleet_gets_its_configuration() {
-        let fleet = authorizer(false).authorize(&node(Some("shop/edge")), peer("10.1.0.7")).unwrap();
-        assert_eq!(fleet, FleetKey::from("shop/edge"));
-    }
-
-    #[test]
-    fn another_fleets_pod_is_refused() {
-        let refused = authorizer(false).authorize(&node(Some("shop/edge")), peer("10.1.0.8")).unwrap_err();
-        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
-        assert!(refused.message().contains("is no pod of the fleet shop/edge"), "{}", refused.message());
-    }
-
-    /// A new pod connects before its address reaches the cache: it is told to retry, not
-    /// refused as an impostor (and counted apart, see `super::super::metrics`).
-    #[test]
-    fn an_address_no_cached_pod_has_yet_is_told_to_retry() {
+    fn a_proxy_is_served_the_fleet_its_certificate_names() {
         let authorizer = authorizer(false);
-        let retry = authorizer.authorize(&node(Some("shop/edge")), peer("10.9.9.9")).unwrap_err();
-        assert_eq!(retry.code(), tonic::Code::Unavailable);
-        assert!(retry.message().contains("no pod the operator has seen yet"), "{}", retry.message());
-        // The same address once the pod is cached is served.
-        let (pods, mut writer) = reflector::store::<Pod>();
-        writer.apply_watcher_event(&watcher::Event::Apply(
-            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "edge-2",
-                "namespace": "shop", "labels": {FLEET_LABEL: "edge"}}, "status": {"podIP": "10.9.9.9"}}))
-            .unwrap(),
-        ));
-        let later = FleetAuthorizer { pods, ..authorizer };
-        assert!(later.authorize(&node(Some("shop/edge")), peer("10.9.9.9")).is_ok());
+        let served = authorizer.authorize(&node(Some("shop/edge")), &proven("shop", "edge")).unwrap();
+        assert_eq!(served, FleetKey::from("shop/edge"));
+        // Whatever address it comes from: the certificate is the identity.
+        let elsewhere = Peer { address: peer("192.0.2.1"), ..proven("shop", "edge") };
+        assert!(authorizer.authorize(&node(Some("shop/edge")), &elsewhere).is_ok());
+        // A node without a claim gets the fleet it proved.
+        assert_eq!(authorizer.authorize(&node(None), &proven("shop", "edge")).unwrap(), served);
+    }
+
+    #[test]
+    fn a_claim_of_another_fleet_is_refused_whatever_the_certificate() {
+        let authorizer = authorizer(true);
+        for (claim, identity) in
+            [("shop/edge", proven("shop", "other")), ("shop/other", proven("shop", "edge"))]
+        {
+            let refused = authorizer.authorize(&node(Some(claim)), &identity).unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{claim}");
+        }
+    }
+
+    #[test]
+    fn without_a_certificate_only_the_insecure_mode_believes_the_claim() {
+        let refused = authorizer(false).authorize(&node(Some("shop/edge")), &anonymous()).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            authorizer(true).authorize(&node(Some("shop/edge")), &anonymous()).unwrap(),
+            FleetKey::from("shop/edge")
+        );
+        let unnamed = authorizer(true).authorize(&node(Some("edge")), &anonymous()).unwrap_err();
+        assert!(unnamed.message().contains("names no fleet"), "{}", unnamed.message());
+    }
+
+    /// A client learns nothing of which Envoys exist: refusals read the same.
+    #[test]
+    fn every_refusal_reads_the_same_whether_or_not_the_envoy_exists() {
+        let message = |authorizer: &FleetAuthorizer, claim: &str, peer: &Peer| {
+            let refused = authorizer.authorize(&node(Some(claim)), peer).unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+            refused.message().replace(claim, "<fleet>")
+        };
+        let (secure, insecure) = (authorizer(false), authorizer(true));
+        let no_such_envoy = message(&insecure, "shop/gone", &anonymous());
+        assert_eq!(message(&secure, "shop/edge", &anonymous()), no_such_envoy);
+        assert_eq!(message(&secure, "shop/gone", &anonymous()), no_such_envoy);
+        assert_eq!(message(&secure, "shop/gone", &proven("shop", "gone")), no_such_envoy);
+        assert_eq!(
+            message(&secure, "shop/edge", &proven("shop", "gone")),
+            no_such_envoy,
+            "a claim against the certificate"
+        );
+        assert_eq!(no_such_envoy, "node \"edge-7d9f-abcde\" is not served the fleet <fleet>");
+    }
+
+    #[test]
+    fn client_strings_are_quoted_within_a_bound() {
+        let mut long = node(Some("shop/edge"));
+        long.id = "x".repeat(100_000);
+        let huge_claim = format!("shop/{}", "y".repeat(100_000));
+        for refused in [
+            authorizer(false).authorize(&long, &anonymous()).unwrap_err(),
+            authorizer(true).authorize(&node(Some(&huge_claim)), &anonymous()).unwrap_err(),
+            authorizer(false).authorize(&long, &proven("shop", "other")).unwrap_err(),
+        ] {
+            assert!(refused.message().len() < 1024, "{} bytes", refused.message().len());
+        }
     }
 
     /// A sidecar is a pod naming the Envoy, not one of the fleet's Deployment; told by the pod
@@ -261,42 +265,5 @@ mod tests {
         // counts as the fleet's own.
         assert!(!roles.is_sidecar(&fleet, &proxy("app-1", "10.1.0.7")));
         assert!(!roles.is_sidecar(&fleet, &proxy("gone", "10.1.0.9")));
-    }
-
-    #[test]
-    fn client_strings_are_quoted_within_a_bound() {
-        let mut long = node(Some("shop/edge"));
-        long.id = "x".repeat(100_000);
-        for refused in [
-            authorizer(false).authorize(&long, peer("10.1.0.8")).unwrap_err(),
-            authorizer(false).authorize(&long, peer("10.9.9.9")).unwrap_err(),
-            authorizer(false).authorize(&node(Some(&"y".repeat(100_000))), peer("10.1.0.7")).unwrap_err(),
-        ] {
-            assert!(refused.message().len() < 1024, "{} bytes", refused.message().len());
-        }
-    }
-
-    #[test]
-    fn the_claim_must_name_an_existing_envoy() {
-        let authorizer = authorizer(true);
-        assert!(
-            authorizer
-                .authorize(&node(None), peer("10.1.0.7"))
-                .unwrap_err()
-                .message()
-                .contains("names no fleet")
-        );
-        assert!(
-            authorizer
-                .authorize(&node(Some("shop/gone")), None)
-                .unwrap_err()
-                .message()
-                .contains("no such Envoy")
-        );
-        assert!(authorizer.authorize(&node(Some("edge")), None).is_err());
-        assert_eq!(
-            authorizer.authorize(&node(Some("shop/edge")), None).unwrap(),
-            FleetKey::from("shop/edge")
-        );
     }
 }

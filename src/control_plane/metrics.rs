@@ -17,15 +17,16 @@ pub fn type_label(type_url: &str) -> &'static str {
     }
 }
 
-/// The label of a refused stream's status. The authorizer answers `UNAVAILABLE` for one reason
-/// only, a source address no cached pod has yet (see [`super::authorize`]): it has its own label,
-/// so `permission_denied` counts only real mismatches and can be alerted on.
+/// The label of a refused stream's or request's status: the codes the server refuses with.
 fn code_label(code: tonic::Code) -> &'static str {
     match code {
         tonic::Code::PermissionDenied => "permission_denied",
-        tonic::Code::Unavailable => "unknown_source",
         tonic::Code::InvalidArgument => "invalid_argument",
         tonic::Code::ResourceExhausted => "resource_exhausted",
+        tonic::Code::DeadlineExceeded => "deadline_exceeded",
+        tonic::Code::OutOfRange => "out_of_range",
+        tonic::Code::Internal => "internal",
+        tonic::Code::Unavailable => "unavailable",
         _ => "other",
     }
 }
@@ -40,6 +41,10 @@ impl XdsMetrics for Metrics {
     }
 
     fn stream_refused(&self, code: tonic::Code) {
+        self.xds_refused(code_label(code));
+    }
+
+    fn request_refused(&self, _fleet: &FleetKey, code: tonic::Code) {
         self.xds_refused(code_label(code));
     }
 
@@ -77,8 +82,9 @@ mod tests {
         );
         metrics.response_nacked(&fleet, "type.googleapis.com/envoy.config.listener.v3.Listener");
         metrics.stream_refused(tonic::Code::PermissionDenied);
-        metrics.stream_refused(tonic::Code::Unavailable);
-        metrics.stream_refused(tonic::Code::Unavailable);
+        metrics.stream_refused(tonic::Code::DeadlineExceeded);
+        metrics.request_refused(&fleet, tonic::Code::ResourceExhausted);
+        metrics.request_refused(&fleet, tonic::Code::ResourceExhausted);
         let text = metrics.encode();
         for expected in [
             "envoy_operator_xds_connected_proxies 1",
@@ -86,7 +92,8 @@ mod tests {
             "envoy_operator_xds_push_duration_seconds_count{type=\"route\"} 1",
             "envoy_operator_xds_nacks_total{type=\"listener\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"permission_denied\"} 1",
-            "envoy_operator_xds_streams_refused_total{code=\"unknown_source\"} 2",
+            "envoy_operator_xds_streams_refused_total{code=\"deadline_exceeded\"} 1",
+            "envoy_operator_xds_streams_refused_total{code=\"resource_exhausted\"} 2",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }

@@ -15,6 +15,7 @@ use super::authorize::{FleetAuthorizer, PodRoles};
 use super::inputs::{self, Caches};
 use super::publish;
 use super::report::{self, ReportConfig};
+use crate::certs::client_auth::ClientTrust;
 use crate::ops::health::{Health, Readiness};
 use crate::ops::metrics::Metrics;
 use crate::xds_server::{
@@ -28,8 +29,8 @@ pub struct XdsConfig {
     pub listen: SocketAddr,
     /// Where fleets reach it (written into their bootstraps).
     pub advertise: ControlPlane,
-    /// Serve a connection the fleet its node metadata names, without checking that it comes
-    /// from a pod of that fleet: for Envoys started by hand, outside a cluster.
+    /// Serve a connection without a client certificate the fleet its node metadata names: for
+    /// Envoys started by hand, outside a cluster, in development.
     pub insecure_node_identity: bool,
 }
 
@@ -61,7 +62,6 @@ impl ControlPlaneServer {
         let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
         let authorizer = FleetAuthorizer {
             envoys: caches.envoys.clone(),
-            pods: caches.pods.clone(),
             insecure_node_identity: config.insecure_node_identity,
         };
         let service = AdsService::builder(cache.clone(), authorizer)
@@ -90,6 +90,7 @@ impl ControlPlaneServer {
         client: Client,
         report: ReportConfig,
         certificate: Arc<dyn ResolvesServerCert>,
+        clients: Arc<ClientTrust>,
         stop: CancellationToken,
     ) -> Result<(), ServeError> {
         if let Ok(address) = self.local_addr() {
@@ -104,20 +105,22 @@ impl ControlPlaneServer {
             roles,
             stop.clone().cancelled_owned(),
         );
-        let (served, ()) = tokio::join!(self.serve(certificate, stop.cancelled_owned()), reporting);
+        let (served, ()) = tokio::join!(self.serve(certificate, clients, stop.cancelled_owned()), reporting);
         served
     }
 
-    /// Serves until `shutdown`; the caches and the publisher run as long.
+    /// Serves until `shutdown`, to clients with a certificate `clients` accepts; the caches and
+    /// the publisher run as long.
     pub async fn serve(
         self,
         certificate: Arc<dyn ResolvesServerCert>,
+        clients: Arc<ClientTrust>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServeError> {
         let server = xds_server::serve(
             self.listener,
             self.service,
-            ServeConfig::new(Transport::Tls(certificate)),
+            ServeConfig::new(Transport::MutualTls { certificate, clients }),
             shutdown,
         );
         tokio::pin!(server);

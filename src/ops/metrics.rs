@@ -108,10 +108,17 @@ pub mod series {
 
     /// The xDS resource types the control plane serves, as their labels.
     pub const XDS_TYPES: [&str; 4] = ["listener", "route", "cluster", "endpoint"];
-    /// Why the xDS server refused a stream: gRPC codes, and `unknown_source` for a source
-    /// address no cached pod has yet (answered `UNAVAILABLE`, which the proxy retries).
-    pub const XDS_REFUSALS: [&str; 4] =
-        ["permission_denied", "unknown_source", "invalid_argument", "resource_exhausted"];
+    /// Why the xDS server refused a stream or ended one for a request: the gRPC codes it uses.
+    pub const XDS_REFUSALS: [&str; 8] = [
+        "permission_denied",
+        "invalid_argument",
+        "resource_exhausted",
+        "deadline_exceeded",
+        "out_of_range",
+        "internal",
+        "unavailable",
+        "other",
+    ];
 }
 
 /// Every metric the operator exports.
@@ -255,7 +262,7 @@ impl Metrics {
         let xds_refused = Family::<CodeLabels, Counter>::default();
         registry.register(
             "xds_streams_refused",
-            "xDS streams refused, per reason (permission_denied: not a proxy of the fleet it names; unknown_source: an address no pod the operator has seen yet has, e.g. a pod seconds old)",
+            "xDS streams refused or ended for a request, per gRPC code (permission_denied: not served the fleet it asks for; resource_exhausted: over a limit; deadline_exceeded: no first request in time; out_of_range, internal: a request over the size limit or undecodable)",
             xds_refused.clone(),
         );
         let connections = Family::<ServerLabels, Gauge>::default();

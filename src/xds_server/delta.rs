@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 
 use super::plan::{Push, StreamState};
-use super::stream::{Answer, RequestError, Wire};
+use super::stream::{Answer, RequestError, Wire, nack_message};
 use super::tracker::Protocol;
 
 pub(crate) struct Delta;
@@ -29,10 +29,10 @@ impl Wire for Delta {
         if request.type_url.is_empty() {
             return Err(RequestError::MissingTypeUrl);
         }
-        let type_state = state.type_state(&request.type_url)?;
+        let mut type_state = state.type_state(&request.type_url)?;
         let nonce = request.response_nonce;
         let answer = (!nonce.is_empty()).then(|| {
-            let error = request.error_detail.map(|status| status.message);
+            let error = request.error_detail.map(|status| nack_message(&status.message));
             let settled = type_state.settle(&nonce, error.is_some());
             Answer { type_url: request.type_url, settled, error }
         });

@@ -18,8 +18,14 @@ pub trait XdsMetrics: Send + Sync + 'static {
     /// An authorized stream ended: one connected proxy fewer.
     fn stream_closed(&self, _fleet: &FleetKey, _protocol: Protocol) {}
 
-    /// A stream was refused by the authorizer, or ended before its first request named a node.
+    /// A stream was refused by the authorizer, or ended before its first request named a node
+    /// (`DEADLINE_EXCEEDED`: no whole request in time; tonic's code: one it could not decode).
     fn stream_refused(&self, _code: tonic::Code) {}
+
+    /// An authorized stream was ended for a request over a limit (`RESOURCE_EXHAUSTED`), invalid
+    /// (`INVALID_ARGUMENT`), or that tonic could not decode (its code, e.g. `OUT_OF_RANGE` for
+    /// one over the size limit, `INTERNAL` for one cut short).
+    fn request_refused(&self, _fleet: &FleetKey, _code: tonic::Code) {}
 
     /// A response was handed to the connection.
     fn response_sent(&self, _fleet: &FleetKey, _type_url: &str, _since_snapshot: Duration) {}

@@ -64,6 +64,7 @@ mod cache;
 mod delta;
 mod metrics;
 mod plan;
+mod receive_budget;
 pub mod resource;
 mod server;
 mod service;
@@ -78,11 +79,20 @@ mod tests;
 
 pub use cache::{FleetKey, SnapshotCache};
 pub use metrics::{NoMetrics, XdsMetrics};
+#[doc(hidden)]
+pub use plan::fuzzing;
+pub use receive_budget::ReceiveBudget;
 pub use resource::{Reference, Resource, XdsResource};
-pub use server::{ServeConfig, ServeError, Transport, serve};
-pub use service::{AdsConfig, AdsService, AdsServiceBuilder, Authorizer, ResponseStream};
+pub use server::{
+    CONNECTION_WINDOW, DEFAULT_MEMORY_LIMIT, MAX_STREAMS_PER_CONNECTION, RECEIVE_BUDGET, RESERVED_MEMORY,
+    STREAM_WINDOW, ServeConfig, ServeError, Transport, WORST_CASE_PER_CONNECTION, connection_cap,
+    memory_limit, open_files_limit, serve,
+};
+pub use service::{
+    AdsConfig, AdsService, AdsServiceBuilder, Authorizer, MAX_REQUEST_BYTES, Peer, ResponseStream,
+};
 pub use snapshot::{Snapshot, SnapshotBuilder, SnapshotError, TypeResources};
-pub use tls::server_config;
+pub use tls::{XdsConnectInfo, server_config};
 pub use tracker::{
     ChangeFeed, Disconnect, FleetStatus, Nack, Protocol, ProxyNack, ProxyStatus, RECENT_DISCONNECTS,
     StreamId, Tracker, TypeStatus,

@@ -32,16 +32,40 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+// The fuzz crate reaches it through a `#[doc(hidden)]` re-export in `xds_server` (mod.rs);
+// without that re-export only the tests use it.
+#[doc(hidden)]
+pub mod fuzzing;
 
 use super::cache::Published;
 use super::resource::{Resource, Stage, push_rank, stage, type_url};
 use super::snapshot::Snapshot;
 use super::tracker::Protocol;
 
-/// Limits on what a client can make a stream hold.
+// Limits on what a client can make a stream hold, checked before a request changes anything.
+// The names a stream subscribes to (and the versions a reconnecting delta proxy reports) are
+// the client's, so they are charged against a per-stream byte budget (and the service's,
+// `SubscriptionBudget`, shared by all its streams): their length plus
+// `ENTRY_OVERHEAD_BYTES` each, an estimate of the set and map entries (and the `Arc` header)
+// that hold them. Everything else a stream holds is the server's (resources of the snapshot,
+// shared with every stream) or bounded by those names.
+
+/// Resource types one stream may request.
 pub(crate) const MAX_TYPES: usize = 32;
-pub(crate) const MAX_NAMES_PER_TYPE: usize = 100_000;
+/// Bytes of a type URL (Envoy's are under 80).
+pub(crate) const MAX_TYPE_URL_BYTES: usize = 256;
+/// Bytes of a resource name, or of a version a reconnecting proxy reports. The operator's
+/// names are at most 133 bytes (`namespace/service/port`), its versions 16.
+pub(crate) const MAX_NAME_BYTES: usize = 1024;
+/// What one name (or reported version) costs beyond its bytes.
+pub(crate) const ENTRY_OVERHEAD_BYTES: usize = 128;
+/// A stream's subscriptions, over all its types: at most 32,768 names. A delta proxy of 4,000
+/// clusters (about as many as one request can name) reconnecting (reporting its clusters' and
+/// endpoints' versions, then subscribing to the endpoints) takes about 2 MiB.
+pub(crate) const MAX_SUBSCRIBED_BYTES: usize = 4 * 1024 * 1024;
 
 /// A request that cannot be honoured.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -49,8 +73,110 @@ pub(crate) enum PlanError {
     #[error("more than {MAX_TYPES} resource types on one stream")]
     TooManyTypes,
 
-    #[error("more than {MAX_NAMES_PER_TYPE} resource names of type {type_url} on one stream")]
-    TooManyNames { type_url: String },
+    #[error("a type URL of {length} bytes, over the limit of {MAX_TYPE_URL_BYTES}")]
+    TypeUrlTooLong { length: usize },
+
+    #[error(
+        "a resource name or version of {length} bytes in a request of type {type_url}, over the limit of {MAX_NAME_BYTES}"
+    )]
+    NameTooLong { type_url: String, length: usize },
+
+    #[error(
+        "the stream's subscriptions would take {needed} bytes, over the limit of {MAX_SUBSCRIBED_BYTES} \
+         (each resource name or reported version counts its length plus {ENTRY_OVERHEAD_BYTES})"
+    )]
+    TooManySubscribedBytes { needed: usize },
+
+    #[error(
+        "the stream's subscriptions would take the server's streams over the {limit} bytes they may hold together: try later"
+    )]
+    ServerSubscriptionsFull { limit: usize },
+}
+
+/// The subscription bytes all the streams of a service may hold together; each stream holds a
+/// [`Share`] of it.
+#[derive(Clone, Debug)]
+pub(crate) struct SubscriptionBudget {
+    used: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl SubscriptionBudget {
+    pub fn new(limit: usize) -> Self {
+        Self { used: Arc::new(AtomicUsize::new(0)), limit }
+    }
+
+    /// An empty share, for a new stream.
+    pub fn share(&self) -> Share {
+        Share { budget: self.clone(), bytes: 0 }
+    }
+
+    /// What the streams hold now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// What one stream's subscriptions take of the [`SubscriptionBudget`], given back when the
+/// stream's state is dropped.
+#[derive(Debug)]
+pub(crate) struct Share {
+    budget: SubscriptionBudget,
+    bytes: usize,
+}
+
+impl Share {
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Grows (or shrinks) the share to `bytes`, if the stream's own cap and what the other
+    /// streams hold allow; unchanged if not.
+    fn reserve(&mut self, bytes: usize) -> Result<(), PlanError> {
+        if bytes > MAX_SUBSCRIBED_BYTES {
+            return Err(PlanError::TooManySubscribedBytes { needed: bytes });
+        }
+        if bytes <= self.bytes {
+            self.shrink_to(bytes);
+            return Ok(());
+        }
+        let (grow, limit) = (bytes - self.bytes, self.budget.limit);
+        self.budget
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(grow).filter(|total| *total <= limit)
+            })
+            .map_err(|_| PlanError::ServerSubscriptionsFull { limit })?;
+        self.bytes = bytes;
+        Ok(())
+    }
+
+    /// Gives back what a reservation took beyond what the request turned out to need.
+    fn shrink_to(&mut self, bytes: usize) {
+        if bytes < self.bytes {
+            self.budget.used.fetch_sub(self.bytes - bytes, Ordering::Relaxed);
+            self.bytes = bytes;
+        }
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// The protocol wants a newly requested resource sent again even if the proxy got it before
+/// (e.g. through the wildcard); not one it just reported having on reconnecting.
+fn forget_for_resend(held: &mut HashMap<Arc<str>, Held>, name: &str) {
+    if !held.get(name).is_some_and(|held| matches!(held, Held::Reported(_))) {
+        held.remove(name);
+    }
+}
+
+/// What subscribing to `name` costs the stream's budget.
+fn name_cost(name: &str) -> usize {
+    name.len() + ENTRY_OVERHEAD_BYTES
 }
 
 /// A resource the proxy has, as far as this stream knows.
@@ -153,6 +279,8 @@ pub(crate) struct TypeState {
     answered: bool,
     /// Delta: requested names already reported as not existing.
     reported_absent: HashSet<Arc<str>>,
+    /// What this type's subscription takes of the stream's budget.
+    charged: usize,
 }
 
 impl TypeState {
@@ -169,10 +297,11 @@ impl TypeState {
             rejected: HashMap::new(),
             answered: false,
             reported_absent: HashSet::new(),
+            charged: 0,
         }
     }
 
-    pub fn last_nonce(&self) -> Option<&str> {
+    fn last_nonce(&self) -> Option<&str> {
         self.last_nonce.as_deref()
     }
 
@@ -182,13 +311,23 @@ impl TypeState {
 
     /// State of the world: the request names the complete subscription. An empty list is a
     /// wildcard only as long as the client never named anything (the protocol's legacy rule).
-    pub fn replace_subscription(&mut self, names: Vec<String>) -> Result<(), PlanError> {
-        self.check_size(names.len())?;
+    /// `share` is what the stream's subscriptions take, this type's included.
+    fn replace_subscription(&mut self, names: Vec<String>, share: &mut Share) -> Result<(), PlanError> {
+        self.check_lengths(names.iter())?;
+        // Duplicates count twice here, so the check errs on the side of refusing.
+        let cost: usize = names.iter().filter(|name| *name != "*").map(|name| name_cost(name)).sum();
+        let others = share.bytes() - self.charged;
+        share.reserve(others + cost)?;
         self.requested = true;
         self.named_explicitly |= !names.is_empty();
         self.wildcard = !self.named_explicitly || names.iter().any(|name| name == "*");
         let names: HashSet<Arc<str>> = names.into_iter().filter(|name| name != "*").map(Arc::from).collect();
-        self.resend_newly_requested(&names);
+        for name in names.difference(&self.names) {
+            forget_for_resend(&mut self.held, name);
+        }
+        let charged = names.iter().map(|name| name_cost(name)).sum();
+        share.shrink_to(others + charged);
+        self.charged = charged;
         self.names = names;
         self.forget_out_of_scope();
         Ok(())
@@ -197,59 +336,87 @@ impl TypeState {
     /// Delta: names to add and remove, and on the type's first request the versions the proxy
     /// already has. A first request subscribing to nothing is a wildcard subscription, which
     /// names subscribed later add to (the protocol's legacy rule) until `*` is unsubscribed.
-    pub fn update_subscription(
+    /// A name both subscribed and unsubscribed ends unsubscribed. The work is proportional to
+    /// the request, not to what the stream already holds. `share` is what the stream's
+    /// subscriptions take, this type's included; the reported versions stay charged for the
+    /// stream's life.
+    fn update_subscription(
         &mut self,
         subscribe: Vec<String>,
         unsubscribe: Vec<String>,
         initial_versions: HashMap<String, String>,
+        share: &mut Share,
     ) -> Result<(), PlanError> {
-        self.check_size(self.names.len() + subscribe.len())?;
-        self.check_size(initial_versions.len())?;
-        let mut names = self.names.clone();
-        if !self.requested {
+        let first = !self.requested;
+        self.check_lengths(subscribe.iter().chain(&unsubscribe))?;
+        if first {
+            self.check_lengths(initial_versions.iter().flat_map(|(name, version)| [name, version]))?;
+        }
+        let removing: HashSet<&str> = unsubscribe.iter().map(String::as_str).collect();
+        let released: usize =
+            removing.iter().filter(|name| self.names.contains(**name)).map(|name| name_cost(name)).sum();
+        let added: usize = subscribe
+            .iter()
+            .filter(|name| {
+                *name != "*" && !removing.contains(name.as_str()) && !self.names.contains(name.as_str())
+            })
+            .map(|name| name_cost(name))
+            .sum();
+        let reported: usize = if first {
+            initial_versions.iter().map(|(name, version)| name_cost(name) + version.len()).sum()
+        } else {
+            0
+        };
+        let others = share.bytes() - self.charged;
+        share.reserve(share.bytes() - released + added + reported)?;
+
+        let was_wildcard = self.wildcard;
+        if first {
             self.requested = true;
             self.wildcard = subscribe.is_empty();
             self.held = initial_versions
                 .into_iter()
                 .map(|(name, version)| (Arc::from(name), Held::Reported(version.into())))
                 .collect();
+            self.charged += reported;
         }
         for name in subscribe {
             if name == "*" {
                 self.wildcard = true;
-            } else {
-                names.insert(name.into());
+            } else if !removing.contains(name.as_str()) && !self.names.contains(name.as_str()) {
+                let name: Arc<str> = name.into();
+                forget_for_resend(&mut self.held, &name);
+                self.charged += name_cost(&name);
+                self.names.insert(name);
             }
         }
-        for name in unsubscribe {
-            if name == "*" {
+        for name in &removing {
+            if *name == "*" {
                 self.wildcard = false;
             } else {
-                names.remove(name.as_str());
-                self.reported_absent.remove(name.as_str());
+                if self.names.remove(*name) {
+                    self.charged -= name_cost(name);
+                }
+                self.reported_absent.remove(*name);
             }
         }
-        self.resend_newly_requested(&names);
-        self.names = names;
-        self.forget_out_of_scope();
+        share.shrink_to(others + self.charged);
+        if first || was_wildcard {
+            self.forget_out_of_scope();
+        } else if !self.wildcard {
+            // Without a wildcard the proxy holds only subscribed names: only these went.
+            for name in &removing {
+                self.held.remove(*name);
+            }
+        }
         Ok(())
     }
 
-    /// The protocol wants newly requested resources sent again even if the proxy got them
-    /// before (e.g. through the wildcard); not those it just reported having on reconnecting.
-    fn resend_newly_requested(&mut self, names: &HashSet<Arc<str>>) {
-        for name in names.difference(&self.names) {
-            if !self.held.get(name).is_some_and(|held| matches!(held, Held::Reported(_))) {
-                self.held.remove(name);
-            }
+    fn check_lengths<'a>(&self, names: impl Iterator<Item = &'a String>) -> Result<(), PlanError> {
+        match names.map(String::len).find(|length| *length > MAX_NAME_BYTES) {
+            Some(length) => Err(PlanError::NameTooLong { type_url: self.type_url.to_string(), length }),
+            None => Ok(()),
         }
-    }
-
-    fn check_size(&self, names: usize) -> Result<(), PlanError> {
-        if names > MAX_NAMES_PER_TYPE {
-            return Err(PlanError::TooManyNames { type_url: self.type_url.to_string() });
-        }
-        Ok(())
     }
 
     /// The proxy drops what it no longer subscribes to.
@@ -261,7 +428,7 @@ impl TypeState {
     }
 
     /// Applies the ACK or NACK carried by a request naming `nonce`.
-    pub fn settle(&mut self, nonce: &str, rejected: bool) -> Settled {
+    fn settle(&mut self, nonce: &str, rejected: bool) -> Settled {
         let Some(in_flight) = self.in_flight.take_if(|in_flight| in_flight.nonce == nonce) else {
             return Settled::Unknown;
         };
@@ -408,11 +575,46 @@ pub(crate) struct StreamState {
     types: BTreeMap<(u8, Arc<str>), TypeState>,
     target: Option<Published>,
     next_nonce: u64,
+    /// What the subscriptions of all types take, within [`MAX_SUBSCRIBED_BYTES`] and the
+    /// service's [`SubscriptionBudget`].
+    subscribed: Share,
+}
+
+/// One type of a stream, as a request changes it: its subscription is charged to the stream.
+pub(crate) struct TypeEntry<'a> {
+    state: &'a mut TypeState,
+    subscribed: &'a mut Share,
+}
+
+impl TypeEntry<'_> {
+    pub fn last_nonce(&self) -> Option<&str> {
+        self.state.last_nonce()
+    }
+
+    pub fn settle(&mut self, nonce: &str, rejected: bool) -> Settled {
+        self.state.settle(nonce, rejected)
+    }
+
+    /// See [`TypeState::replace_subscription`].
+    pub fn replace_subscription(&mut self, names: Vec<String>) -> Result<(), PlanError> {
+        self.state.replace_subscription(names, self.subscribed)
+    }
+
+    /// See [`TypeState::update_subscription`].
+    pub fn update_subscription(
+        &mut self,
+        subscribe: Vec<String>,
+        unsubscribe: Vec<String>,
+        initial_versions: HashMap<String, String>,
+    ) -> Result<(), PlanError> {
+        self.state.update_subscription(subscribe, unsubscribe, initial_versions, self.subscribed)
+    }
 }
 
 impl StreamState {
-    pub fn new(protocol: Protocol, started: Instant) -> Self {
-        Self { protocol, started, types: BTreeMap::new(), target: None, next_nonce: 0 }
+    /// A new stream's state, its subscriptions charged to `subscribed` (an empty share).
+    pub fn new(protocol: Protocol, started: Instant, subscribed: Share) -> Self {
+        Self { protocol, started, types: BTreeMap::new(), target: None, next_nonce: 0, subscribed }
     }
 
     /// Moves toward a new snapshot (or, with `None`, stops pushing: the fleet was removed).
@@ -435,12 +637,17 @@ impl StreamState {
         self.target.as_ref().map(|target| target.set_at.max(self.started))
     }
 
-    pub fn type_state(&mut self, type_url: &str) -> Result<&mut TypeState, PlanError> {
+    /// The state of a type the request names, created on its first request.
+    pub fn type_state(&mut self, type_url: &str) -> Result<TypeEntry<'_>, PlanError> {
+        if type_url.len() > MAX_TYPE_URL_BYTES {
+            return Err(PlanError::TypeUrlTooLong { length: type_url.len() });
+        }
         let key = (push_rank(type_url), Arc::<str>::from(type_url));
         if !self.types.contains_key(&key) && self.types.len() >= MAX_TYPES {
             return Err(PlanError::TooManyTypes);
         }
-        Ok(self.types.entry(key).or_insert_with(|| TypeState::new(type_url)))
+        let state = self.types.entry(key).or_insert_with(|| TypeState::new(type_url));
+        Ok(TypeEntry { state, subscribed: &mut self.subscribed })
     }
 
     /// The responses to send now, in order, each recorded as in flight.

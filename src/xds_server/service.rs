@@ -6,6 +6,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
@@ -23,24 +24,36 @@ use tonic::{Request, Response, Status, Streaming};
 use super::cache::{FleetKey, SnapshotCache};
 use super::delta::Delta;
 use super::metrics::{NoMetrics, XdsMetrics};
+use super::plan::SubscriptionBudget;
 use super::sotw::Sotw;
-use super::stream::{StreamContext, Wire, run};
+use super::stream::{SUBSCRIPTION_BUDGET, StreamContext, Wire, run};
+use super::tls::XdsConnectInfo;
 use super::tracker::{StreamId, Tracker};
+use envoy_operator_core::identity::FleetIdentity;
 
-/// Decides which fleet a proxy belongs to, from the node of its first request and its address.
+/// Who is at the other end of a stream: its address, and the fleet its client certificate
+/// proved (none on a connection without client certificates).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    pub address: Option<SocketAddr>,
+    pub identity: Option<FleetIdentity>,
+}
+
+/// Decides which fleet a proxy belongs to, from the node of its first request and its peer.
 /// A stream only ever receives the snapshot of the key returned here. Refuse with
 /// `Status::permission_denied` and a message saying why: the stream ends with it, and Envoy
 /// logs it and retries with backoff.
 pub trait Authorizer: Send + Sync + 'static {
-    fn authorize(&self, node: &Node, peer: Option<SocketAddr>) -> Result<FleetKey, Status>;
+    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status>;
 }
 
+/// A closure over the node and the peer's address (tests, benchmarks).
 impl<F> Authorizer for F
 where
     F: Fn(&Node, Option<SocketAddr>) -> Result<FleetKey, Status> + Send + Sync + 'static,
 {
-    fn authorize(&self, node: &Node, peer: Option<SocketAddr>) -> Result<FleetKey, Status> {
-        self(node, peer)
+    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status> {
+        self(node, peer.address)
     }
 }
 
@@ -51,11 +64,37 @@ pub struct AdsConfig {
     pub response_buffer: usize,
     /// Sent as `control_plane.identifier` in every response (Envoy shows it in config dumps).
     pub control_plane_id: Option<String>,
+    /// The largest request message accepted, in bytes ([`MAX_REQUEST_BYTES`] by default).
+    /// Checked against the length a message announces, before any of it is buffered: a
+    /// larger one ends its stream with `OUT_OF_RANGE`. It bounds what a stream holds of a
+    /// message being received (tonic reserves the announced length). Decoding takes more than
+    /// the message for as long as the request is being applied: up to about 170 times as much
+    /// for one made of empty submessages (a node's `extensions`, 168 bytes each, 2 on the wire).
+    pub max_request_bytes: usize,
+    /// How long a new stream may take to deliver its first whole request (15 s by default)
+    /// before it ends with `DEADLINE_EXCEEDED`: Envoy sends it at once, so a stream without one
+    /// is holding a place (and maybe half a message) for nothing. Later requests have no
+    /// deadline, since an ADS stream idles between changes; half of one holds at most
+    /// `max_request_bytes`.
+    pub first_request_timeout: Duration,
 }
+
+/// The default [`AdsConfig::max_request_bytes`]: 128 KiB. Envoy 1.40's largest request is its
+/// first (61,228 bytes: the node lists its 516 extensions); a request naming resources takes
+/// about their names' length plus 2 bytes each (a delta reconnect also the versions, plus 6),
+/// so a proxy of about 2,000 clusters of 40-byte names fits too. No larger: decoding can take
+/// up to about 170 times a message's size (a message packed with empty repeated entries), and
+/// each runtime thread may be decoding one.
+pub const MAX_REQUEST_BYTES: usize = 128 * 1024;
 
 impl Default for AdsConfig {
     fn default() -> Self {
-        Self { response_buffer: 4, control_plane_id: None }
+        Self {
+            response_buffer: 4,
+            control_plane_id: None,
+            max_request_bytes: MAX_REQUEST_BYTES,
+            first_request_timeout: Duration::from_secs(15),
+        }
     }
 }
 
@@ -66,6 +105,9 @@ pub(crate) struct Shared {
     pub metrics: Arc<dyn XdsMetrics>,
     pub authorizer: Arc<dyn Authorizer>,
     pub control_plane: Option<ControlPlane>,
+    pub first_request_timeout: Duration,
+    pub subscriptions: SubscriptionBudget,
+    max_request_bytes: usize,
     response_buffer: usize,
     next_stream: AtomicU64,
 }
@@ -118,6 +160,9 @@ impl AdsServiceBuilder {
             metrics: self.metrics,
             authorizer: self.authorizer,
             control_plane,
+            first_request_timeout: self.config.first_request_timeout,
+            subscriptions: SubscriptionBudget::new(SUBSCRIPTION_BUDGET),
+            max_request_bytes: self.config.max_request_bytes,
             response_buffer: self.config.response_buffer.max(1),
             next_stream: AtomicU64::new(1),
         };
@@ -149,8 +194,10 @@ impl AdsService {
 
     /// The tonic service, e.g. to add to a router next to other services. [`super::serve`]
     /// uses it too, and also ends every stream when it shuts down.
+    /// Requests over [`AdsConfig::max_request_bytes`] are refused from their 5-byte header.
     pub fn into_grpc(self) -> AggregatedDiscoveryServiceServer<AdsService> {
-        AggregatedDiscoveryServiceServer::new(self)
+        let max_request_bytes = self.shared.max_request_bytes;
+        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(max_request_bytes)
     }
 
     /// This service, with its streams ending when `shutdown` is cancelled.
@@ -158,43 +205,72 @@ impl AdsService {
         Self { shared: self.shared.clone(), shutdown }
     }
 
-    /// Runs a state-of-the-world stream over any request stream.
+    /// Runs a state-of-the-world stream over any request stream, from `address` (no identity).
+    #[cfg(test)]
     pub(crate) fn open_sotw<S>(
         &self,
         requests: S,
-        peer: Option<SocketAddr>,
+        address: Option<SocketAddr>,
     ) -> ResponseStream<DiscoveryResponse>
     where
         S: Stream<Item = Result<DiscoveryRequest, Status>> + Unpin + Send + 'static,
     {
-        self.open::<Sotw, S>(requests, peer)
+        self.open::<Sotw, S>(requests, Peer { address, identity: None }, None)
     }
 
-    /// Runs a delta stream over any request stream.
+    /// Runs a delta stream over any request stream, from `address` (no identity).
+    #[cfg(test)]
     pub(crate) fn open_delta<S>(
         &self,
         requests: S,
-        peer: Option<SocketAddr>,
+        address: Option<SocketAddr>,
     ) -> ResponseStream<DeltaDiscoveryResponse>
     where
         S: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Unpin + Send + 'static,
     {
-        self.open::<Delta, S>(requests, peer)
+        self.open::<Delta, S>(requests, Peer { address, identity: None }, None)
     }
 
-    fn open<W: Wire, S>(&self, requests: S, peer: Option<SocketAddr>) -> ResponseStream<W::Response>
+    /// Runs a stream of the connection `info` (if it is one of [`super::serve`]'s), counted as
+    /// activity of that connection while it runs.
+    fn open<W: Wire, S>(
+        &self,
+        requests: S,
+        peer: Peer,
+        info: Option<&XdsConnectInfo>,
+    ) -> ResponseStream<W::Response>
     where
         S: Stream<Item = Result<W::Request, Status>> + Unpin + Send + 'static,
     {
         let (tx, rx) = mpsc::channel(self.shared.response_buffer);
         let context = StreamContext {
             id: StreamId(self.shared.next_stream.fetch_add(1, Ordering::Relaxed)),
-            peer,
+            peer: peer.address,
+            identity: peer.identity,
             shared: self.shared.clone(),
             shutdown: self.shutdown.clone(),
         };
-        tokio::spawn(run::<W, S>(context, requests, tx));
+        let activity = info.map(|info| info.activity.stream());
+        tokio::spawn(async move {
+            run::<W, S>(context, requests, tx).await;
+            drop(activity);
+        });
         ReceiverStream::new(rx)
+    }
+
+    /// The peer of a request tonic hands over, and its connection's information.
+    fn peer_of<T>(request: &Request<T>) -> (Peer, Option<XdsConnectInfo>) {
+        match request.extensions().get::<XdsConnectInfo>() {
+            Some(info) => {
+                let peer = Peer {
+                    address: info.remote_addr,
+                    identity: info.identity.as_ref().map(|identity| identity.fleet.clone()),
+                };
+                (peer, Some(info.clone()))
+            }
+            // Served by another tonic server (tests): the address it knows, no identity.
+            None => (Peer { address: request.remote_addr(), identity: None }, None),
+        }
     }
 }
 
@@ -207,15 +283,15 @@ impl AggregatedDiscoveryService for AdsService {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let peer = request.remote_addr();
-        Ok(Response::new(self.open_sotw(request.into_inner(), peer)))
+        let (peer, info) = Self::peer_of(&request);
+        Ok(Response::new(self.open::<Sotw, _>(request.into_inner(), peer, info.as_ref())))
     }
 
     async fn delta_aggregated_resources(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let peer = request.remote_addr();
-        Ok(Response::new(self.open_delta(request.into_inner(), peer)))
+        let (peer, info) = Self::peer_of(&request);
+        Ok(Response::new(self.open::<Delta, _>(request.into_inner(), peer, info.as_ref())))
     }
 }

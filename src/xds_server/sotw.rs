@@ -7,7 +7,7 @@ use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 
 use super::plan::{Push, StreamState};
-use super::stream::{Answer, RequestError, Wire};
+use super::stream::{Answer, RequestError, Wire, nack_message};
 use super::tracker::Protocol;
 
 pub(crate) struct Sotw;
@@ -25,13 +25,13 @@ impl Wire for Sotw {
         if request.type_url.is_empty() {
             return Err(RequestError::MissingTypeUrl);
         }
-        let type_state = state.type_state(&request.type_url)?;
+        let mut type_state = state.type_state(&request.type_url)?;
         let nonce = request.response_nonce;
         if !nonce.is_empty() && type_state.last_nonce() != Some(nonce.as_str()) {
             return Ok(None);
         }
         let answer = (!nonce.is_empty()).then(|| {
-            let error = request.error_detail.map(|status| status.message);
+            let error = request.error_detail.map(|status| nack_message(&status.message));
             let settled = type_state.settle(&nonce, error.is_some());
             Answer { type_url: request.type_url, settled, error }
         });

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use envoy_operator_core::bounded;
 use envoy_operator_core::fleet::report::{MAX_MESSAGE_CHARS, MAX_NODE_CHARS};
+use envoy_operator_core::identity::FleetIdentity;
 use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -20,8 +21,13 @@ use tracing::{debug, info, warn};
 
 use super::cache::FleetKey;
 use super::plan::{PlanError, Push, Settled, StreamState};
-use super::service::Shared;
+use super::service::{Peer, Shared};
 use super::tracker::{Protocol, StreamId};
+
+/// Bytes of subscribed resource names every stream together may hold: a stream whose
+/// subscriptions would take more ends with `RESOURCE_EXHAUSTED` (each stream also has its own
+/// cap, [`super::plan`]'s).
+pub(crate) const SUBSCRIPTION_BUDGET: usize = 32 * 1024 * 1024;
 
 /// A request the server cannot honour; the stream ends with the matching gRPC status.
 #[derive(Debug, thiserror::Error)]
@@ -53,8 +59,14 @@ impl From<RequestError> for Status {
 pub(crate) struct Answer {
     pub type_url: String,
     pub settled: Settled,
-    /// The NACK's `error_detail.message`.
+    /// The NACK's `error_detail.message`, cut by [`nack_message`].
     pub error: Option<String>,
+}
+
+/// A NACK's explanation as the server keeps and logs it: Envoy's text, cut to
+/// `MAX_MESSAGE_CHARS`, since a client can send megabytes of it.
+pub(crate) fn nack_message(message: &str) -> String {
+    bounded::truncate(message, MAX_MESSAGE_CHARS).into_owned()
 }
 
 /// What differs between the two protocol variants.
@@ -75,45 +87,71 @@ pub(crate) trait Wire: Send + 'static {
 pub(crate) struct StreamContext {
     pub id: StreamId,
     pub peer: Option<SocketAddr>,
+    /// The fleet the connection's client certificate proved, if it carried one.
+    pub identity: Option<FleetIdentity>,
     pub shared: Arc<Shared>,
     pub shutdown: CancellationToken,
 }
 
 pub(crate) async fn run<W, S>(
     context: StreamContext,
-    mut requests: S,
+    requests: S,
     tx: mpsc::Sender<Result<W::Response, Status>>,
 ) where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
 {
-    let started = Instant::now();
     let outbox = Outbox { tx, shutdown: context.shutdown.clone() };
+    // The status is sent once `serve` has returned, so everything the stream held (its state,
+    // the decoder with a half-received message) is freed even if the client never reads it.
+    if let Some(status) = serve::<W, S>(&context, requests, &outbox).await {
+        outbox.close(status).await;
+    }
+}
+
+/// Serves the stream until it ends, with the status to end it with (none: the client left or
+/// the fleet's cache went away).
+async fn serve<W, S>(context: &StreamContext, mut requests: S, outbox: &Outbox<W::Response>) -> Option<Status>
+where
+    W: Wire,
+    S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
+{
+    let started = Instant::now();
+    let first_request_timeout = context.shared.first_request_timeout;
+    // Until its first whole request the stream is nobody's: a client that opens it and sends
+    // nothing, or half a message, is not kept waiting for.
     let first = tokio::select! {
-        _ = context.shutdown.cancelled() => return,
-        request = requests.next() => match request {
-            Some(Ok(request)) => request,
-            _ => return,
+        _ = context.shutdown.cancelled() => return Some(shutting_down()),
+        request = tokio::time::timeout(first_request_timeout, requests.next()) => match request {
+            Ok(Some(Ok(request))) => request,
+            Ok(None) => return None,
+            Ok(Some(Err(status))) => return Some(refused_before_authorization(context, status)),
+            Err(_) => {
+                let status = Status::deadline_exceeded(format!(
+                    "no whole request within {first_request_timeout:?} of the stream's start"
+                ));
+                return Some(refused_before_authorization(context, status));
+            }
         },
     };
-    let (key, node_id) = match authorize::<W>(&context, &first) {
+    let (key, node_id) = match authorize::<W>(context, &first) {
         Ok(identity) => identity,
         Err(status) => {
+            let message = bounded::truncate(status.message(), MAX_MESSAGE_CHARS);
             // UNAVAILABLE asks the proxy to retry (e.g. a pod too new for the authorizer's
             // cache): routine for every new proxy, so not a warning.
             if status.code() == tonic::Code::Unavailable {
-                debug!(peer = ?context.peer, code = ?status.code(), message = status.message(), "xDS stream refused for now");
+                debug!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream refused for now");
             } else {
-                warn!(peer = ?context.peer, code = ?status.code(), message = status.message(), "xDS stream refused");
+                warn!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream refused");
             }
             context.shared.metrics.stream_refused(status.code());
-            outbox.fail(status).await;
-            return;
+            return Some(status);
         }
     };
-    let mut session = Session::open(&context, key, node_id, W::PROTOCOL);
+    let mut session = Session::open(context, key, node_id, W::PROTOCOL);
     let mut snapshots = context.shared.cache.subscribe(&session.key);
-    let mut state = StreamState::new(W::PROTOCOL, started);
+    let mut state = StreamState::new(W::PROTOCOL, started, context.shared.subscriptions.share());
     state.set_target(snapshots.borrow_and_update().clone());
     let control_plane = context.shared.control_plane.as_ref();
 
@@ -125,35 +163,36 @@ pub(crate) async fn run<W, S>(
                 Ok(None) => {}
                 Err(error) => {
                     warn!(fleet = %session.key, node = %session.node_id, %error, "ending xDS stream");
-                    outbox.fail(error.into()).await;
-                    return;
+                    let status = Status::from(error);
+                    session.shared.metrics.request_refused(&session.key, status.code());
+                    return Some(status);
                 }
             }
         }
         for push in state.plan() {
             session.sending(&push);
             if !outbox.send(W::response(push, control_plane)).await {
-                return;
+                return None;
             }
         }
         session.check_applied(&state);
 
         tokio::select! {
-            _ = context.shutdown.cancelled() => {
-                outbox.fail(Status::unavailable("the xDS server is shutting down")).await;
-                return;
-            }
+            _ = context.shutdown.cancelled() => return Some(shutting_down()),
             request = requests.next() => match request {
                 Some(Ok(request)) => next = Some(request),
+                // Undecodable, over the size limit, or cut short: tonic's status says which.
                 Some(Err(status)) => {
-                    debug!(fleet = %session.key, node = %session.node_id, %status, "xDS stream broke");
-                    return;
+                    let message = bounded::truncate(status.message(), MAX_MESSAGE_CHARS);
+                    debug!(fleet = %session.key, node = %session.node_id, code = ?status.code(), %message, "xDS request refused");
+                    session.shared.metrics.request_refused(&session.key, status.code());
+                    return Some(status);
                 }
-                None => return,
+                None => return None,
             },
             changed = snapshots.changed() => {
                 if changed.is_err() {
-                    return;
+                    return None;
                 }
                 state.set_target(snapshots.borrow_and_update().clone());
             }
@@ -161,12 +200,25 @@ pub(crate) async fn run<W, S>(
     }
 }
 
+fn shutting_down() -> Status {
+    Status::unavailable("the xDS server is shutting down")
+}
+
+/// Records a stream that ends before its first request was read whole.
+fn refused_before_authorization(context: &StreamContext, status: Status) -> Status {
+    let message = bounded::truncate(status.message(), MAX_MESSAGE_CHARS);
+    debug!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream ended before its first request");
+    context.shared.metrics.stream_refused(status.code());
+    status
+}
+
 fn authorize<W: Wire>(context: &StreamContext, first: &W::Request) -> Result<(FleetKey, String), Status> {
     let node = W::node(first).ok_or(RequestError::MissingNode)?;
     if node.id.is_empty() {
         return Err(RequestError::EmptyNodeId.into());
     }
-    let key = context.shared.authorizer.authorize(node, context.peer)?;
+    let peer = Peer { address: context.peer, identity: context.identity.clone() };
+    let key = context.shared.authorizer.authorize(node, &peer)?;
     // The id is the client's: every log line and the tracker carry it, so it is cut to a bound
     // (a pod name, what ids are, is at most 253 characters).
     Ok((key, bounded::truncate(&node.id, MAX_NODE_CHARS).into_owned()))
@@ -187,9 +239,14 @@ impl<T> Outbox<T> {
         }
     }
 
-    async fn fail(&self, status: Status) {
-        // Best effort: the client may be gone, and a full buffer must not hold up shutdown.
-        let _ = self.tx.try_send(Err(status));
+    /// Ends the stream with `status`, once the client has taken the responses queued before
+    /// it; shutting down does not wait for a client that does not read.
+    async fn close(&self, status: Status) {
+        tokio::select! {
+            biased;
+            _ = self.tx.send(Err(status)) => {}
+            _ = self.shutdown.cancelled() => {}
+        }
     }
 }
 
@@ -221,10 +278,9 @@ impl Session {
                 self.shared.metrics.response_acked(&self.key, &type_url, since.elapsed());
             }
             Settled::Nacked { version } => {
-                // Envoy's explanation, kept and logged within a bound.
+                // Envoy's explanation, already cut to a bound (`nack_message`).
                 let message = error.unwrap_or_default();
-                let message = bounded::truncate(&message, MAX_MESSAGE_CHARS);
-                let message = message.as_ref();
+                let message = message.as_str();
                 warn!(fleet = %self.key, node = %self.node_id, type_url, %version, message, "NACK");
                 self.shared.tracker.nacked(&self.key, self.id, &type_url, &version, message);
                 self.shared.metrics.response_nacked(&self.key, &type_url);

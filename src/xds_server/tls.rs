@@ -1,49 +1,163 @@
 //! Accepting connections for tonic: TCP, then a rustls handshake (TLS 1.2+, ALPN `h2`, the
-//! certificate from a resolver the operator can swap at any time) run off the accept loop
-//! under a deadline, a cap on open connections, and the peer address handed to tonic through
-//! [`Connected`] so the authorizer can see it.
+//! certificate from a resolver the operator can swap at any time, and the client's certificate
+//! checked against the fleets' identity CA) run off the accept loop under a deadline, a cap on
+//! open connections, and the peer's address and proven identity handed to tonic through
+//! [`Connected`] so the authorizer can see them.
+//!
+//! A connection also ends on its own: when the client certificate it was accepted with expires
+//! (a renewed certificate comes with the proxy's next connection), and when it has carried no
+//! stream for the idle timeout (an open socket costs memory and a file descriptor, and a proxy
+//! always has its one ADS stream open).
 //!
 //! Hand-written rather than taken from a crate (`tls-listener`, tonic's own TLS): tonic's TLS
 //! takes a fixed identity, not a `ResolvesServerCert`, and the connection cap needs a permit
 //! that lives exactly as long as the connection, which this wrapper holds.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use futures::task::AtomicWaker;
 use rustls::server::ResolvesServerCert;
+use rustls::server::danger::ClientCertVerifier;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
+use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
-use tracing::{debug, info, warn};
+use tonic::transport::server::Connected;
+use tracing::{debug, warn};
 
-/// The rustls configuration of the xDS port: TLS 1.3 and 1.2 with the ring provider, no client
-/// certificate, HTTP/2 only.
+use crate::certs::client_auth::{PeerIdentity, peer_identity};
+
+/// The rustls configuration of the xDS port: TLS 1.3 and 1.2 with the ring provider, HTTP/2
+/// only, and client certificates checked by `clients` (none asked for without).
 pub fn server_config(
     resolver: Arc<dyn ResolvesServerCert>,
+    clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let mut config = match clients {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    }
+    .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
 }
 
 /// How accepted TCP connections become gRPC connections.
 pub(crate) enum Handshake {
-    Tls { acceptor: TlsAcceptor, timeout: Duration },
+    /// TLS; with `identities`, a client certificate's identity is read and one naming no fleet
+    /// closes the connection.
+    Tls {
+        acceptor: TlsAcceptor,
+        timeout: Duration,
+        identities: bool,
+    },
     Plaintext,
+}
+
+/// What the service learns of a connection: its addresses, the fleet its client certificate
+/// proved (none without client certificates), and its streams, counted for idleness.
+#[derive(Clone, Debug)]
+pub struct XdsConnectInfo {
+    pub remote_addr: Option<SocketAddr>,
+    pub identity: Option<PeerIdentity>,
+    pub(crate) activity: Arc<Activity>,
+}
+
+/// A connection's open streams, and since when it has had none.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    streams: AtomicUsize,
+    idle_since: Mutex<Instant>,
+    /// The connection's reader, woken to start the idle timer when its last stream ends.
+    reader: AtomicWaker,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            streams: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            reader: AtomicWaker::new(),
+        }
+    }
+
+    /// Counts a stream until the guard is dropped.
+    pub(crate) fn stream(self: &Arc<Self>) -> StreamGuard {
+        self.streams.fetch_add(1, Ordering::AcqRel);
+        StreamGuard(self.clone())
+    }
+
+    /// When the connection's idle timeout ends, if it carries no stream now.
+    fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
+        if self.streams.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(*self.idle_since.lock().unwrap_or_else(PoisonError::into_inner) + timeout)
+    }
+}
+
+/// One open stream of a connection.
+pub(crate) struct StreamGuard(Arc<Activity>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        *self.0.idle_since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        if self.0.streams.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.reader.wake();
+        }
+    }
+}
+
+/// When a connection ends on its own: its certificate's expiry, its idle timeout.
+struct Deadlines {
+    expiry: Option<Pin<Box<Sleep>>>,
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    activity: Arc<Activity>,
+}
+
+impl Deadlines {
+    fn new(activity: Arc<Activity>, identity: Option<&PeerIdentity>, idle_timeout: Duration) -> Self {
+        let expiry = identity.map(|identity| {
+            let left = identity.not_after.duration_since(SystemTime::now()).unwrap_or_default();
+            Box::pin(tokio::time::sleep(left))
+        });
+        Self { expiry, idle: Box::pin(tokio::time::sleep(idle_timeout)), idle_timeout, activity }
+    }
+
+    /// Why the connection must end now, if it must. Registers for a wake-up otherwise.
+    fn poll_due(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        if let Some(expiry) = &mut self.expiry
+            && expiry.as_mut().poll(cx).is_ready()
+        {
+            return Some(io::Error::new(io::ErrorKind::TimedOut, "the client certificate expired"));
+        }
+        self.activity.reader.register(cx.waker());
+        let deadline = self.activity.idle_deadline(self.idle_timeout)?;
+        if self.idle.deadline() != deadline {
+            self.idle.as_mut().reset(deadline);
+        }
+        self.idle
+            .as_mut()
+            .poll(cx)
+            .is_ready()
+            .then(|| io::Error::new(io::ErrorKind::TimedOut, "no stream for the idle timeout"))
+    }
 }
 
 enum Io {
@@ -51,24 +165,38 @@ enum Io {
     Plain(TcpStream),
 }
 
-/// An accepted connection: its byte stream, its addresses, and its place under the cap.
+/// An accepted connection: its byte stream, what it is known by, its place under the cap, and
+/// when it ends on its own.
 pub(crate) struct Connection {
     io: Io,
-    info: TcpConnectInfo,
+    info: XdsConnectInfo,
+    deadlines: Deadlines,
     _permit: OwnedSemaphorePermit,
 }
 
-impl Connected for Connection {
-    type ConnectInfo = TcpConnectInfo;
+impl Connection {
+    fn new(io: Io, info: XdsConnectInfo, idle_timeout: Duration, permit: OwnedSemaphorePermit) -> Self {
+        let deadlines = Deadlines::new(info.activity.clone(), info.identity.as_ref(), idle_timeout);
+        Self { io, info, deadlines, _permit: permit }
+    }
+}
 
-    fn connect_info(&self) -> TcpConnectInfo {
+impl Connected for Connection {
+    type ConnectInfo = XdsConnectInfo;
+
+    fn connect_info(&self) -> XdsConnectInfo {
         self.info.clone()
     }
 }
 
 impl AsyncRead for Connection {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().io {
+        let this = self.get_mut();
+        // The reader is polled whenever the connection is: ending it here ends the connection.
+        if let Some(due) = this.deadlines.poll_due(cx) {
+            return Poll::Ready(Err(due));
+        }
+        match &mut this.io {
             Io::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             Io::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
         }
@@ -122,18 +250,33 @@ pub(crate) struct Incoming {
     pub accept_loop: JoinHandle<()>,
 }
 
-/// Starts accepting on `listener`. The accept loop stops (closing the listening socket) once
+/// Starts accepting on `listener`, at most `max_connections` at once, each closed after
+/// `idle_timeout` without a stream. The accept loop stops (closing the listening socket) once
 /// tonic drops the stream.
-pub(crate) fn incoming(listener: TcpListener, handshake: Handshake, max_connections: usize) -> Incoming {
+pub(crate) fn incoming(
+    listener: TcpListener,
+    handshake: Handshake,
+    max_connections: usize,
+    idle_timeout: Duration,
+) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
     let permits = Arc::new(Semaphore::new(max_connections));
-    let accept_loop = tokio::spawn(accept_loop(listener, Arc::new(handshake), permits, tx));
+    let accepting = Accepting { handshake, idle_timeout, tx };
+    let accept_loop = tokio::spawn(accept_loop(listener, Arc::new(accepting), permits));
     Incoming { connections: ReceiverStream::new(rx), accept_loop }
 }
 
 type Sender = mpsc::Sender<Result<Connection, Infallible>>;
 
-async fn accept_loop(listener: TcpListener, handshake: Arc<Handshake>, permits: Arc<Semaphore>, tx: Sender) {
+/// What every accepted connection goes through.
+struct Accepting {
+    handshake: Handshake,
+    idle_timeout: Duration,
+    tx: Sender,
+}
+
+async fn accept_loop(listener: TcpListener, accepting: Arc<Accepting>, permits: Arc<Semaphore>) {
+    let tx = &accepting.tx;
     loop {
         let (tcp, peer) = tokio::select! {
             _ = tx.closed() => return,
@@ -154,37 +297,47 @@ async fn accept_loop(listener: TcpListener, handshake: Arc<Handshake>, permits: 
         if let Err(error) = tcp.set_nodelay(true) {
             debug!(%peer, %error, "setting TCP_NODELAY failed");
         }
-        let info = TcpConnectInfo { local_addr: tcp.local_addr().ok(), remote_addr: Some(peer) };
-        match &*handshake {
+        let info =
+            XdsConnectInfo { remote_addr: Some(peer), identity: None, activity: Arc::new(Activity::new()) };
+        match &accepting.handshake {
             Handshake::Plaintext => {
-                let connection = Connection { io: Io::Plain(tcp), info, _permit: permit };
+                let connection = Connection::new(Io::Plain(tcp), info, accepting.idle_timeout, permit);
                 if tx.send(Ok(connection)).await.is_err() {
                     return;
                 }
             }
             Handshake::Tls { .. } => {
-                tokio::spawn(tls_handshake(handshake.clone(), tcp, peer, info, permit, tx.clone()));
+                tokio::spawn(tls_handshake(accepting.clone(), tcp, info, permit));
             }
         }
     }
 }
 
+/// Completes the handshake, reads the client's identity, and hands the connection to tonic. A
+/// client refused here (no valid certificate, or one naming no fleet) costs a debug line: it
+/// never reaches a stream, and a stranger retrying must not fill the log.
 async fn tls_handshake(
-    handshake: Arc<Handshake>,
+    accepting: Arc<Accepting>,
     tcp: TcpStream,
-    peer: SocketAddr,
-    info: TcpConnectInfo,
+    mut info: XdsConnectInfo,
     permit: OwnedSemaphorePermit,
-    tx: Sender,
 ) {
-    let Handshake::Tls { acceptor, timeout } = &*handshake else { return };
-    match tokio::time::timeout(*timeout, acceptor.accept(tcp)).await {
-        Ok(Ok(stream)) => {
-            let connection = Connection { io: Io::Tls(Box::new(stream)), info, _permit: permit };
-            // Fails only once the server stopped accepting; the connection is then dropped.
-            let _ = tx.send(Ok(connection)).await;
+    let Handshake::Tls { acceptor, timeout, identities } = &accepting.handshake else { return };
+    let peer = info.remote_addr;
+    let stream = match tokio::time::timeout(*timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => return debug!(?peer, %error, "TLS handshake failed"),
+        Err(_) => return debug!(?peer, "TLS handshake timed out"),
+    };
+    if *identities
+        && let Some(end_entity) = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first())
+    {
+        match peer_identity(end_entity) {
+            Ok(identity) => info.identity = Some(identity),
+            Err(error) => return debug!(?peer, %error, "refusing an xDS client"),
         }
-        Ok(Err(error)) => info!(%peer, %error, "TLS handshake failed"),
-        Err(_) => debug!(%peer, "TLS handshake timed out"),
     }
+    let connection = Connection::new(Io::Tls(Box::new(stream)), info, accepting.idle_timeout, permit);
+    // Fails only once the server stopped accepting; the connection is then dropped.
+    let _ = accepting.tx.send(Ok(connection)).await;
 }

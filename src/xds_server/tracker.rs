@@ -42,7 +42,8 @@ pub struct StreamId(pub u64);
 pub struct Nack {
     /// The snapshot version the rejected response came from.
     pub version: String,
-    /// Envoy's `error_detail.message`, verbatim.
+    /// Envoy's `error_detail.message`, cut to `MAX_MESSAGE_CHARS` characters (1,024) with a
+    /// note of how many bytes were left out: a client can send megabytes of it.
     pub message: String,
     pub at: SystemTime,
 }

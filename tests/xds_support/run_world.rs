@@ -26,6 +26,8 @@ use crate::support::fake_api::FakeApi;
 use crate::xds_support::backend::Backend;
 use crate::xds_support::envoy::Envoy;
 use crate::xds_support::fleet::runnable_bootstrap;
+use base64::Engine;
+use envoy_operator_core::identity;
 
 /// Guards against hangs; never part of an assertion about speed.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
@@ -144,7 +146,7 @@ impl FleetWorld {
     }
 
     /// A real Envoy started from the fleet's bootstrap ConfigMap, once the operator wrote it
-    /// with the control plane's CA.
+    /// with the control plane's CA, and with the identity Secret the operator issued the fleet.
     pub async fn envoy(&mut self) -> Envoy {
         let config_map = at("v1", "configmaps", "edge-bootstrap");
         self.api
@@ -155,10 +157,23 @@ impl FleetWorld {
         let data: BTreeMap<String, String> =
             serde_json::from_value(self.api.get(&config_map).expect("the ConfigMap")["data"].clone())
                 .expect("string data");
+        let identity = self.identity_file().await;
         let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-        let envoy = Envoy::start(&runnable_bootstrap(&data, files.path(), POD, "edge")).await;
+        let envoy = Envoy::start(&runnable_bootstrap(&data, files.path(), POD, "edge", &identity)).await;
         self._files = Some(files);
         envoy
+    }
+
+    /// The SDS file of the fleet's identity Secret, once the operator issued it.
+    pub async fn identity_file(&self) -> String {
+        let secret = at("v1", "secrets", &identity::secret_name("edge"));
+        self.api.wait_for("the fleet's identity Secret", HANG_GUARD, |api| api.get(&secret).is_some()).await;
+        let encoded = self.api.get(&secret).expect("the Secret")["data"][identity::SDS_KEY]
+            .as_str()
+            .expect("the Secret carries the SDS file")
+            .to_owned();
+        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 data");
+        String::from_utf8(decoded).expect("a UTF-8 file")
     }
 
     /// Stops `run` gracefully and returns how it ended.

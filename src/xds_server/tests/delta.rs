@@ -394,7 +394,9 @@ async fn refused_and_malformed_streams_end_with_a_clear_status() {
     let mut greedy = open(&fixture);
     greedy.send(hello(CLUSTER, "pod-0", FLEET));
     greedy.next().await;
-    let names: Vec<String> = (0..=super::plan::MAX_NAMES_PER_TYPE).map(|i| i.to_string()).collect();
+    let names: Vec<String> = (0..=super::plan::MAX_SUBSCRIBED_BYTES / super::plan::ENTRY_OVERHEAD_BYTES)
+        .map(|i| i.to_string())
+        .collect();
     greedy.send(Request { resource_names_subscribe: names, ..request(ENDPOINT) });
     assert_eq!(greedy.failure().await.code(), Code::ResourceExhausted);
     greedy.assert_ended().await;

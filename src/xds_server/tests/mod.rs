@@ -8,6 +8,8 @@
 mod resources;
 
 mod delta;
+mod fuzzing;
+mod limits;
 mod sotw;
 
 use std::fmt::Debug;
@@ -116,6 +118,11 @@ impl<Req, Resp: Debug> Client<Req, Resp> {
 
     pub fn send(&self, request: Req) {
         assert!(self.requests.send(Ok(request)).is_ok(), "the stream task is gone");
+    }
+
+    /// Hands the stream an error, as tonic does for a request it cannot decode.
+    pub fn send_error(&self, status: Status) {
+        assert!(self.requests.send(Err(status)).is_ok(), "the stream task is gone");
     }
 
     /// The next response; fails the test if the stream ends or stays silent.
