@@ -20,8 +20,12 @@ use envoy_operator_core::kube_version::{self, KubeVersion};
 use futures::{FutureExt, StreamExt};
 use kube::Client;
 use kube::runtime::watcher;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::certs::client_auth::{ClientTrust, IdentityError};
+use crate::certs::identity_ca::IdentityCa;
+use crate::certs::identity_secret;
 use crate::control_plane::report::ReportConfig;
 use crate::control_plane::server::{ControlPlaneServer, XdsConfig};
 use crate::control_plane::trust;
@@ -109,6 +113,8 @@ pub enum RunError {
     XdsListen { addr: SocketAddr, source: std::io::Error },
     #[error("xDS server: {0}")]
     Xds(#[from] crate::xds_server::ServeError),
+    #[error("xDS client identities: {0}")]
+    Identity(#[from] IdentityError),
     #[error("{server}: {unsupported}")]
     UnsupportedKubernetes { server: String, unsupported: kube_version::Unsupported },
 }
@@ -121,7 +127,7 @@ impl RunError {
             Self::Certs(error) => error.metric_label(),
             Self::Leader(_) => "leader",
             Self::Operations { .. } => "operations",
-            Self::XdsListen { .. } | Self::Xds(_) => "xds",
+            Self::XdsListen { .. } | Self::Xds(_) | Self::Identity(_) => "xds",
             Self::UnsupportedKubernetes { .. } => "kubernetes_version",
         }
     }
@@ -272,7 +278,9 @@ pub async fn run(
                     // sidecars naming an Envoy without spec.xds are served by this control plane.
                     let envoys = EnvoyCache::new(server.caches.envoys.clone(), watched);
                     inject.control_plane = Some(xds.advertise.clone());
-                    control_plane = Some(server);
+                    let identities =
+                        follow_identities(client, config.namespace(), xds, &mut background).await?;
+                    control_plane = Some((server, identities));
                     envoys
                 }
                 None => envoy_cache(client, watched, &health, &mut background),
@@ -289,14 +297,14 @@ pub async fn run(
     };
     // What fleets trust: the control plane's address and the CA of the certificate it serves.
     let trust = match (&control_plane, &config.xds) {
-        (Some(_), Some(xds)) => {
+        (Some((_, identities)), Some(xds)) => {
             let (trust, keep_current) = trust::watch_ca_file(
                 xds.advertise.clone(),
                 config.cert_dir.join(tls::CA_FILE),
                 trust::CA_POLL_INTERVAL,
             );
             background.spawn(keep_current);
-            Some(trust)
+            Some((trust, identities.issuer.clone()))
         }
         _ => None,
     };
@@ -326,14 +334,20 @@ pub async fn run(
     };
     let xds = async {
         match (control_plane, &client) {
-            (Some(control_plane), Some(client)) => {
+            (Some((control_plane, identities)), Some(client)) => {
                 let report = ReportConfig {
                     namespace: config.namespace().to_owned(),
                     identity: config.identity.clone(),
                     pod_uid: config.pod_uid.clone(),
                 };
                 control_plane
-                    .serve_and_report(client.clone(), report, certificate.clone(), drained.clone())
+                    .serve_and_report(
+                        client.clone(),
+                        report,
+                        certificate.clone(),
+                        identities.clients,
+                        drained.clone(),
+                    )
                     .await
             }
             _ => Ok(()),
@@ -353,6 +367,37 @@ pub async fn run(
     xds?;
     info!("stopped");
     Ok(())
+}
+
+/// The fleets' identities as one replica uses them: the identity CA (followed from its Secret)
+/// its reconcilers issue with when it leads, and the client certificates its xDS port accepts.
+struct Identities {
+    issuer: watch::Receiver<Arc<IdentityCa>>,
+    clients: Arc<ClientTrust>,
+}
+
+/// Makes sure the identity CA exists and follows it: the xDS port trusts its bundle from the
+/// next handshake on whenever it changes (a rotation).
+async fn follow_identities(
+    client: &Client,
+    namespace: &str,
+    xds: &XdsConfig,
+    background: &mut tokio::task::JoinSet<()>,
+) -> Result<Identities, RunError> {
+    let ca = identity_secret::ensure(client, namespace).await?;
+    let clients = ClientTrust::new(ca.trust_bundle(), !xds.insecure_node_identity)?;
+    let (current, issuer) = watch::channel(Arc::new(ca));
+    background.spawn(identity_secret::follow(client.clone(), namespace.to_owned(), current));
+    let (mut changes, trusting) = (issuer.clone(), clients.clone());
+    background.spawn(async move {
+        while changes.changed().await.is_ok() {
+            let bundle = changes.borrow_and_update().trust_bundle().to_owned();
+            if let Err(error) = trusting.trust(&bundle) {
+                tracing::error!(%error, "keeping the xDS port's trust in the identity CA failed; it trusts the last bundle");
+            }
+        }
+    });
+    Ok(Identities { issuer, clients })
 }
 
 /// Self-managed mode: the certificate Secret is ensured and written to the certificate
@@ -423,7 +468,7 @@ async fn lead(
     client: Client,
     metrics: &Metrics,
     health: &Health,
-    trust: Option<tokio::sync::watch::Receiver<ControlPlaneTrust>>,
+    trust: Option<(watch::Receiver<ControlPlaneTrust>, watch::Receiver<Arc<IdentityCa>>)>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     // Ready while not leading; while leading, once the controllers' caches are filled.
@@ -449,14 +494,22 @@ async fn lead(
             async move {
                 ready.set(false);
                 // Runs until the controllers stop (never returns on its own).
-                let maintenance = async {
+                let webhook_certificate = async {
                     match cert_mode {
                         CertMode::SelfManaged => {
-                            certs::maintain(client.clone(), namespace, options, interval).await
+                            certs::maintain(client.clone(), namespace.clone(), options, interval).await
                         }
                         CertMode::Files => std::future::pending().await,
                     }
                 };
+                let serves_xds = trust.is_some();
+                let identity_ca = async {
+                    match serves_xds {
+                        true => identity_secret::maintain(client.clone(), namespace.clone(), interval).await,
+                        false => std::future::pending().await,
+                    }
+                };
+                let maintenance = async { tokio::join!(webhook_certificate, identity_ca) };
                 let synced = ready.clone();
                 let controllers = controllers::run(
                     client.clone(),
@@ -471,7 +524,9 @@ async fn lead(
                         });
                         let ctx = ctx.with_metrics(Arc::new(metrics));
                         match trust {
-                            Some(trust) => ctx.with_control_plane(trust),
+                            Some((trust, issuer)) => {
+                                ctx.with_control_plane(trust).with_identity_issuer(issuer)
+                            }
                             None => ctx,
                         }
                     },
@@ -480,7 +535,7 @@ async fn lead(
                     result = controllers => if let Err(error) = result {
                         tracing::error!(%error, "the controllers stopped");
                     },
-                    () = maintenance => {},
+                    _ = maintenance => {},
                 }
                 ready.set(true);
             }

@@ -203,6 +203,7 @@ fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
 /// `oldObject`, `request`); kube-cel's own VAP evaluator escapes every map key (`.` and `/`
 /// in label keys), which the API server does only for schema properties.
 fn policy_verdict(
+    (resource, secret_type): (&str, Option<&str>),
     username: &str,
     operation: &str,
     namespace: &str,
@@ -216,14 +217,20 @@ fn policy_verdict(
         .expect("a ValidatingAdmissionPolicy");
     let object = |labels: Option<Value>| match labels {
         Some(labels) => {
-            serde_json::json!({"metadata": {"name": "x", "namespace": namespace, "labels": labels}})
+            let mut object =
+                serde_json::json!({"metadata": {"name": "x", "namespace": namespace, "labels": labels}});
+            if let Some(secret_type) = secret_type {
+                object["type"] = serde_json::json!(secret_type);
+            }
+            object
         }
         None => Value::Null,
     };
     let mut context = Context::default();
     context.add_variable("object", object(new)).unwrap();
     context.add_variable("oldObject", object(old)).unwrap();
-    let request = serde_json::json!({"operation": operation, "namespace": namespace, "userInfo": {"username": username}});
+    let request = serde_json::json!({"operation": operation, "namespace": namespace, "userInfo": {"username": username},
+        "resource": {"group": "", "version": "v1", "resource": resource}});
     context.add_variable("request", request).unwrap();
     let run = |field: &str| -> Vec<(bool, String)> {
         policy["spec"][field]
@@ -248,22 +255,61 @@ fn policy_verdict(
     Some(if failed.is_empty() { Ok(()) } else { Err(failed) })
 }
 
+const DEPLOYMENTS: (&str, Option<&str>) = ("deployments", None);
+
 #[test]
 fn the_admission_policy_confines_the_operator_to_its_own_children() {
     let operator = "system:serviceaccount:envoy-operator:envoy-operator";
     let ours = || Some(serde_json::json!({"app.kubernetes.io/managed-by": "envoy-operator", "app": "nginx"}));
     let foreign = || Some(serde_json::json!({"app": "nginx"}));
-    assert_eq!(policy_verdict(operator, "CREATE", "apps", None, ours()), Some(Ok(())));
-    assert_eq!(policy_verdict(operator, "UPDATE", "apps", ours(), ours()), Some(Ok(())));
-    assert_eq!(policy_verdict(operator, "DELETE", "apps", ours(), None), Some(Ok(())));
+    assert_eq!(policy_verdict(DEPLOYMENTS, operator, "CREATE", "apps", None, ours()), Some(Ok(())));
+    assert_eq!(policy_verdict(DEPLOYMENTS, operator, "UPDATE", "apps", ours(), ours()), Some(Ok(())));
+    assert_eq!(policy_verdict(DEPLOYMENTS, operator, "DELETE", "apps", ours(), None), Some(Ok(())));
     let refused = |verdict: Option<Result<(), Vec<String>>>| matches!(verdict, Some(Err(messages)) if !messages.is_empty());
-    assert!(refused(policy_verdict(operator, "CREATE", "apps", None, foreign())), "an unlabelled object");
-    assert!(refused(policy_verdict(operator, "CREATE", "apps", None, Some(serde_json::json!({})))));
-    assert!(refused(policy_verdict(operator, "UPDATE", "apps", foreign(), ours())), "taking one over");
-    assert!(refused(policy_verdict(operator, "UPDATE", "apps", ours(), foreign())), "dropping the label");
-    assert!(refused(policy_verdict(operator, "DELETE", "apps", foreign(), None)), "deleting a foreign one");
-    assert!(refused(policy_verdict(operator, "CREATE", "kube-system", None, ours())), "kube-system");
-    assert_eq!(policy_verdict("alice", "CREATE", "apps", None, foreign()), None, "others are not affected");
+    assert!(
+        refused(policy_verdict(DEPLOYMENTS, operator, "CREATE", "apps", None, foreign())),
+        "an unlabelled object"
+    );
+    assert!(refused(policy_verdict(
+        DEPLOYMENTS,
+        operator,
+        "CREATE",
+        "apps",
+        None,
+        Some(serde_json::json!({}))
+    )));
+    assert!(
+        refused(policy_verdict(DEPLOYMENTS, operator, "UPDATE", "apps", foreign(), ours())),
+        "taking one over"
+    );
+    assert!(
+        refused(policy_verdict(DEPLOYMENTS, operator, "UPDATE", "apps", ours(), foreign())),
+        "dropping the label"
+    );
+    assert!(
+        refused(policy_verdict(DEPLOYMENTS, operator, "DELETE", "apps", foreign(), None)),
+        "deleting a foreign one"
+    );
+    assert!(
+        refused(policy_verdict(DEPLOYMENTS, operator, "CREATE", "kube-system", None, ours())),
+        "kube-system"
+    );
+    assert_eq!(
+        policy_verdict(DEPLOYMENTS, "alice", "CREATE", "apps", None, foreign()),
+        None,
+        "others are not affected"
+    );
+
+    // Of Secrets, only the operator's certificates.
+    let tls = ("secrets", Some("kubernetes.io/tls"));
+    assert_eq!(policy_verdict(tls, operator, "CREATE", "apps", None, ours()), Some(Ok(())));
+    assert_eq!(policy_verdict(tls, operator, "UPDATE", "apps", ours(), ours()), Some(Ok(())));
+    assert!(refused(policy_verdict(("secrets", Some("Opaque")), operator, "CREATE", "apps", None, ours())));
+    assert!(refused(policy_verdict(("secrets", None), operator, "CREATE", "apps", None, ours())));
+    assert!(
+        refused(policy_verdict(tls, operator, "UPDATE", "apps", foreign(), ours())),
+        "taking a Secret over"
+    );
 }
 
 #[test]

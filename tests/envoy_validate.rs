@@ -9,6 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use envoy_operator_core::bootstrap::identity_sds_file;
+use envoy_operator_core::identity;
+
 use serde_json::{Value, json};
 
 fn envoy() -> Option<PathBuf> {
@@ -95,17 +98,20 @@ fn every_fleet_bootstrap_passes_envoy_validation() {
             .iter()
             .find(|item| item["kind"] == "ConfigMap" && item["metadata"]["name"] == config_map_name)
             .expect("the bootstrap ConfigMap");
-        // The ConfigMap's files where the pod mounts them, under the test's directory.
+        // The ConfigMap's files where the pod mounts them, under the test's directory; and the
+        // identity Secret's file, which the reconciler issues (validation checks that it exists).
         let mount = dir.path().join(name);
-        std::fs::create_dir_all(&mount).unwrap();
+        let identity_mount = mount.join("identity");
+        std::fs::create_dir_all(&identity_mount).unwrap();
+        std::fs::write(identity_mount.join(identity::SDS_KEY), identity_sds_file("CERT", "KEY")).unwrap();
+        let local = |text: &str| {
+            text.replace(identity::MOUNT_DIR, &identity_mount.display().to_string())
+                .replace("/etc/envoy", &mount.display().to_string())
+        };
         for (file, content) in config_map["data"].as_object().unwrap() {
-            let content = content.as_str().unwrap().replace("/etc/envoy", &mount.display().to_string());
-            std::fs::write(mount.join(file), content).unwrap();
+            std::fs::write(mount.join(file), local(content.as_str().unwrap())).unwrap();
         }
-        let args: Vec<String> = strings(&pod["containers"][0]["args"])
-            .into_iter()
-            .map(|arg| arg.replace("/etc/envoy", &mount.display().to_string()))
-            .collect();
+        let args: Vec<String> = strings(&pod["containers"][0]["args"]).iter().map(|arg| local(arg)).collect();
         validate(&envoy, &args, &format!("the Deployment {name}"));
         validated.push((name.to_owned(), config_map["data"].get("xds-ca.yaml").is_some()));
     }
@@ -197,8 +203,21 @@ fn a_sidecar_of_an_envoy_of_the_operator_passes_envoy_validation() {
         pod["containers"].as_array().unwrap().iter().find(|c| c["name"] == "envoy").expect("a sidecar");
     // The ConfigMap's files the sidecar's volumes hold, where its mounts put them.
     let mut args = strings(&sidecar["args"]);
-    for mount in sidecar["volumeMounts"].as_array().unwrap() {
+    // Longest mount paths first: `/etc/envoy-xds-identity` before `/etc/envoy`.
+    let mut mounts = sidecar["volumeMounts"].as_array().unwrap().clone();
+    mounts.sort_by_key(|mount| std::cmp::Reverse(mount["mountPath"].as_str().unwrap().len()));
+    for mount in &mounts {
         let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).unwrap();
+        if let Some(secret) = volume.get("secret") {
+            // The fleet's identity, which the reconciler issues: validation checks the file exists.
+            assert_eq!(secret["secretName"], "edge-envoy-xds-identity");
+            let local = dir.path().join("identity");
+            std::fs::create_dir_all(&local).unwrap();
+            std::fs::write(local.join(identity::SDS_KEY), identity_sds_file("CERT", "KEY")).unwrap();
+            let mount_path = mount["mountPath"].as_str().unwrap();
+            args = args.iter().map(|arg| arg.replace(mount_path, &local.display().to_string())).collect();
+            continue;
+        }
         let Some(source) = volume.get("configMap") else { continue };
         // One the reconciler writes for the fleet (the CA file sidecars mount).
         let config_map = config_maps

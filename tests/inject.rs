@@ -353,6 +353,7 @@ fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
         [
             "/spec/volumes/-",
             "/spec/volumes/-",
+            "/spec/volumes/-",
             "/spec/containers/-",
             "/metadata/annotations/sidecar.example.com~1status",
             "/metadata/annotations/prometheus.io~1path",
@@ -373,15 +374,25 @@ fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
     assert_eq!(patched["metadata"]["labels"]["app"], "shop");
     // The CA file of the Envoy's CA ConfigMap (named after the Envoy, whatever its
     // spec.configMapName), and only it, where the bootstrap reads it.
-    assert_eq!(names(&patched["spec"]["volumes"]), ["kube-api-access-xmxxw", "envoy-tmp", "envoy-xds-ca"]);
+    assert_eq!(
+        names(&patched["spec"]["volumes"]),
+        ["kube-api-access-xmxxw", "envoy-tmp", "envoy-xds-ca", "envoy-xds-identity"]
+    );
     assert_eq!(
         patched["spec"]["volumes"][2]["configMap"],
         json!({"name": "edge-envoy-xds-ca", "items": [{"key": "xds-ca.yaml", "path": "xds-ca.yaml"}]})
     );
+    // The fleet's identity: its client certificate, from the Secret the reconciler issues.
+    assert_eq!(
+        patched["spec"]["volumes"][3]["secret"],
+        json!({"secretName": "edge-envoy-xds-identity", "items": [{"key": "xds-identity.yaml", "path": "xds-identity.yaml"}],
+               "defaultMode": 0o444, "optional": false})
+    );
     let envoy = &patched["spec"]["containers"][1];
     assert_eq!(
         envoy["volumeMounts"],
-        json!([{"name": "envoy-tmp", "mountPath": "/tmp"}, {"name": "envoy-xds-ca", "mountPath": "/etc/envoy", "readOnly": true}])
+        json!([{"name": "envoy-tmp", "mountPath": "/tmp"}, {"name": "envoy-xds-ca", "mountPath": "/etc/envoy", "readOnly": true},
+               {"name": "envoy-xds-identity", "mountPath": "/etc/envoy-xds-identity", "readOnly": true}])
     );
     assert_eq!(envoy["args"].as_array().unwrap()[2..4], [json!("--service-node"), json!("$(POD_NAME)")]);
     let bootstrap: Value = serde_json::from_str(envoy["args"][1].as_str().unwrap()).unwrap();
@@ -399,7 +410,7 @@ fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
     assert!(bootstrap["layered_runtime"].is_object(), "large regexes allowed, as the fleet's own proxies");
 
     let status = status_of(&patched);
-    assert_eq!(status.volumes, ["envoy-tmp", "envoy-xds-ca"]);
+    assert_eq!(status.volumes, ["envoy-tmp", "envoy-xds-ca", "envoy-xds-identity"]);
     assert_eq!(status.labels, [FLEET_LABEL]);
     assert_only_added(&pod, &patched);
 
@@ -795,7 +806,7 @@ spec: {ports: [{name: http, port: 80, targetPort: 8000}]}\n";
     assert!(served.status.success(), "{stderr}");
     let pod = &documents(&stdout(&served))[0];
     assert_eq!(pod["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
-    assert_eq!(names(&pod["spec"]["volumes"]), ["envoy-tmp", "envoy-xds-ca"]);
+    assert_eq!(names(&pod["spec"]["volumes"]), ["envoy-tmp", "envoy-xds-ca", "envoy-xds-identity"]);
     assert!(pod["spec"]["containers"][1]["args"][1].as_str().unwrap().contains("xds.example.internal"));
     assert!(
         stderr.contains("the configuration of Envoy edge-envoy from the operator's control plane"),

@@ -15,6 +15,7 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_operator::certs::identity_ca::{CA_SECRET as IDENTITY_CA_SECRET, IdentityCa};
 use envoy_operator::control_plane::server::XdsConfig;
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::run::{self, CertMode, RunConfig};
@@ -105,6 +106,15 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
             "webhooks": [{"name": "w.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
                           "clientConfig": {"service": {"name": "envoy-operator-webhook", "namespace": OPERATOR_NS}}}]}));
     }
+    // An Envoy of the operator's control plane, whose fleet is issued an identity Secret; and
+    // the identity CA, due for rotation.
+    api.put(
+        &path("example.com/v1", ns, "envoys", "mesh"),
+        json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "mesh", "namespace": ns}, "spec": {}}),
+    );
+    let aging_ca = IdentityCa::generate(time::OffsetDateTime::now_utc() - time::Duration::days(300)).unwrap();
+    let identity_ca_path = path("v1", OPERATOR_NS, "secrets", IDENTITY_CA_SECRET);
+    api.put(&identity_ca_path, serde_json::to_value(aging_ca.to_secret(OPERATOR_NS)).unwrap());
     // A certificate Secret due for rotation.
     let (cert, key) = expiring_certificate();
     let data = |text: &str| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, text);
@@ -168,6 +178,19 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         "the certificate rotated",
         HANG_GUARD,
         requests("PUT", "secrets/envoy-operator-webhook-tls"),
+    )
+    .await;
+
+    api.wait_for(
+        "the fleet's identity Secret",
+        HANG_GUARD,
+        exists(path("v1", ns, "secrets", "mesh-xds-identity")),
+    )
+    .await;
+    api.wait_for(
+        "the identity CA rotated",
+        HANG_GUARD,
+        requests("PUT", &format!("secrets/{IDENTITY_CA_SECRET}")),
     )
     .await;
 

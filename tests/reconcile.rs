@@ -8,6 +8,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::controller::routes::{RouteCaches, RouteContext, reconcile_route, route_error_policy};
 use envoy_operator::controller::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use envoy_operator::controller::{Context, Error, Settings, Stores};
@@ -15,13 +16,15 @@ use envoy_operator_core::api::{Envoy, EnvoyRoute, EnvoySpec, Foo, FooSpec, XdsSe
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::children::envoy::{ControlPlaneTrust, desired_children};
 use envoy_operator_core::children::foo::desired_deployment;
+use envoy_operator_core::children::install::{self, InstallId, MANAGED_ELSEWHERE};
 use envoy_operator_core::children::{labels, status};
+use envoy_operator_core::identity;
 use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 use envoy_operator_core::rules;
 use http::{Request, Response};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::controller::Action;
@@ -29,6 +32,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
+use support::fake_api::FakeApi;
 use support::rbac;
 use tokio::task::JoinHandle;
 
@@ -269,8 +273,25 @@ fn an_hour_ago() -> Time {
     Time(Timestamp::from_second(Timestamp::now().as_second() - 3600).unwrap())
 }
 
-/// `desired` as the API server holds it: defaults filled in, a uid, a rolled-out status.
-fn served(mut deployment: Deployment, available: i32) -> Deployment {
+/// `child` marked as managed by `install`.
+fn marked_by<K: Resource>(mut child: K, install: &InstallId) -> K {
+    install::mark(child.meta_mut(), install);
+    child
+}
+
+/// `child` marked as managed by the install the harness runs as (`Settings::default()`).
+fn marked<K: Resource>(child: K) -> K {
+    marked_by(child, &InstallId::default())
+}
+
+/// `desired` as the API server holds it, applied by this install: defaults filled in, a uid, a
+/// rolled-out status.
+fn served(deployment: Deployment, available: i32) -> Deployment {
+    marked(served_unmarked(deployment, available))
+}
+
+/// [`served`], as an operator from before install marks applied it.
+fn served_unmarked(mut deployment: Deployment, available: i32) -> Deployment {
     deployment.metadata.uid = Some(format!("{}-uid", deployment.name_any()));
     deployment.metadata.resource_version = Some("1".into());
     deployment.metadata.generation = Some(1);
@@ -636,8 +657,8 @@ fn envoy_stores(envoy: &Envoy) -> Stores {
     Stores::new(
         store(vec![]),
         store(vec![served(children.deployment, 2)]),
-        store(vec![children.config_map]),
-        store(vec![children.service]),
+        store(vec![marked(children.config_map)]),
+        store(vec![marked(children.service)]),
     )
 }
 
@@ -793,11 +814,12 @@ fn served_stores(envoy: &Envoy, trust: &ControlPlaneTrust) -> Stores {
     for config_map in &mut config_maps {
         config_map.metadata.uid = Some(format!("{}-uid", config_map.name_any()));
     }
+    let config_maps = config_maps.into_iter().map(marked).collect();
     Stores::new(
         store(vec![]),
         store(vec![served(children.deployment, 2)]),
         store(config_maps),
-        store(vec![children.service]),
+        store(vec![marked(children.service)]),
     )
 }
 
@@ -888,6 +910,227 @@ async fn an_old_bootstrap_config_map_no_pod_mounts_is_deleted() {
     ];
     let harness = Harness::served(stores, calls, trust("CA"));
     reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect("reconcile");
+    harness.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// One writer per object: another install of the operator watching the same namespace
+
+/// The other install of these tests (a namespaced install beside the cluster-wide one).
+fn other_install() -> InstallId {
+    InstallId::of_namespace("team-ops")
+}
+
+/// A server-side apply of the `ManagedElsewhere` condition, under the field manager installs
+/// share for it; the answer is the parent with the condition added.
+fn apply_standby(path: String, parent: Value, check: impl FnOnce(&Value) + Send + 'static) -> Call {
+    Call::new("PATCH", path, move |body| {
+        check(&body);
+        let mut parent = parent;
+        let mut conditions = parent["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.retain(|condition| condition["type"] != MANAGED_ELSEWHERE);
+        conditions.extend(body["status"]["conditions"].as_array().cloned().unwrap_or_default());
+        parent["status"]["conditions"] = json!(conditions);
+        (200, parent)
+    })
+    .query(&["fieldManager=envoy-operator-standby", "force=true"])
+}
+
+/// The body of a standby apply says one thing: the condition, naming `manager`.
+fn only_the_condition(body: &Value, status: &str, reason: &str, manager: &InstallId) -> Condition {
+    let status_fields = body["status"].as_object().map(|fields| fields.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(status_fields, Some(vec!["conditions".to_owned()]), "nothing but the condition: {body}");
+    let conditions = body["status"]["conditions"].as_array().expect("conditions");
+    assert_eq!(conditions.len(), 1, "{body}");
+    let condition: Condition = serde_json::from_value(conditions[0].clone()).expect("a condition");
+    assert_eq!(condition.type_, MANAGED_ELSEWHERE);
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), (status, reason));
+    assert!(condition.message.contains(&format!("{:?}", manager.as_str())), "{}", condition.message);
+    condition
+}
+
+/// A Deployment of the Foo applied by the other install (its own nginx image), and the Foo's
+/// status as that install wrote it.
+fn foo_of_the_other_install() -> (Foo, Deployment) {
+    let mut foo = foo("web", 3);
+    let theirs = desired_deployment(&rules::defaulted(foo.clone()), "nginx:theirs");
+    let theirs = marked_by(served_unmarked(theirs, 3), &other_install());
+    foo.status = Some(status::foo_status(
+        &rules::defaulted(foo.clone()),
+        "app=nginx,controller=example-foo".into(),
+        Some(&theirs),
+        None,
+        &an_hour_ago(),
+    ));
+    (foo, theirs)
+}
+
+#[tokio::test]
+async fn a_foo_another_install_manages_is_left_to_it_with_an_event_and_a_condition() {
+    let (mut foo, theirs) = foo_of_the_other_install();
+    let parent = serde_json::to_value(&foo).unwrap();
+    let written = Arc::new(std::sync::Mutex::new(None));
+    let seen = written.clone();
+    let harness = Harness::new(
+        stores(vec![theirs.clone()]),
+        vec![
+            // No write to the Deployment (its image is not ours), none of the install's status.
+            apply_standby(foo_status_path(), parent, move |body| {
+                let condition =
+                    only_the_condition(body, "True", install::REASON_OTHER_INSTALL, &other_install());
+                assert_eq!(condition.observed_generation, Some(1));
+                *seen.lock().unwrap() = Some(condition);
+            }),
+            event(
+                "Warning",
+                "ManagedElsewhere",
+                "install \"envoy-operator/envoy-operator-leader\" leaves this Foo to the install \"team-ops/envoy-operator-leader\"",
+            ),
+        ],
+    );
+    let ctx = harness.ctx.clone();
+    let action = reconcile_foo(Arc::new(foo.clone()), ctx.clone()).await.expect("standing aside is no error");
+    assert_eq!(action, Action::requeue(Settings::default().resync));
+
+    // Read back with the condition: reconciling again, however often, writes nothing.
+    let condition = written.lock().unwrap().take().expect("the condition was written");
+    foo.status.as_mut().unwrap().conditions.push(condition);
+    let foo = Arc::new(foo);
+    for _ in 0..3 {
+        reconcile_foo(foo.clone(), ctx.clone()).await.expect("reconcile");
+    }
+    drop(ctx);
+    harness.finish().await;
+}
+
+#[tokio::test]
+async fn the_managing_install_leaves_the_other_installs_condition_alone_at_rest() {
+    let mut foo = foo("web", 3);
+    let ours = served(desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE), 3);
+    let mut status = status::foo_status(
+        &rules::defaulted(foo.clone()),
+        "app=nginx,controller=example-foo".into(),
+        Some(&ours),
+        None,
+        &an_hour_ago(),
+    );
+    // What the other install, standing aside, wrote: naming this one.
+    let theirs = install::standby_condition(
+        &[],
+        Some(1),
+        &other_install(),
+        InstallId::default().as_str(),
+        &an_hour_ago(),
+    );
+    status.conditions.extend(theirs);
+    foo.status = Some(status);
+    let harness = Harness::new(stores(vec![ours]), vec![]);
+    let foo = Arc::new(foo);
+    for _ in 0..3 {
+        reconcile_foo(foo.clone(), harness.ctx.clone()).await.expect("reconcile");
+    }
+    harness.finish().await;
+}
+
+#[tokio::test]
+async fn a_child_from_before_install_marks_is_adopted_with_one_apply() {
+    let mut foo = foo("web", 3);
+    let desired = desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE);
+    let unmarked = served_unmarked(desired.clone(), 3);
+    assert_eq!(install::manager(&unmarked.metadata, &InstallId::default()), install::Manager::Unmarked);
+    let adopted = served(desired, 3);
+    foo.status = Some(status::foo_status(
+        &rules::defaulted(foo.clone()),
+        "app=nginx,controller=example-foo".into(),
+        Some(&adopted),
+        None,
+        &an_hour_ago(),
+    ));
+    let adopted = serde_json::to_value(&adopted).unwrap();
+    let harness = Harness::new(
+        stores(vec![unmarked]),
+        vec![
+            Call::new("PATCH", deployment_path("web"), move |body| {
+                assert_eq!(
+                    body["metadata"]["annotations"][envoy_operator_core::names::INSTALL_ANNOTATION],
+                    "envoy-operator/envoy-operator-leader"
+                );
+                (200, adopted)
+            })
+            .query(&["fieldManager=envoy-operator", "force=true"]),
+            event("Normal", "Synced", "Foo synced successfully"),
+        ],
+    );
+    reconcile_foo(Arc::new(foo), harness.ctx.clone()).await.expect("reconcile");
+    harness.finish().await;
+}
+
+/// The other install is gone and its marks were removed (the documented hand-over): this one
+/// adopts the child, and turns the condition that named the other install to name itself.
+#[tokio::test]
+async fn an_install_taking_over_corrects_the_condition_naming_the_other() {
+    let (mut foo, theirs) = foo_of_the_other_install();
+    let mut unmarked = theirs;
+    unmarked.metadata.annotations = None;
+    let stale = install::standby_condition(
+        &[],
+        Some(1),
+        &InstallId::default(),
+        other_install().as_str(),
+        &an_hour_ago(),
+    );
+    foo.status.as_mut().unwrap().conditions.extend(stale);
+    let parent = serde_json::to_value(&foo).unwrap();
+    let ours = serde_json::to_value(served(
+        desired_deployment(&rules::defaulted(foo.clone()), DEFAULT_NGINX_IMAGE),
+        3,
+    ))
+    .unwrap();
+    let harness = Harness::new(
+        stores(vec![unmarked]),
+        vec![
+            Call::new("PATCH", deployment_path("web"), move |body| {
+                assert_eq!(body["spec"]["template"]["spec"]["containers"][0]["image"], DEFAULT_NGINX_IMAGE);
+                (200, ours)
+            })
+            .query(&["fieldManager=envoy-operator", "force=true"]),
+            apply_standby(foo_status_path(), parent, |body| {
+                only_the_condition(body, "False", install::REASON_THIS_INSTALL, &InstallId::default());
+            }),
+            event("Normal", "Synced", "Foo synced successfully"),
+        ],
+    );
+    reconcile_foo(Arc::new(foo), harness.ctx.clone()).await.expect("reconcile");
+    harness.finish().await;
+}
+
+#[tokio::test]
+async fn an_envoy_whose_config_map_another_install_marked_is_left_to_it() {
+    let envoy = served_envoy("edge-cfg-1");
+    // Applied by the other install, with its control plane's CA.
+    let children = desired_children(&rules::defaulted(envoy.clone()), Some(&trust("THEIRS")));
+    let theirs = other_install();
+    let mut config_maps = vec![marked_by(children.config_map, &theirs)];
+    config_maps.extend(children.ca_config_map.map(|ca| marked_by(ca, &theirs)));
+    let stores = Stores::new(
+        store(vec![]),
+        store(vec![marked_by(served_unmarked(children.deployment, 2), &theirs)]),
+        store(config_maps),
+        store(vec![marked_by(children.service, &theirs)]),
+    );
+    let parent = serde_json::to_value(&envoy).unwrap();
+    let calls = vec![
+        apply_standby(envoy_status_path(), parent, |body| {
+            only_the_condition(body, "True", install::REASON_OTHER_INSTALL, &other_install());
+        }),
+        event(
+            "Warning",
+            "ManagedElsewhere",
+            "leaves this Envoy to the install \"team-ops/envoy-operator-leader\"",
+        ),
+    ];
+    let harness = Harness::served(stores, calls, trust("OURS"));
+    reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect("standing aside is no error");
     harness.finish().await;
 }
 
@@ -983,5 +1226,365 @@ async fn a_failed_route_status_write_backs_off_like_the_other_kinds() {
     reconcile_route(route.clone(), ctx.clone()).await.expect("second attempt");
     assert_eq!(ctx.shared.backoff.failures(&backoff_key(route.as_ref())), 0, "success resets the backoff");
     drop(ctx);
+    harness.finish().await;
+}
+
+#[tokio::test]
+async fn a_route_of_an_envoy_another_install_manages_is_left_to_it() {
+    let edge = envoy(19000);
+    let service = desired_children(&rules::defaulted(edge.clone()), None).service;
+    let theirs = marked_by(service, &other_install());
+    // Not a single request: the status is the other install's to write.
+    let harness = Harness::new(stores(vec![]), vec![]);
+    let ctx = route_context(&harness, vec![edge], vec![web_service(), theirs]);
+    let action = reconcile_route(Arc::new(route()), ctx.clone()).await.expect("reconcile");
+    assert_eq!(action, Action::requeue(Settings::default().resync));
+    drop(ctx);
+    harness.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Two installs over one namespace: whole controllers against the in-memory API server
+
+/// Owner (field manager) of each condition entry, by (object path, condition type).
+type ConditionOwners = Arc<std::sync::Mutex<std::collections::HashMap<(String, String), String>>>;
+
+/// One install of the operator: its controllers, and every write it made.
+struct Install {
+    id: InstallId,
+    nginx_image: &'static str,
+    writes: Arc<std::sync::Mutex<Vec<Value>>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: JoinHandle<Result<(), Error>>,
+    _trust: tokio::sync::watch::Sender<ControlPlaneTrust>,
+}
+
+impl Install {
+    /// The controllers of the install `namespace/envoy-operator-leader`, watching `watched` (all
+    /// namespaces when `None`), with their own nginx image and control plane CA, as two installs
+    /// differ.
+    fn start(
+        api: &FakeApi,
+        owners: &ConditionOwners,
+        namespace: &str,
+        watched: Option<&str>,
+        nginx_image: &'static str,
+        ca: &str,
+    ) -> Self {
+        let id = InstallId::of_namespace(namespace);
+        let writes = Arc::default();
+        let client = install_client(api, owners.clone(), Arc::clone(&writes));
+        let config = envoy_operator::controller::ControllerConfig {
+            namespace: watched.map(str::to_owned),
+            concurrency: 2,
+            settings: Settings {
+                nginx_image: nginx_image.to_owned(),
+                install: id.clone(),
+                ..Settings::default()
+            },
+            xds_reports_namespace: None,
+        };
+        let (trust_tx, trust_rx) = tokio::sync::watch::channel(trust(ca));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let task = tokio::spawn(envoy_operator::controller::run(client, config, shutdown, move |ctx| {
+            ctx.with_control_plane(trust_rx)
+        }));
+        Self { id, nginx_image, writes, stop, task, _trust: trust_tx }
+    }
+
+    fn write_count(&self) -> usize {
+        self.writes.lock().unwrap().len()
+    }
+
+    /// The Warning events this install recorded about `kind`s as standing aside.
+    fn standing_aside_events(&self, kind: &str) -> Vec<Value> {
+        let writes = self.writes.lock().unwrap();
+        writes
+            .iter()
+            .filter(|write| {
+                write["method"] == "POST" && write["path"].as_str().is_some_and(|p| p.ends_with("/events"))
+            })
+            .map(|write| write["body"].clone())
+            .filter(|event| event["reason"] == "ManagedElsewhere" && event["regarding"]["kind"] == kind)
+            .collect()
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let stopped = tokio::time::timeout(PATIENCE, self.task).await;
+        assert!(matches!(stopped, Ok(Ok(Ok(())))), "the controllers stop cleanly: {stopped:?}");
+    }
+}
+
+/// A client of `api` that records every write it sends in `writes`, and applies status as the
+/// real API server does where the in-memory one cannot (it merges JSON, replacing lists):
+/// `conditions` is a map keyed by `type` whose entries belong to the field manager that applied
+/// them, so an apply leaves the entries of other managers and drops only its own it omits.
+fn install_client(
+    api: &FakeApi,
+    owners: ConditionOwners,
+    writes: Arc<std::sync::Mutex<Vec<Value>>>,
+) -> Client {
+    let (api, inner) = (api.clone(), api.client());
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let (api, inner, owners, writes) = (api.clone(), inner.clone(), owners.clone(), writes.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.expect("a readable request body");
+            let (method, path) = (parts.method.as_str().to_owned(), parts.uri.path().to_owned());
+            let query = parts.uri.query().unwrap_or_default().to_owned();
+            let sent: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            if method != "GET" {
+                writes
+                    .lock()
+                    .unwrap()
+                    .push(json!({"method": method, "path": path, "query": query, "body": sent}));
+            }
+            let content_type =
+                parts.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            if method == "PATCH"
+                && path.ends_with("/status")
+                && content_type.starts_with("application/apply-patch")
+            {
+                let manager =
+                    query.split('&').find_map(|q| q.strip_prefix("fieldManager=")).unwrap_or_default();
+                return Ok(apply_status_by_manager(&api, &owners, &path, manager, &sent));
+            }
+            inner.send(Request::from_parts(parts, Body::from(bytes.to_vec()))).await
+        }
+    });
+    Client::new(service, NS)
+}
+
+fn apply_status_by_manager(
+    api: &FakeApi,
+    owners: &ConditionOwners,
+    path: &str,
+    manager: &str,
+    sent: &Value,
+) -> Response<Body> {
+    let respond = |code: u16, body: &Value| {
+        Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).expect("JSON")))
+            .expect("a response")
+    };
+    let object_path = path.trim_end_matches("/status");
+    let Some(mut object) = api.get(object_path) else {
+        return respond(404, &status_body(404, "NotFound", "not found").1);
+    };
+    let mut status = object["status"].as_object().cloned().unwrap_or_default();
+    let mut applied = sent["status"].as_object().cloned().unwrap_or_default();
+    let sent_conditions =
+        applied.remove("conditions").and_then(|c| c.as_array().cloned()).unwrap_or_default();
+    let mut conditions = status.remove("conditions").and_then(|c| c.as_array().cloned()).unwrap_or_default();
+    let mut owners = owners.lock().unwrap();
+    let key = |condition: &Value| {
+        (object_path.to_owned(), condition["type"].as_str().unwrap_or_default().to_owned())
+    };
+    conditions.retain(|condition| {
+        sent_conditions.iter().any(|sent| sent["type"] == condition["type"])
+            || owners.get(&key(condition)).is_none_or(|owner| owner != manager)
+    });
+    for condition in sent_conditions {
+        owners.insert(key(&condition), manager.to_owned());
+        match conditions.iter_mut().find(|kept| kept["type"] == condition["type"]) {
+            Some(kept) => *kept = condition,
+            None => conditions.push(condition),
+        }
+    }
+    status.extend(applied);
+    if !conditions.is_empty() {
+        status.insert("conditions".into(), json!(conditions));
+    }
+    object["status"] = Value::Object(status);
+    api.put(object_path, object);
+    respond(200, &api.get(object_path).expect("just stored"))
+}
+
+/// Waits until neither install has written anything for a while; fails if they never stop.
+async fn settled(installs: &[&Install]) {
+    let total = || installs.iter().map(|install| install.write_count()).sum::<usize>();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut last = (total(), tokio::time::Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = (total(), tokio::time::Instant::now());
+        if now.0 != last.0 {
+            last = now;
+        } else if now.1 - last.1 >= Duration::from_secs(1) {
+            return;
+        }
+        assert!(now.1 < deadline, "the installs still write after 30 s: {} writes", now.0);
+    }
+}
+
+/// A namespaced install beside a cluster-wide one, each with its own CA and nginx image (what
+/// made them rewrite each other's children about 30 times a second): each parent ends up with
+/// one install writing, the other standing aside with one Warning event and the
+/// `ManagedElsewhere` condition naming the first, and at rest nobody writes anything. The Foo's
+/// Deployment comes from an operator from before install marks: adopted by one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_installs_over_one_namespace_converge_to_one_writer() {
+    let api = FakeApi::new();
+    let foo_at = format!("/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{NS}/foos/example-foo");
+    let envoy_at = format!("/apis/example.com/v1/namespaces/{NS}/envoys/edge");
+    let mut parent = serde_json::to_value(foo("web", 3)).unwrap();
+    parent["metadata"]["uid"].take();
+    api.put(&foo_at, parent);
+    let stored: Foo = serde_json::from_value(api.get(&foo_at).unwrap()).unwrap();
+    let old = served_unmarked(desired_deployment(&rules::defaulted(stored), "nginx:old"), 3);
+    api.put(&deployment_path("web"), serde_json::to_value(old).unwrap());
+    let mut parent = serde_json::to_value(served_envoy("edge-cfg-1")).unwrap();
+    parent["metadata"]["uid"].take();
+    api.put(&envoy_at, parent);
+
+    // A route to the Envoy: its status is written too, by one install at rest.
+    let route_at = format!("/apis/example.com/v1/namespaces/{NS}/envoyroutes/shop");
+    let mut shop = serde_json::to_value(route()).unwrap();
+    shop["metadata"]["uid"].take();
+    api.put(&route_at, shop);
+    api.put(&format!("/api/v1/namespaces/{NS}/services/web"), serde_json::to_value(web_service()).unwrap());
+
+    let owners = ConditionOwners::default();
+    let namespaced = Install::start(&api, &owners, "team-ops", Some(NS), "nginx:team", "TEAM-CA");
+    let cluster_wide = Install::start(&api, &owners, "envoy-operator", None, "nginx:cluster", "CLUSTER-CA");
+    settled(&[&namespaced, &cluster_wide]).await;
+
+    // At rest: not one write, by either, however long.
+    let before = (namespaced.write_count(), cluster_wide.write_count());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = (namespaced.write_count(), cluster_wide.write_count());
+    assert_eq!(after, before, "writes at rest (namespaced, cluster-wide)");
+
+    let installs = [&namespaced, &cluster_wide];
+    let by_id =
+        |id: &str| installs.into_iter().find(|install| install.id.as_str() == id).expect("an install's mark");
+    let mark = |path: &str| {
+        let child = api.get(path).unwrap_or_else(|| panic!("{path} exists"));
+        child["metadata"]["annotations"][envoy_operator_core::names::INSTALL_ANNOTATION]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path} is marked: {child}"))
+            .to_owned()
+    };
+
+    // The Foo: its Deployment is the writer's, image and all; the other stood aside.
+    let writer = by_id(&mark(&deployment_path("web")));
+    let aside = installs.into_iter().find(|install| install.id != writer.id).unwrap();
+    let deployment = api.get(&deployment_path("web")).unwrap();
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], writer.nginx_image);
+    let foo = api.get(&foo_at).unwrap();
+    let standby = condition(&foo["status"], MANAGED_ELSEWHERE);
+    assert_eq!((&standby["status"], &standby["reason"]), (&json!("True"), &json!("OtherInstall")), "{foo}");
+    assert!(standby["message"].as_str().unwrap().contains(writer.id.as_str()), "{standby}");
+    assert!(condition(&foo["status"], "Ready").is_object(), "the writer's status stays: {foo}");
+    assert!(!aside.standing_aside_events("Foo").is_empty(), "the install standing aside says so");
+    assert!(writer.standing_aside_events("Foo").is_empty());
+
+    // The Envoy: every child carries one mark, and the bootstrap its CA.
+    let config_map = config_map_path("edge-cfg-1");
+    let writer = by_id(&mark(&config_map));
+    for child in [
+        config_map_path("edge-xds-ca"),
+        deployment_path("edge"),
+        format!("/api/v1/namespaces/{NS}/services/edge"),
+    ] {
+        assert_eq!(mark(&child), writer.id.as_str(), "{child}");
+    }
+    let ca = if writer.id == namespaced.id { "TEAM-CA" } else { "CLUSTER-CA" };
+    let bootstrap = api.get(&config_map).unwrap();
+    assert!(bootstrap["data"]["xds-ca.yaml"].as_str().unwrap().contains(ca), "{bootstrap}");
+    let aside = installs.into_iter().find(|install| install.id != writer.id).unwrap();
+    let envoy = api.get(&envoy_at).unwrap();
+    let standby = condition(&envoy["status"], MANAGED_ELSEWHERE);
+    assert_eq!(standby["status"], "True", "{envoy}");
+    assert!(standby["message"].as_str().unwrap().contains(writer.id.as_str()), "{standby}");
+    let events = aside.standing_aside_events("Envoy");
+    assert!(!events.is_empty(), "the install standing aside says so");
+    assert!(events[0]["note"].as_str().unwrap().contains(aside.id.as_str()), "{}", events[0]);
+    assert!(writer.standing_aside_events("Envoy").is_empty());
+    let shop = api.get(&route_at).unwrap();
+    assert_eq!(condition(&shop["status"]["parents"][0], "Accepted")["status"], "True", "{shop}");
+
+    namespaced.stop().await;
+    cluster_wide.stop().await;
+}
+
+/// A fleet of the operator's control plane is issued its identity Secret (its xDS client
+/// certificate) before the Deployment whose pods mount it, and the Deployment records what was
+/// issued; with that record, a reconcile issues nothing more until the CA changes.
+#[tokio::test]
+async fn a_fleet_gets_its_identity_before_its_pods_and_again_only_when_the_ca_changes() {
+    let envoy = served_envoy("edge-cfg");
+    let trust = trust("CA");
+    let stores = served_stores(&envoy, &trust);
+    let ca = IdentityCa::generate(time::OffsetDateTime::now_utc()).unwrap();
+    let fingerprint = ca.fingerprint().to_owned();
+    let recorded = Arc::new(std::sync::Mutex::new(None::<Value>));
+    let keep = recorded.clone();
+    let calls = vec![
+        apply(format!("/api/v1/namespaces/{NS}/secrets/edge-xds-identity"), true, |body| {
+            assert_eq!(body["type"], "kubernetes.io/tls");
+            assert_eq!(body["metadata"]["labels"][identity::SECRET_LABEL], "edge");
+            assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], ENVOY_UID);
+            assert!(body["data"][identity::SDS_KEY].is_string(), "the SDS file proxies read");
+        }),
+        apply(deployment_path("edge"), true, move |body| {
+            let record = &body["metadata"]["annotations"][identity::ISSUED_ANNOTATION];
+            assert!(record.as_str().is_some_and(|r| r.starts_with(&fingerprint)), "{record}");
+            *keep.lock().unwrap() = Some(body.clone());
+        }),
+        apply_status(envoy_status_path(), serde_json::to_value(&envoy).unwrap(), |_| {}),
+        event("Normal", "Synced", "Envoy synced successfully"),
+    ];
+    let harness = Harness::served(stores, calls, trust.clone());
+    let (_, issuer) = tokio::sync::watch::channel(Arc::new(ca.clone()));
+    let ctx = Arc::new(Arc::into_inner(harness.ctx).unwrap().with_identity_issuer(issuer.clone()));
+    let harness = Harness { ctx, ..harness };
+    reconcile_envoy(Arc::new(envoy.clone()), harness.ctx.clone()).await.expect("reconcile");
+    harness.finish().await;
+
+    // The Deployment as applied, with its record: nothing is due.
+    let applied: Deployment = serde_json::from_value(recorded.lock().unwrap().clone().unwrap()).unwrap();
+    let with_record = |stores: Stores| {
+        Stores::new(
+            store(vec![]),
+            store(vec![served(applied.clone(), 2)]),
+            stores.config_maps,
+            stores.services,
+        )
+    };
+    // (Its status is written again: this Envoy comes without one.)
+    let parent = serde_json::to_value(&envoy).unwrap();
+    let harness = Harness::served(
+        with_record(served_stores(&envoy, &trust)),
+        vec![apply_status(envoy_status_path(), parent.clone(), |_| {})],
+        trust.clone(),
+    );
+    let ctx = Arc::new(Arc::into_inner(harness.ctx).unwrap().with_identity_issuer(issuer.clone()));
+    let harness = Harness { ctx, ..harness };
+    reconcile_envoy(Arc::new(envoy.clone()), harness.ctx.clone()).await.expect("reconcile");
+    harness.finish().await;
+
+    // A rotated CA: the fleet is issued a certificate of the new one.
+    let rotated = ca.rotated(time::OffsetDateTime::now_utc()).unwrap();
+    let (_, issuer) = tokio::sync::watch::channel(Arc::new(rotated));
+    let harness = Harness::served(
+        with_record(served_stores(&envoy, &trust)),
+        vec![
+            apply(format!("/api/v1/namespaces/{NS}/secrets/edge-xds-identity"), true, |_| {}),
+            apply(deployment_path("edge"), true, |_| {}),
+            apply_status(envoy_status_path(), parent.clone(), |_| {}),
+            event("Normal", "Synced", ""),
+        ],
+        trust,
+    );
+    let ctx = Arc::new(Arc::into_inner(harness.ctx).unwrap().with_identity_issuer(issuer));
+    let harness = Harness { ctx, ..harness };
+    reconcile_envoy(Arc::new(envoy), harness.ctx.clone()).await.expect("reconcile");
     harness.finish().await;
 }

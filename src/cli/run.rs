@@ -18,6 +18,9 @@ use crate::ops::signal;
 use crate::run::{self, CertMode, RunConfig};
 use crate::webhook::server::ServeConfig;
 
+/// Runtime threads of `run` at most (see the memory budgets).
+pub const MAX_WORKER_THREADS: usize = 2;
+
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// Address of the webhook's TLS port.
@@ -62,8 +65,8 @@ pub struct RunArgs {
     pub xds_listen: SocketAddr,
     #[command(flatten)]
     pub advertise: AdvertiseFlags,
-    /// DEVELOPMENT ONLY, outside a cluster: serve a proxy the fleet its node metadata names,
-    /// without checking that it connects from a pod of that fleet. Anyone who can reach the
+    /// DEVELOPMENT ONLY, outside a cluster: also accept xDS clients without a client
+    /// certificate, serving each the fleet its node metadata names. Anyone who can reach the
     /// xDS port can then read any fleet's configuration.
     #[arg(long)]
     pub xds_insecure_node_identity: bool,
@@ -79,6 +82,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Ok(config) => config,
         Err(message) => return Ok(usage_error(&message)),
     };
+    let controllers = match args.reconcile.to_config(&args.operator_namespace) {
+        Ok(config) => config,
+        Err(message) => return Ok(usage_error(&message)),
+    };
     let advertise = match args.advertise.control_plane(&args.operator_namespace) {
         Ok(control_plane) => control_plane,
         Err(message) => return Ok(usage_error(&message)),
@@ -87,7 +94,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .identity
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| format!("envoy-operator-{}", std::process::id()));
-    let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
+    // The memory budgets (README, "Memory budget") count the work each runtime thread may hold
+    // at once (a review being computed, a request being decoded): their number is bounded
+    // here, not left to the node's core count. Two keep both ports well ahead of their load.
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(MAX_WORKER_THREADS);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .map_err(super::Error::Runtime)?;
     let cluster = runtime.block_on(args.cluster.connect())?;
     let config = RunConfig {
         api_server: cluster.as_ref().map_or_else(|| "none".to_owned(), |c| c.server.clone()),
@@ -98,7 +113,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         service_name: args.service_name,
         identity,
         cert_check_interval: Duration::from_secs(60),
-        controllers: args.reconcile.to_config(),
+        controllers,
         inject,
         serve: ServeConfig { drain: Duration::from_secs(args.drain_seconds), ..ServeConfig::default() },
         xds: Some(XdsConfig {
@@ -110,7 +125,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     };
     if args.xds_insecure_node_identity {
         tracing::warn!(
-            "--xds-insecure-node-identity: any client that reaches the xDS port gets the configuration of the fleet it names; for development only"
+            "--xds-insecure-node-identity: a client without a certificate that reaches the xDS port gets the configuration of the fleet it names; for development only"
         );
     }
     let result = runtime.block_on(run::run(config, cluster.map(|c| c.client), signal::shutdown_signal()));

@@ -9,6 +9,7 @@
 //! this module adds the shared [`Context`], the error type and the backoff policy.
 
 pub mod fleet_reports;
+pub mod identity;
 pub mod rejections;
 pub mod routes;
 pub mod sync;
@@ -19,6 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use envoy_operator_core::children::envoy::ControlPlaneTrust;
+
+use crate::certs::identity_ca::IdentityCa;
+use envoy_operator_core::children::install::InstallId;
 use envoy_operator_core::names::{DEFAULT_NGINX_IMAGE, EVENT_REPORTER};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -54,12 +58,15 @@ pub enum Error {
 
     #[error("connecting to the Kubernetes API: {0}")]
     Client(#[source] kube::Error),
+
+    #[error("issuing the fleet's xDS client certificate: {0}")]
+    Identity(String),
 }
 
 impl Error {
     /// Every [`metric_label`](Self::metric_label).
-    pub const METRIC_LABELS: [&str; 6] =
-        ["conflict", "api", "name_clash", "missing_metadata", "cache_unavailable", "client"];
+    pub const METRIC_LABELS: [&str; 7] =
+        ["conflict", "api", "name_clash", "missing_metadata", "cache_unavailable", "client", "identity"];
 
     /// A short, fixed label for metrics.
     pub fn metric_label(&self) -> &'static str {
@@ -70,6 +77,7 @@ impl Error {
             Self::MissingMetadata { .. } => "missing_metadata",
             Self::CacheUnavailable(_) => "cache_unavailable",
             Self::Client(_) => "client",
+            Self::Identity(_) => "identity",
         }
     }
 }
@@ -180,11 +188,18 @@ pub struct Settings {
     pub nginx_image: String,
     /// Periodic re-check of an object that reconciled fine (a safety net; costs no writes).
     pub resync: Duration,
+    /// This install's identity, marked on every child it applies: a parent whose children
+    /// another install marked is left to that install ([`envoy_operator_core::children::install`]).
+    pub install: InstallId,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { nginx_image: DEFAULT_NGINX_IMAGE.to_owned(), resync: Duration::from_secs(600) }
+        Self {
+            nginx_image: DEFAULT_NGINX_IMAGE.to_owned(),
+            resync: Duration::from_secs(600),
+            install: InstallId::default(),
+        }
     }
 }
 
@@ -258,6 +273,9 @@ pub struct Context {
     /// The operator's control plane, with its current CA, for Envoys without `spec.xds`; `None`
     /// where none runs (their proxies are then admin-only).
     pub control_plane: Option<tokio::sync::watch::Receiver<ControlPlaneTrust>>,
+    /// The CA that issues the fleets of the operator's control plane their client certificates
+    /// ([`identity`]); `None` leaves them without (tests of other concerns).
+    pub identity_issuer: Option<tokio::sync::watch::Receiver<Arc<IdentityCa>>>,
     /// The xDS replicas' reports, for the `status.xds` and `ConfigAccepted` of Envoys without
     /// `spec.xds`; `None` where the operator serves no xDS (set by [`run`] from
     /// [`ControllerConfig::xds_reports_namespace`]).
@@ -277,6 +295,7 @@ impl Context {
             backoff: Backoff::default(),
             metrics: Arc::new(NoMetrics),
             control_plane: None,
+            identity_issuer: None,
             fleet_reports: None,
             rejection_events: rejections::RejectionEvents::default(),
         }
@@ -287,6 +306,14 @@ impl Context {
     #[must_use]
     pub fn with_control_plane(mut self, trust: tokio::sync::watch::Receiver<ControlPlaneTrust>) -> Self {
         self.control_plane = Some(trust);
+        self
+    }
+
+    /// Fleets of the operator's control plane get client certificates `issuer` issues (it
+    /// changes when the CA rotates).
+    #[must_use]
+    pub fn with_identity_issuer(mut self, issuer: tokio::sync::watch::Receiver<Arc<IdentityCa>>) -> Self {
+        self.identity_issuer = Some(issuer);
         self
     }
 

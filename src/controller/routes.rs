@@ -7,12 +7,19 @@
 //! A route's status depends on objects it does not own, so besides its own changes a route is
 //! reconciled when an Envoy it names changes (or appears, or goes) and when a Service one of its
 //! backendRefs names does.
+//!
+//! Where several installs of the operator watch the route's namespace, the route's status is
+//! written by one: the install that manages the first Envoy it names whose Service carries an
+//! install's mark ([`envoy_operator_core::children::install`]); the others leave it alone. With
+//! no such Envoy, every install writes, and all compute the same status from the same objects,
+//! so the first write leaves the others nothing to do.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use envoy_operator_core::api::route::BackendRef;
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
+use envoy_operator_core::children::install::{self, InstallId, Manager};
 use envoy_operator_core::children::status::now;
 use envoy_operator_core::names::CONTROLLER_NAME;
 use envoy_operator_core::rules::{Defaulted, defaulted};
@@ -84,6 +91,45 @@ impl RouteCaches {
             .map(|service| service.as_ref().clone())
             .collect()
     }
+
+    /// The install other than `this` that writes `route`'s status: the manager of the first
+    /// Envoy (of `namespace`) it names whose Service, a child every Envoy has, carries a mark.
+    fn status_writer_elsewhere(
+        &self,
+        namespace: &str,
+        route: &EnvoyRoute,
+        this: &InstallId,
+    ) -> Option<String> {
+        let envoys = self.envoys.state();
+        let services = self.services.state();
+        let manager_of = |envoy: &Envoy| {
+            let uid = envoy.meta().uid.as_deref()?;
+            services.iter().find_map(|service| {
+                let controlled = service.namespace().as_deref() == Some(namespace)
+                    && service
+                        .owner_references()
+                        .iter()
+                        .any(|owner| owner.controller == Some(true) && owner.uid == uid);
+                match install::manager(service.meta(), this) {
+                    _ if !controlled => None,
+                    Manager::Unmarked => None,
+                    Manager::ThisInstall => Some(None),
+                    Manager::Other(other) => Some(Some(other.to_owned())),
+                }
+            })
+        };
+        route
+            .spec
+            .parent_refs
+            .iter()
+            .filter_map(|parent| {
+                envoys.iter().find(|envoy| {
+                    envoy.namespace().as_deref() == Some(namespace) && envoy.name_any() == parent.name
+                })
+            })
+            .find_map(|envoy| manager_of(envoy))
+            .flatten()
+    }
 }
 
 /// What a route reconcile needs: the shared context (client, metrics, backoff, settings) and
@@ -143,6 +189,11 @@ async fn sync_route(route: Arc<EnvoyRoute>, ctx: Arc<RouteContext>) -> Result<Ac
     }
     let parent = Parent::of(route.as_ref())?;
     ctx.caches.ready().await?;
+    let this = &ctx.shared.settings.install;
+    if let Some(writer) = ctx.caches.status_writer_elsewhere(&parent.namespace, &route, this) {
+        tracing::debug!(namespace = %parent.namespace, name = %route.name_any(), %writer, "route status written by the install managing its Envoy");
+        return Ok(Action::requeue(ctx.shared.settings.resync));
+    }
     let envoys = ctx.caches.named_envoys(&parent.namespace, &route);
     let services = ctx.caches.named_services(&parent.namespace, &route);
     let outcomes = route_parents(&route, &envoys, &services);

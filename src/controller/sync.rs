@@ -1,20 +1,30 @@
 //! The reconcile functions: thin async shells over the pure builders and decisions of
 //! [`envoy_operator_core::children`]. They read children from the caches, write only what
 //! differs (server-side apply, one field manager), and report status and events.
+//!
+//! One writer per parent when several installs watch its namespace
+//! ([`envoy_operator_core::children::install`]): every child applied carries this install's
+//! mark, and the mark on the parent's first child (a Foo's Deployment, an Envoy's bootstrap
+//! ConfigMap: the child every reconcile applies first; the Envoy's Deployment while that
+//! ConfigMap is not created yet) decides which install manages the parent. Deciding on one
+//! child means two installs can never each hold part of the children and both stand aside;
+//! the managing install re-marks the others as it applies them.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use envoy_operator_core::api::{Envoy, Foo};
 use envoy_operator_core::children::apply::{needs_apply, strip_metadata};
+use envoy_operator_core::children::install::{self, MANAGED_ELSEWHERE};
 use envoy_operator_core::children::report::{self, Child, ChildState, Notice, Report};
 use envoy_operator_core::children::status::{self, Blocker};
 use envoy_operator_core::children::{envoy, foo};
 use envoy_operator_core::fleet::status as fleet_status;
-use envoy_operator_core::names::{EVENT_REPORTER, FIELD_MANAGER, FLEET_LABEL};
+use envoy_operator_core::names::{EVENT_REPORTER, FIELD_MANAGER, FLEET_LABEL, STANDBY_FIELD_MANAGER};
 use envoy_operator_core::rules::{Defaulted, Rules, defaulted};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -107,10 +117,73 @@ fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
     object.owner_references().iter().any(|owner| owner.controller == Some(true) && owner.uid == uid)
 }
 
-/// Makes one child match `desired`. The child comes from the cache; only on a cache miss
-/// (a child created moments ago, or one we do not own and so do not watch) is it read from
-/// the API. A child controlled by someone else is never touched.
+/// The child `name` as the cluster holds it. It comes from the cache; only on a cache miss (a
+/// child created moments ago, or one we do not own and so do not watch) is it read from the API.
+async fn find<K>(ctx: &Context, store: &Store<K>, parent: &Parent<'_>, name: &str) -> Result<Option<Arc<K>>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+{
+    if let Some(cached) = store.get(&ObjectRef::new(name).within(&parent.namespace)) {
+        return Ok(Some(cached));
+    }
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &parent.namespace);
+    let fresh = api.get_opt(name).await.map_err(api_error("get", kind_of::<K>(), name))?;
+    Ok(fresh.map(|mut fresh| {
+        strip_metadata(fresh.meta_mut());
+        Arc::new(fresh)
+    }))
+}
+
+/// The install other than this one that manages `parent`, by the mark on `deciding`, the one
+/// child that decides it (see the module documentation), when `parent` controls it.
+fn managed_elsewhere<K: Resource>(
+    ctx: &Context,
+    parent: &Parent<'_>,
+    deciding: Option<&K>,
+) -> Option<String> {
+    deciding
+        .filter(|child| controlled_by(*child, parent.uid))
+        .and_then(|child| install::other_manager(child.meta(), &ctx.settings.install))
+        .map(str::to_owned)
+}
+
+/// For a parent whose children cannot be computed (an invalid spec): the install other than
+/// this one that marked a cached child it controls, which then reports on it too.
+fn marked_elsewhere<K>(ctx: &Context, store: &Store<K>, parent: &Parent<'_>) -> Option<String>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let this = &ctx.settings.install;
+    store.state().iter().find_map(|child| {
+        let ours = child.meta().namespace.as_deref() == Some(parent.namespace.as_str())
+            && controlled_by(child.as_ref(), parent.uid);
+        ours.then(|| install::other_manager(child.meta(), this)).flatten().map(str::to_owned)
+    })
+}
+
+/// Makes one child match `desired` (found in the cluster or not).
 async fn ensure<K>(ctx: &Context, store: &Store<K>, parent: &Parent<'_>, desired: &K) -> Result<Ensured<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let current = find(ctx, store, parent, &desired.name_any()).await?;
+    ensure_found(ctx, parent, desired, current).await
+}
+
+/// Makes one child match `desired`, marked as this install's, given `current`, what the
+/// cluster holds of it. A child controlled by someone else is never touched; one this parent
+/// controls is made ours, whatever install marked it (the caller decided that this install
+/// manages the parent).
+async fn ensure_found<K>(
+    ctx: &Context,
+    parent: &Parent<'_>,
+    desired: &K,
+    current: Option<Arc<K>>,
+) -> Result<Ensured<K>>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -121,13 +194,9 @@ where
     let kind = kind_of::<K>();
     let name = desired.name_any();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &parent.namespace);
-    let current = match store.get(&ObjectRef::new(&name).within(&parent.namespace)) {
-        Some(cached) => Some(cached),
-        None => api.get_opt(&name).await.map_err(api_error("get", kind, &name))?.map(|mut fresh| {
-            strip_metadata(fresh.meta_mut());
-            Arc::new(fresh)
-        }),
-    };
+    let mut desired = desired.clone();
+    install::mark(desired.meta_mut(), &ctx.settings.install);
+    let desired = &desired;
     let params = match &current {
         Some(current) if !controlled_by(current.as_ref(), parent.uid) => return Ok(Ensured::Clash),
         Some(current) if !needs_apply(desired, current.as_ref()) => {
@@ -272,7 +341,7 @@ where
     P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
     S: Serialize + PartialEq,
 {
-    if current == Some(status) {
+    if current.is_some_and(|current| same_status(current, status)) {
         return Ok(false);
     }
     let api: Api<P> = Api::namespaced(ctx.client.clone(), &who.namespace);
@@ -293,6 +362,96 @@ where
         Err(error) if is_status(&error, 404) => Ok(false),
         Err(error) => Err(api_error("apply status of", who.kind, &who.name)(error)),
     }
+}
+
+/// Whether the parent's `current` status already says `desired`, leaving out the
+/// `ManagedElsewhere` condition: another install's entry, which an apply of `desired` keeps.
+fn same_status<S: Serialize + PartialEq>(current: &S, desired: &S) -> bool {
+    match (serde_json::to_value(current), serde_json::to_value(desired)) {
+        (Ok(current), Ok(desired)) => install::without_standby(current) == desired,
+        _ => current == desired,
+    }
+}
+
+/// Applies `condition` (`ManagedElsewhere`) to the parent's status under the field manager every
+/// install shares for it, and nothing else: the managing install's status applies neither own
+/// nor remove that entry of the `conditions` map. Returns whether it was written.
+async fn write_standby<P>(ctx: &Context, who: &Parent<'_>, condition: &Condition) -> Result<bool>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+{
+    let api: Api<P> = Api::namespaced(ctx.client.clone(), &who.namespace);
+    let body = json!({
+        "apiVersion": P::api_version(&()),
+        "kind": P::kind(&()),
+        "status": {"conditions": [condition]},
+    });
+    let params = PatchParams::apply(STANDBY_FIELD_MANAGER).force();
+    let written = api.patch_status(&who.name, &params, &Patch::Apply(&body)).await;
+    ctx.metrics.wrote(who.kind, "apply_status");
+    match written {
+        Ok(_) => Ok(true),
+        Err(error) if is_status(&error, 404) => Ok(false),
+        Err(error) => Err(api_error("apply status of", who.kind, &who.name)(error)),
+    }
+}
+
+/// This install leaves `parent` to the install `manager`, whose mark its first child carries:
+/// it writes none of the children and nothing of the status but the `ManagedElsewhere`
+/// condition naming `manager` (`conditions` are the parent's), with a Warning event when that
+/// is news. Nothing is written once the condition says so, and no error: waiting is the
+/// steady state of an install standing aside (a change of mark reconciles the parent again).
+async fn stand_aside<P>(
+    ctx: &Context,
+    who: &Parent<'_>,
+    parent: &P,
+    conditions: &[Condition],
+    manager: &str,
+) -> Result<Action>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+{
+    let this = &ctx.settings.install;
+    debug!(kind = who.kind, namespace = %who.namespace, name = %who.name, %manager, "managed by another install: standing aside");
+    let generation = parent.meta().generation;
+    let Some(condition) = install::standby_condition(conditions, generation, this, manager, &status::now())
+    else {
+        return Ok(Action::requeue(ctx.settings.resync));
+    };
+    let news = !conditions.iter().any(|known| {
+        known.type_ == MANAGED_ELSEWHERE
+            && known.status == condition.status
+            && known.message == condition.message
+    });
+    if write_standby::<P>(ctx, who, &condition).await? && news {
+        warn!(kind = who.kind, namespace = %who.namespace, name = %who.name, %manager, "another operator install manages this parent's children: leaving them alone");
+        let note = install::standing_aside_note(who.kind, this, manager);
+        let notice =
+            Notice { warning: true, reason: install::EVENT_MANAGED_ELSEWHERE, note, action: "Reconcile" };
+        publish(ctx, parent, notice).await;
+    }
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// The managing install corrects a `ManagedElsewhere` condition naming another install (left by
+/// an install that managed the parent before, or by this one while it stood aside).
+async fn correct_standby<P>(
+    ctx: &Context,
+    who: &Parent<'_>,
+    parent: &P,
+    conditions: &[Condition],
+) -> Result<()>
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+{
+    let this = &ctx.settings.install;
+    let generation = parent.meta().generation;
+    if let Some(condition) =
+        install::standby_condition(conditions, generation, this, this.as_str(), &status::now())
+    {
+        write_standby::<P>(ctx, who, &condition).await?;
+    }
+    Ok(())
 }
 
 /// A parent whose spec the rules reject gets no children: its status says why, with a
@@ -390,6 +549,10 @@ async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
     let current_status = foo.status.as_ref();
 
     if let Err(errors) = defaulted.validate(None) {
+        let conditions = current_status.map(|status| status.conditions.as_slice()).unwrap_or_default();
+        if let Some(manager) = marked_elsewhere(&ctx, store, &parent) {
+            return stand_aside(&ctx, &parent, foo.as_ref(), conditions, &manager).await;
+        }
         let blocker = Blocker::InvalidSpec { message: errors.message("Foo", &parent.name) };
         let status = status::foo_status(&defaulted, selector, None, Some(&blocker), &now);
         return report_invalid_spec(&ctx, &parent, foo.as_ref(), current_status, &status, &blocker).await;
@@ -397,7 +560,12 @@ async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
 
     let desired = foo::desired_deployment(&defaulted, &ctx.settings.nginx_image);
     let deployment_name = desired.name_any();
-    let ensured = ensure(&ctx, store, &parent, &desired).await?;
+    let conditions = current_status.map(|status| status.conditions.as_slice()).unwrap_or_default();
+    let found = find(&ctx, store, &parent, &deployment_name).await?;
+    if let Some(manager) = managed_elsewhere(&ctx, &parent, found.as_deref()) {
+        return stand_aside(&ctx, &parent, foo.as_ref(), conditions, &manager).await;
+    }
+    let ensured = ensure_found(&ctx, &parent, &desired, found).await?;
     let notice = match report::report("Foo", &[child("Deployment", deployment_name.clone(), Some(&ensured))])
     {
         Report::Clash { kind, name, blocker, notice } => {
@@ -414,6 +582,7 @@ async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
     }
     let status = status::foo_status(&defaulted, selector, ensured.object().map(AsRef::as_ref), None, &now);
     write_status::<Foo, _>(&ctx, &parent, current_status, &status).await?;
+    correct_standby(&ctx, &parent, foo.as_ref(), conditions).await?;
     if let Some(notice) = notice {
         publish(&ctx, foo.as_ref(), notice).await;
     }
@@ -443,23 +612,53 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     let with_xds = |status| fleet_status::with_xds(status, previous, fleet.as_ref(), &now);
 
     if let Err(errors) = defaulted.validate(None) {
+        let stores = &ctx.stores;
+        let manager = marked_elsewhere(&ctx, &stores.config_maps, &parent)
+            .or_else(|| marked_elsewhere(&ctx, &stores.envoy_deployments, &parent))
+            .or_else(|| marked_elsewhere(&ctx, &stores.services, &parent));
+        if let Some(manager) = manager {
+            return stand_aside(&ctx, &parent, envoy.as_ref(), previous, &manager).await;
+        }
         let blocker = Blocker::InvalidSpec { message: errors.message("Envoy", &parent.name) };
         let status = with_xds(status::envoy_status(&defaulted, selector, None, None, Some(&blocker), &now));
         return report_invalid_spec(&ctx, &parent, envoy.as_ref(), current_status, &status, &blocker).await;
     }
 
     let trust = ctx.control_plane.as_ref().map(|trust| trust.borrow().clone());
-    let children = envoy::desired_children(&defaulted, trust.as_ref());
+    let mut children = envoy::desired_children(&defaulted, trust.as_ref());
+    let mut renewal = None;
     let stores = &ctx.stores;
     // The ConfigMaps first: new pods mount them. Each next child only when the one before is ours.
-    let config_map = ensure(&ctx, &stores.config_maps, &parent, &children.config_map).await?;
+    let found = find(&ctx, &stores.config_maps, &parent, &children.config_map.name_any()).await?;
+    let manager = match &found {
+        Some(config_map) => managed_elsewhere(&ctx, &parent, Some(config_map.as_ref())),
+        // A bootstrap ConfigMap not created yet (a new Envoy, a rename): the Deployment decides,
+        // so the install that manages the fleet now keeps it.
+        None => {
+            let deployment = ObjectRef::new(&children.deployment.name_any()).within(&parent.namespace);
+            managed_elsewhere(&ctx, &parent, stores.envoy_deployments.get(&deployment).as_deref())
+        }
+    };
+    if let Some(manager) = manager {
+        return stand_aside(&ctx, &parent, envoy.as_ref(), previous, &manager).await;
+    }
+    let config_map = ensure_found(&ctx, &parent, &children.config_map, found).await?;
     let ca_config_map = match (&config_map, &children.ca_config_map) {
         (Ensured::Clash, _) | (_, None) => None,
         (_, Some(ca)) => Some(ensure(&ctx, &stores.config_maps, &parent, ca).await?),
     };
     let deployment = match (&config_map, &ca_config_map) {
         (Ensured::Clash, _) | (_, Some(Ensured::Clash)) => None,
-        _ => Some(ensure(&ctx, &stores.envoy_deployments, &parent, &children.deployment).await?),
+        _ => {
+            // The identity Secret before the Deployment whose pods mount it; none for a
+            // Deployment of that name that is someone else's (it is left alone, below).
+            let cached = ObjectRef::new(&children.deployment.name_any()).within(&parent.namespace);
+            let ours =
+                stores.envoy_deployments.get(&cached).is_none_or(|d| controlled_by(d.as_ref(), parent.uid));
+            let served = trust.is_some() && defaulted.spec.xds.is_none() && ours;
+            renewal = super::identity::attach(&ctx, envoy.as_ref(), served, &mut children.deployment).await?;
+            Some(ensure(&ctx, &stores.envoy_deployments, &parent, &children.deployment).await?)
+        }
     };
     let service = match &deployment {
         Some(Ensured::Current(_) | Ensured::Applied(_)) => {
@@ -509,11 +708,14 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
         &now,
     ));
     write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await?;
+    correct_standby(&ctx, &parent, envoy.as_ref(), previous).await?;
     if let Some(notice) = notice {
         publish(&ctx, envoy.as_ref(), notice).await;
     }
     let held = announce_rejections(&ctx, envoy.as_ref(), fleet.as_ref()).await;
-    Ok(Action::requeue(held.map_or(ctx.settings.resync, |wait| wait.min(ctx.settings.resync))))
+    // Back when a held-back rejection is to be told, or the fleet's identity is to be renewed.
+    let next = [held, renewal].into_iter().flatten().fold(ctx.settings.resync, std::time::Duration::min);
+    Ok(Action::requeue(next))
 }
 
 /// A Warning `ConfigRejected` event on the Envoy when the rejections its proxies live with

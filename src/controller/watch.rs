@@ -137,14 +137,20 @@ pub async fn run(
 }
 
 /// A tick whenever the control plane's trust (its CA bundle) changes: every fleet's bootstrap
-/// ConfigMap carries it. Never ticks without a control plane.
+/// ConfigMap carries it; and whenever the identity CA changes: every fleet gets a certificate
+/// of the new one. Never ticks without a control plane.
 fn trust_changes(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
-    let trust = ctx.control_plane.clone();
-    futures::stream::unfold(trust, |trust| async move {
+    let trust = futures::stream::unfold(ctx.control_plane.clone(), |trust| async move {
         let mut trust = trust?;
         trust.changed().await.ok()?;
         Some(((), Some(trust)))
-    })
+    });
+    let issuer = futures::stream::unfold(ctx.identity_issuer.clone(), |issuer| async move {
+        let mut issuer = issuer?;
+        issuer.changed().await.ok()?;
+        Some(((), Some(issuer)))
+    });
+    futures::stream::select(trust, issuer)
 }
 
 /// Parent events that also drop a deleted parent's backoff record (and an Envoy's record of

@@ -11,6 +11,8 @@
 use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
+use crate::certs::identity_ca::CA_SECRET as IDENTITY_CA_SECRET;
+
 fn rule(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
     let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     PolicyRule {
@@ -36,8 +38,8 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         rule("example.com", &["envoys"], &[], &["list", "watch"]),
         rule("example.com", &["envoys/status"], &[], &["patch"]),
         // The xDS control plane's caches (every replica) and the EnvoyRoute status writer
-        // (leader): what fleets are translated from, and the fleet pods a connection's address is
-        // checked against; route status written with server-side apply.
+        // (leader): what fleets are translated from, and the fleet pods that tell a fleet's
+        // sidecars from its own proxies; route status written with server-side apply.
         rule("example.com", &["envoyroutes"], &[], &["list", "watch"]),
         rule("example.com", &["envoyroutes/status"], &[], &["patch"]),
         rule("discovery.k8s.io", &["endpointslices"], &[], &["list", "watch"]),
@@ -47,6 +49,11 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         // Envoy bootstrap ConfigMaps and Services (every Service is also read by the xDS caches:
         // routes' backends).
         rule("", &["configmaps", "services"], &[], &children),
+        // Fleets' identity Secrets (their xDS client certificates), written with server-side
+        // apply and never read: no `get`, `list` or `watch`, so no Secret of anyone's can be
+        // read; the admission policy keeps writes to the operator's own `kubernetes.io/tls`
+        // Secrets, and the owner reference deletes them with their Envoy.
+        rule("", &["secrets"], &[], &["create", "patch"]),
         // kube-runtime's event Recorder (events.k8s.io/v1, with series patches).
         rule("events.k8s.io", &["events"], &[], &["create", "patch"]),
     ]
@@ -68,13 +75,13 @@ pub fn webhook_configuration_rules() -> Vec<PolicyRule> {
     )]
 }
 
-/// In the operator's namespace: its certificate Secret, its leader Lease and the replicas' xDS
-/// reports.
+/// In the operator's namespace: its certificate Secrets (the webhook's, the xDS identity CA),
+/// its leader Lease and the replicas' xDS reports.
 pub fn namespace_rules() -> Vec<PolicyRule> {
     vec![
-        // `create` cannot be limited by name; the mirror lists and watches by field selector.
+        // `create` cannot be limited by name; the mirrors list and watch by field selector.
         rule("", &["secrets"], &[], &["create"]),
-        rule("", &["secrets"], &[WEBHOOK_SECRET], &["get", "list", "watch", "update"]),
+        rule("", &["secrets"], &[WEBHOOK_SECRET, IDENTITY_CA_SECRET], &["get", "list", "watch", "update"]),
         rule("coordination.k8s.io", &["leases"], &[], &["create"]),
         rule("coordination.k8s.io", &["leases"], &[LEADER_LEASE], &["get", "patch"]),
         // Every replica's xDS report, named after its pod (so not by a fixed name): written

@@ -91,9 +91,9 @@ pub struct OperatorSetup {
     pub cert_dir: std::path::PathBuf,
     pub listen: SocketAddr,
     pub resync: Duration,
-    /// The control plane, served as in production; advertised as `localhost` (which the test
-    /// certificate names) since the stories' Envoys run on this machine, and trusting node
-    /// identities, since they are no pods.
+    /// The control plane, served as in production (client certificates required: the stories'
+    /// Envoys present the identity Secret the operator issued their fleet); advertised as
+    /// `localhost` (which the test certificate names) since they run on this machine.
     pub xds: XdsConfig,
 }
 
@@ -407,7 +407,7 @@ async fn start(cluster: &mut Cluster, resync: Duration) {
                 XdsConfig {
                     listen,
                     advertise: ControlPlane { host: "localhost".to_owned(), port: listen.port() },
-                    insecure_node_identity: true,
+                    insecure_node_identity: false,
                 }
             },
         };

@@ -13,6 +13,7 @@ mod xds_support;
 mod admission;
 mod envoy;
 mod foo;
+mod identity;
 mod inject;
 mod leader;
 mod proxy_lifecycle;

