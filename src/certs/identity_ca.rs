@@ -5,13 +5,9 @@
 //! bundle clients are checked against, the current CA first and, after a rotation, the one
 //! before it while it is valid, so certificates it issued keep working until renewed).
 
-use std::collections::BTreeMap;
-
 use envoy_operator_core::identity::{FleetIdentity, IssuedIdentity, TRUST_DOMAIN};
-use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY};
-use k8s_openapi::ByteString;
+use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::ObjectMeta;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
@@ -19,7 +15,7 @@ use rcgen::{
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
-use crate::ops::certs::{CertError, rotated_bundle, validity};
+use crate::ops::certs::{CertError, rotated_bundle, tls_secret, validity};
 
 /// The Secret holding the identity CA, in the operator's namespace.
 pub const CA_SECRET: &str = "envoy-operator-xds-identity-ca";
@@ -102,21 +98,7 @@ impl IdentityCa {
 
     /// The Secret (type `kubernetes.io/tls`) holding this CA in `namespace`.
     pub fn to_secret(&self, namespace: &str) -> Secret {
-        let data = [(CA_KEY, &self.bundle_pem), (CERT_KEY, &self.cert_pem), (KEY_KEY, &self.key_pem)]
-            .into_iter()
-            .map(|(key, value)| (key.to_owned(), ByteString(value.as_bytes().to_vec())))
-            .collect::<BTreeMap<_, _>>();
-        Secret {
-            metadata: ObjectMeta {
-                name: Some(CA_SECRET.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                labels: Some([(MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned())].into()),
-                ..Default::default()
-            },
-            type_: Some("kubernetes.io/tls".to_owned()),
-            data: Some(data),
-            ..Default::default()
-        }
+        tls_secret(CA_SECRET, namespace, &self.bundle_pem, &self.cert_pem, &self.key_pem)
     }
 
     /// The current CA's certificate (PEM).
@@ -255,7 +237,11 @@ mod tests {
 
         let other = IdentityCa::generate(now()).unwrap();
         let mut mixed = secret.clone();
-        mixed.data.as_mut().unwrap().insert(KEY_KEY.into(), ByteString(other.key_pem.clone().into_bytes()));
+        mixed
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(KEY_KEY.into(), k8s_openapi::ByteString(other.key_pem.clone().into_bytes()));
         // rcgen checks only that the key parses; the issued certificate would not verify.
         if let Ok(mixed) = IdentityCa::from_secret(&mixed) {
             let issued = mixed.issue(&FleetIdentity::new("shop", "edge"), now()).unwrap();

@@ -90,21 +90,7 @@ impl CertMaterial {
 
     /// The Secret (type `kubernetes.io/tls`) holding this material.
     pub fn to_secret(&self, namespace: &str) -> Secret {
-        let data = [(CA_KEY, &self.ca_bundle), (CERT_KEY, &self.cert_pem), (KEY_KEY, &self.key_pem)]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-            .collect::<BTreeMap<_, _>>();
-        Secret {
-            metadata: ObjectMeta {
-                name: Some(WEBHOOK_SECRET.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                labels: Some([(MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned())].into()),
-                ..Default::default()
-            },
-            type_: Some("kubernetes.io/tls".to_owned()),
-            data: Some(data),
-            ..Default::default()
-        }
+        tls_secret(WEBHOOK_SECRET, namespace, &self.ca_bundle, &self.cert_pem, &self.key_pem)
     }
 
     /// Validity of the serving certificate.
@@ -116,6 +102,26 @@ impl CertMaterial {
     pub fn missing_names(&self, names: &[String]) -> Result<Vec<String>, CertError> {
         let named = subject_alt_names(&self.cert_pem)?;
         Ok(names.iter().filter(|name| !named.contains(*name)).cloned().collect())
+    }
+}
+
+/// A Secret of the operator's own (type `kubernetes.io/tls`, labelled as managed by it) named
+/// `name` in `namespace`: `ca.crt`, `tls.crt` and `tls.key`.
+pub fn tls_secret(name: &str, namespace: &str, ca_bundle: &str, cert_pem: &str, key_pem: &str) -> Secret {
+    let data = [(CA_KEY, ca_bundle), (CERT_KEY, cert_pem), (KEY_KEY, key_pem)]
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), ByteString(value.as_bytes().to_vec())))
+        .collect::<BTreeMap<_, _>>();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some([(MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned())].into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(data),
+        ..Default::default()
     }
 }
 
