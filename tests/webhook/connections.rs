@@ -171,14 +171,15 @@ async fn connections_beyond_the_cap_wait_for_a_slot() {
     let limits = ConnectionLimits { max_connections: 2, ..ConnectionLimits::webhook() };
     let server = serve(limits, Limits::default()).await;
     let config = client_config(&[&server.ca], &[b"http/1.1"]);
-    // Two connections in use (each served a review), so neither counts as hoarded.
+    // Two connections that each served a review just now: a connection used within the last
+    // second is never closed to make room, so the third waits for one to go.
     let mut first = http1(connect(server.addr, config.clone()).await).await;
     let mut second = http1(connect(server.addr, config.clone()).await).await;
     for sender in [&mut first, &mut second] {
         assert_eq!(send1(sender, post("/validate", fixture("foo-create-validate.json"))).await.0, 200);
     }
     let third = tokio::spawn(connect(server.addr, config.clone()));
-    // The third TCP connection waits in the backlog: no handshake while two are open.
+    // The third TCP connection waits: no handshake while two recently used ones are open.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!third.is_finished(), "a third connection was accepted beyond the cap of two");
     drop(first);
