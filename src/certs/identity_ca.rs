@@ -10,7 +10,7 @@ use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY};
 use k8s_openapi::api::core::v1::Secret;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
+    KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PublicKeyData, SanType,
 };
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
@@ -168,9 +168,18 @@ impl IdentityCa {
         })
     }
 
+    /// The CA as rcgen signs with it; refused when the key is not the certificate's.
     fn issuer(&self) -> Result<Issuer<'static, KeyPair>, CertError> {
         let key =
             KeyPair::from_pem(&self.key_pem).map_err(|e| CertError::Parse(format!("the CA key: {e}")))?;
+        let block = x509_parser::pem::Pem::iter_from_buffer(self.cert_pem.as_bytes())
+            .next()
+            .ok_or_else(|| CertError::Parse("no CA certificate in the PEM text".into()))?
+            .map_err(|e| CertError::Parse(e.to_string()))?;
+        let certificate = block.parse_x509().map_err(|e| CertError::Parse(e.to_string()))?;
+        if certificate.public_key().raw != key.subject_public_key_info().as_slice() {
+            return Err(CertError::Parse("the CA key is not the CA certificate's".into()));
+        }
         Issuer::from_ca_cert_pem(&self.cert_pem, key)
             .map_err(|e| CertError::Parse(format!("the CA certificate: {e}")))
     }
