@@ -13,7 +13,7 @@ use std::time::Duration;
 use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::xds_server::resource::type_url::CLUSTER;
 use envoy_operator::xds_server::{
-    AdsService, Authorizer, FleetKey, Peer, ServeConfig, Snapshot, SnapshotCache, Transport,
+    AdsService, Authorizer, FleetKey, Peer, ServeConfig, Snapshot, SnapshotCache, Transport, XdsMetrics,
 };
 use envoy_operator_core::identity::FleetIdentity;
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -48,10 +48,24 @@ impl Authorizer for Recording {
     }
 }
 
+/// Counts the connections refused before a stream, by reason.
+#[derive(Default)]
+struct Refusals(Mutex<Vec<&'static str>>);
+
+impl XdsMetrics for Refusals {
+    fn connection_refused(&self, reason: &'static str) {
+        self.0.lock().expect("the refusals").push(reason);
+    }
+}
+
 fn service(peers: Arc<Mutex<Vec<Peer>>>) -> (AdsService, SnapshotCache) {
+    service_counting(peers, Arc::default())
+}
+
+fn service_counting(peers: Arc<Mutex<Vec<Peer>>>, refusals: Arc<Refusals>) -> (AdsService, SnapshotCache) {
     let cache = SnapshotCache::new();
     cache.set(FLEET, snapshot("a"));
-    (AdsService::builder(cache.clone(), Recording(peers)).build(), cache)
+    (AdsService::builder(cache.clone(), Recording(peers)).metrics(refusals).build(), cache)
 }
 
 fn snapshot(cluster: &str) -> Snapshot {
@@ -138,7 +152,13 @@ async fn a_client_certificate_proves_the_fleet_the_authorizer_is_told() {
 async fn a_client_without_a_certificate_of_the_identity_ca_gets_no_stream() {
     let pki = pki();
     let peers = Arc::new(Mutex::new(Vec::new()));
-    let plane = ControlPlane::start(any_port(), service(peers.clone()).0, pki.mutual_tls()).await;
+    let refusals = Arc::new(Refusals::default());
+    let plane = ControlPlane::start(
+        any_port(),
+        service_counting(peers.clone(), refusals.clone()).0,
+        pki.mutual_tls(),
+    )
+    .await;
     let stranger = IdentityCa::generate(OffsetDateTime::now_utc()).expect("another CA");
     let (cert, key) = issued(&stranger, "shop", "edge", time::Duration::days(1));
     for client in [None, Some((cert.as_str(), key.as_str()))] {
@@ -154,6 +174,13 @@ async fn a_client_without_a_certificate_of_the_identity_ca_gets_no_stream() {
         );
     }
     assert!(peers.lock().expect("the peers").is_empty(), "no stream reached the authorizer");
+    // Not logged above debug, but counted: how an operator sees strangers.
+    let counted = support::eventually("both refusals counted", support::CONVERGE, || async {
+        let counted = refusals.0.lock().expect("the refusals").clone();
+        if counted.len() >= 2 { Ok(counted) } else { Err(format!("{counted:?}")) }
+    })
+    .await;
+    assert!(counted.iter().all(|reason| *reason == "handshake"), "{counted:?}");
     plane.stop().await;
 }
 

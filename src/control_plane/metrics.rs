@@ -40,6 +40,10 @@ impl XdsMetrics for Metrics {
         self.xds_proxy_connected(false);
     }
 
+    fn connection_refused(&self, reason: &'static str) {
+        self.xds_connection_refused(reason);
+    }
+
     fn stream_refused(&self, code: tonic::Code) {
         self.xds_refused(code_label(code));
     }
@@ -83,6 +87,7 @@ mod tests {
         metrics.response_nacked(&fleet, "type.googleapis.com/envoy.config.listener.v3.Listener");
         metrics.stream_refused(tonic::Code::PermissionDenied);
         metrics.stream_refused(tonic::Code::DeadlineExceeded);
+        metrics.connection_refused("handshake");
         metrics.request_refused(&fleet, tonic::Code::ResourceExhausted);
         metrics.request_refused(&fleet, tonic::Code::ResourceExhausted);
         let text = metrics.encode();
@@ -93,6 +98,7 @@ mod tests {
             "envoy_operator_xds_nacks_total{type=\"listener\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"permission_denied\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"deadline_exceeded\"} 1",
+            "envoy_operator_xds_connections_refused_total{reason=\"handshake\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"resource_exhausted\"} 2",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");

@@ -108,6 +108,9 @@ pub mod series {
 
     /// The xDS resource types the control plane serves, as their labels.
     pub const XDS_TYPES: [&str; 4] = ["listener", "route", "cluster", "endpoint"];
+    /// Why the xDS server closed a connection before it carried a stream.
+    pub const XDS_CONNECTION_REFUSALS: [&str; 4] =
+        ["handshake", "handshake_timeout", "no_fleet", "at_capacity"];
     /// Why the xDS server refused a stream or ended one for a request: the gRPC codes it uses.
     pub const XDS_REFUSALS: [&str; 8] = [
         "permission_denied",
@@ -141,6 +144,7 @@ pub struct Metrics {
     xds_push_duration: HistogramFamily<XdsTypeLabels>,
     xds_nacks: Family<XdsTypeLabels, Counter>,
     xds_refused: Family<CodeLabels, Counter>,
+    xds_connections_refused: Family<ReasonLabels, Counter>,
     connections: Family<ServerLabels, Gauge>,
     connections_closed: Family<ConnectionCloseLabels, Counter>,
 }
@@ -265,6 +269,12 @@ impl Metrics {
             "xDS streams refused or ended for a request, per gRPC code (permission_denied: not served the fleet it asks for; resource_exhausted: over a limit; deadline_exceeded: no first request in time; out_of_range, internal: a request over the size limit or undecodable)",
             xds_refused.clone(),
         );
+        let xds_connections_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "xds_connections_refused",
+            "xDS connections closed before they could carry a stream, per reason (handshake: no valid client certificate of the identity CA, or a failed TLS handshake; handshake_timeout; no_fleet: a certificate naming no fleet; at_capacity: over the connection cap)",
+            xds_connections_refused.clone(),
+        );
         let connections = Family::<ServerLabels, Gauge>::default();
         registry.register(
             "http_connections",
@@ -284,6 +294,7 @@ impl Metrics {
             xds_push_duration,
             xds_nacks,
             xds_refused,
+            xds_connections_refused,
             reconciliations,
             reconcile_errors,
             reconcile_duration,
@@ -332,6 +343,9 @@ impl Metrics {
         }
         for code in series::XDS_REFUSALS {
             let _ = self.xds_refused.get_or_create(&CodeLabels { code });
+        }
+        for reason in series::XDS_CONNECTION_REFUSALS {
+            let _ = self.xds_connections_refused.get_or_create(&ReasonLabels { reason });
         }
     }
 
@@ -429,6 +443,10 @@ impl Metrics {
 
     pub fn xds_refused(&self, code: &'static str) {
         self.xds_refused.get_or_create(&CodeLabels { code }).inc();
+    }
+
+    pub fn xds_connection_refused(&self, reason: &'static str) {
+        self.xds_connections_refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 }
 

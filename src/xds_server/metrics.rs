@@ -12,6 +12,11 @@ use super::tracker::Protocol;
 /// Durations run from the moment the snapshot being delivered was set in the cache (or from
 /// the stream's start, for a proxy that connected after that).
 pub trait XdsMetrics: Send + Sync + 'static {
+    /// A connection was closed before it could carry a stream: `handshake` (no valid client
+    /// certificate, or the TLS handshake failed), `handshake_timeout`, `no_fleet` (a valid
+    /// certificate naming no fleet), `at_capacity` (over the connection cap).
+    fn connection_refused(&self, _reason: &'static str) {}
+
     /// A stream was authorized: one more connected proxy.
     fn stream_opened(&self, _fleet: &FleetKey, _protocol: Protocol) {}
 

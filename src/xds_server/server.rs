@@ -179,7 +179,8 @@ pub async fn serve(
     if let Ok(address) = listener.local_addr() {
         info!(%address, transport = ?config.transport, "serving xDS");
     }
-    let connections = incoming(listener, handshake, config.max_connections, config.idle_timeout);
+    let connections =
+        incoming(listener, handshake, config.max_connections, config.idle_timeout, service.metrics());
     let streams_end = CancellationToken::new();
     let signal = {
         let streams_end = streams_end.clone();

@@ -184,6 +184,11 @@ impl AdsService {
         }
     }
 
+    /// Where the service records its metrics (the server records its connections there too).
+    pub(crate) fn metrics(&self) -> Arc<dyn XdsMetrics> {
+        self.shared.metrics.clone()
+    }
+
     pub fn cache(&self) -> &SnapshotCache {
         &self.shared.cache
     }

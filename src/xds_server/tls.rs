@@ -37,6 +37,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 use tracing::{debug, warn};
 
+use super::metrics::XdsMetrics;
 use crate::certs::client_auth::{PeerIdentity, peer_identity};
 
 /// The rustls configuration of the xDS port: TLS 1.3 and 1.2 with the ring provider, HTTP/2
@@ -258,10 +259,11 @@ pub(crate) fn incoming(
     handshake: Handshake,
     max_connections: usize,
     idle_timeout: Duration,
+    metrics: Arc<dyn XdsMetrics>,
 ) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
     let permits = Arc::new(Semaphore::new(max_connections));
-    let accepting = Accepting { handshake, idle_timeout, tx };
+    let accepting = Accepting { handshake, idle_timeout, tx, metrics };
     let accept_loop = tokio::spawn(accept_loop(listener, Arc::new(accepting), permits));
     Incoming { connections: ReceiverStream::new(rx), accept_loop }
 }
@@ -273,6 +275,9 @@ struct Accepting {
     handshake: Handshake,
     idle_timeout: Duration,
     tx: Sender,
+    /// Where refused connections are counted: strangers are not logged above debug, so this
+    /// is how an operator sees them.
+    metrics: Arc<dyn XdsMetrics>,
 }
 
 async fn accept_loop(listener: TcpListener, accepting: Arc<Accepting>, permits: Arc<Semaphore>) {
@@ -292,6 +297,7 @@ async fn accept_loop(listener: TcpListener, accepting: Arc<Accepting>, permits: 
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             warn!(%peer, "refusing an xDS connection: at the connection limit");
+            accepting.metrics.connection_refused("at_capacity");
             continue;
         };
         if let Err(error) = tcp.set_nodelay(true) {
@@ -326,15 +332,24 @@ async fn tls_handshake(
     let peer = info.remote_addr;
     let stream = match tokio::time::timeout(*timeout, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return debug!(?peer, %error, "TLS handshake failed"),
-        Err(_) => return debug!(?peer, "TLS handshake timed out"),
+        Ok(Err(error)) => {
+            accepting.metrics.connection_refused("handshake");
+            return debug!(?peer, %error, "TLS handshake failed");
+        }
+        Err(_) => {
+            accepting.metrics.connection_refused("handshake_timeout");
+            return debug!(?peer, "TLS handshake timed out");
+        }
     };
     if *identities
         && let Some(end_entity) = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first())
     {
         match peer_identity(end_entity) {
             Ok(identity) => info.identity = Some(identity),
-            Err(error) => return debug!(?peer, %error, "refusing an xDS client"),
+            Err(error) => {
+                accepting.metrics.connection_refused("no_fleet");
+                return debug!(?peer, %error, "refusing an xDS client");
+            }
         }
     }
     let connection = Connection::new(Io::Tls(Box::new(stream)), info, accepting.idle_timeout, permit);
