@@ -61,6 +61,12 @@ struct Args {
     /// Seconds of idleness over which the server's CPU is measured.
     #[arg(long, default_value_t = 10)]
     idle: u64,
+    /// Instead of the load: `half-sent` opens `--connections` plaintext connections (default
+    /// 500), each with the 2 streams the server allows, and on each stream announces a request
+    /// of the largest size allowed and sends all of it but the last byte; reports how many
+    /// streams the server refused and its memory.
+    #[arg(long, value_name = "ATTACK")]
+    abuse: Option<String>,
     /// Internal: run as the server.
     #[arg(long, hide = true)]
     serve: bool,
@@ -224,6 +230,9 @@ fn clock_ticks_per_second() -> u64 {
 type Acks = mpsc::UnboundedSender<(String, Instant)>;
 
 async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(attack) = &args.abuse {
+        return abuse(&args, attack).await;
+    }
     let streams = args.streams.max(1);
     let default_connections = if args.plaintext { streams.div_ceil(100) } else { streams };
     let connections = args.connections.unwrap_or(default_connections).clamp(1, streams);
@@ -419,4 +428,117 @@ fn references<T: XdsResource>(response: &DeltaDiscoveryResponse) -> Result<Vec<S
         names.extend(message.references().into_iter().map(|reference| reference.name));
     }
     Ok(names)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Abuse (parent process): the server as `run` configures it, attacked over plaintext HTTP/2
+// (mutual TLS only decides who gets this far).
+
+async fn abuse(args: &Args, attack: &str) -> Result<(), Box<dyn std::error::Error>> {
+    if attack != "half-sent" {
+        return Err(format!("unknown attack {attack:?} (half-sent)").into());
+    }
+    let connections = args.connections.unwrap_or(500);
+    let server_args = Args { streams: 2, plaintext: true, abuse: None, ..Args::parse_from(["xds_load"]) };
+    let (server, address) = ServerProcess::start(&server_args, None, connections)?;
+    print_memory(&server, "before");
+    let started = Instant::now();
+    let mut attackers = tokio::task::JoinSet::new();
+    for _ in 0..connections {
+        attackers.spawn(half_sent::connection(address));
+    }
+    let (mut held, mut failed) = (0, 0);
+    let mut refused = std::collections::BTreeMap::<String, usize>::new();
+    let mut open = Vec::new();
+    while let Some(outcome) = attackers.join_next().await {
+        match outcome? {
+            Ok((streams, connection)) => {
+                for stream in streams {
+                    match stream {
+                        half_sent::Outcome::Held(body) => {
+                            held += 1;
+                            open.push(body);
+                        }
+                        half_sent::Outcome::Refused(status) => *refused.entry(status).or_default() += 1,
+                    }
+                }
+                open.push(Box::new(connection));
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    println!(
+        "{connections} connections ({failed} failed to connect) in {:.1}s: {held} streams hold a half-sent {} KiB request; refused, by grpc-status: {refused:?}",
+        started.elapsed().as_secs_f64(),
+        envoy_operator::xds_server::MAX_REQUEST_BYTES / 1024
+    );
+    print_memory(&server, "while they hold them");
+    tokio::time::sleep(Duration::from_secs(17)).await;
+    print_memory(&server, "17 s later (past the 15 s first-request deadline)");
+    drop(open);
+    Ok(())
+}
+
+mod half_sent {
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, StreamBody};
+    use hyper::body::Frame;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::UnboundedReceiverStream;
+
+    type Body = StreamBody<UnboundedReceiverStream<Result<Frame<Bytes>, Infallible>>>;
+
+    pub enum Outcome {
+        /// The request's sender, kept so the request stays open.
+        Held(Box<dyn std::any::Any + Send>),
+        Refused(String),
+    }
+
+    /// One connection, its 2 streams each with a request of the largest allowed size sent but
+    /// its last byte; what the server made of each.
+    pub async fn connection(
+        address: SocketAddr,
+    ) -> Result<
+        (Vec<Outcome>, hyper::client::conn::http2::SendRequest<Body>),
+        Box<dyn std::error::Error + Send + Sync>,
+    > {
+        let tcp = tokio::net::TcpStream::connect(address).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await?;
+        tokio::spawn(connection);
+        let length = envoy_operator::xds_server::MAX_REQUEST_BYTES;
+        let mut outcomes = Vec::new();
+        for _ in 0..2 {
+            let (body, rx) = mpsc::unbounded_channel::<Result<Frame<Bytes>, Infallible>>();
+            let request = http::Request::post(
+                "http://localhost/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources",
+            )
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(StreamBody::new(UnboundedReceiverStream::new(rx)))?;
+            let mut framed = vec![0u8];
+            framed.extend(u32::try_from(length)?.to_be_bytes());
+            framed.resize(5 + length - 1, 0x0a);
+            body.send(Ok(Frame::data(Bytes::from(framed))))?;
+            let response = sender.send_request(request).await?;
+            let mut response = response.into_body();
+            // A refusal comes as trailers at once; a held stream says nothing.
+            let outcome = match tokio::time::timeout(Duration::from_secs(2), response.frame()).await {
+                Ok(Some(Ok(frame))) if frame.is_trailers() => {
+                    let status =
+                        frame.trailers_ref().and_then(|t| t.get("grpc-status")).map(|v| format!("{v:?}"));
+                    Outcome::Refused(status.unwrap_or_default())
+                }
+                Ok(_) => Outcome::Refused("ended".into()),
+                Err(_) => Outcome::Held(Box::new((body, response))),
+            };
+            outcomes.push(outcome);
+        }
+        Ok((outcomes, sender))
+    }
 }
