@@ -11,8 +11,12 @@
 //! - [`Tracker`]: connected proxies, ACKed versions and NACKs (Envoy's text) per fleet, with a
 //!   [`ChangeFeed`] telling which fleets changed.
 //! - [`XdsMetrics`]: hooks for the embedding application's metrics.
-//! - [`serve`]: TLS with a hot-swappable certificate, HTTP/2 keepalive, stream and connection
-//!   caps, graceful shutdown.
+//! - [`serve`]: TLS with a hot-swappable certificate and, in production, client certificates
+//!   naming the proxy's fleet ([`Transport::MutualTls`], handed to the [`Authorizer`] as the
+//!   [`Peer`]'s identity); HTTP/2 keepalive, stream and connection caps (the cap from the
+//!   process's limits, [`connection_cap`]), one budget for requests being received
+//!   ([`ReceiveBudget`]), connections closed when idle or when their certificate expires,
+//!   graceful shutdown.
 //!
 //! ```no_run
 //! use std::net::SocketAddr;

@@ -138,8 +138,8 @@ where
         Ok(identity) => identity,
         Err(status) => {
             let message = bounded::truncate(status.message(), MAX_MESSAGE_CHARS);
-            // UNAVAILABLE asks the proxy to retry (e.g. a pod too new for the authorizer's
-            // cache): routine for every new proxy, so not a warning.
+            // An authorizer answers UNAVAILABLE to have the proxy retry (it cannot decide yet):
+            // not a warning.
             if status.code() == tonic::Code::Unavailable {
                 debug!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream refused for now");
             } else {
