@@ -259,6 +259,16 @@ fn fleet_routing_a_to(
     (caches, fleet, touched, objects)
 }
 
+/// A listed world of the one Envoy `edge`, its listener on a free port, and nothing else.
+fn one_fleet() -> (Caches, Objects, mpsc::UnboundedReceiver<Touched>, u16, Value) {
+    let (caches, mut objects, touched) = caches();
+    listed(&mut objects);
+    let listener_port = free_port();
+    let fleet = envoy(listener_port);
+    Objects::apply(&mut objects.envoys, fleet.clone());
+    (caches, objects, touched, listener_port, fleet)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
@@ -335,11 +345,7 @@ async fn a_proxy_with_another_fleets_certificate_gets_nothing() {
     if !support::envoy::available() {
         return;
     }
-    let (caches, mut objects, touched) = caches();
-    listed(&mut objects);
-    let listener_port = free_port();
-    let fleet = envoy(listener_port);
-    Objects::apply(&mut objects.envoys, fleet.clone());
+    let (caches, _objects, touched, listener_port, fleet) = one_fleet();
     let served =
         Served::start_with(&caches, touched, &fleet, |pki| pki.identity_file(NAMESPACE, "other")).await;
     let (tracker, proxy) = (&served.tracker, &served.proxy);
@@ -366,11 +372,7 @@ async fn a_proxy_with_a_certificate_of_another_ca_never_gets_a_stream() {
     if !support::envoy::available() {
         return;
     }
-    let (caches, mut objects, touched) = caches();
-    listed(&mut objects);
-    let listener_port = free_port();
-    let fleet = envoy(listener_port);
-    Objects::apply(&mut objects.envoys, fleet.clone());
+    let (caches, _objects, touched, listener_port, fleet) = one_fleet();
     let stranger = IdentityCa::generate(time::OffsetDateTime::now_utc()).expect("another CA");
     let served =
         Served::start_with(&caches, touched, &fleet, |_| identity_file(&stranger, NAMESPACE, "edge")).await;
@@ -395,11 +397,7 @@ async fn a_renewed_certificate_reaches_a_running_proxy_and_a_rotated_ca_serves_i
     if !support::envoy::available() {
         return;
     }
-    let (caches, mut objects, touched) = caches();
-    listed(&mut objects);
-    let listener_port = free_port();
-    let fleet = envoy(listener_port);
-    Objects::apply(&mut objects.envoys, fleet.clone());
+    let (caches, _objects, touched, listener_port, fleet) = one_fleet();
     let served = Served::start(&caches, touched, &fleet).await;
     assert_eq!(served.proxy.listener_port("http").await, listener_port);
 
