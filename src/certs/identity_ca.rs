@@ -15,7 +15,7 @@ use rcgen::{
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
-use crate::ops::certs::{CertError, rotated_bundle, tls_secret, validity};
+use crate::ops::certs::{CertError, first_pem_block, rotated_bundle, tls_secret, validity};
 
 /// The Secret holding the identity CA, in the operator's namespace.
 pub const CA_SECRET: &str = "envoy-operator-xds-identity-ca";
@@ -172,10 +172,7 @@ impl IdentityCa {
     fn issuer(&self) -> Result<Issuer<'static, KeyPair>, CertError> {
         let key =
             KeyPair::from_pem(&self.key_pem).map_err(|e| CertError::Parse(format!("the CA key: {e}")))?;
-        let block = x509_parser::pem::Pem::iter_from_buffer(self.cert_pem.as_bytes())
-            .next()
-            .ok_or_else(|| CertError::Parse("no CA certificate in the PEM text".into()))?
-            .map_err(|e| CertError::Parse(e.to_string()))?;
+        let block = first_pem_block(&self.cert_pem)?;
         let certificate = block.parse_x509().map_err(|e| CertError::Parse(e.to_string()))?;
         if certificate.public_key().raw != key.subject_public_key_info().as_slice() {
             return Err(CertError::Parse("the CA key is not the CA certificate's".into()));
@@ -191,10 +188,7 @@ fn generate_error(error: rcgen::Error) -> CertError {
 
 /// The first 16 bytes of the SHA-256 of the first certificate's DER, in hex.
 fn fingerprint(pem: &str) -> Result<String, CertError> {
-    let block = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
-        .next()
-        .ok_or_else(|| CertError::Parse("no certificate in the PEM text".into()))?
-        .map_err(|e| CertError::Parse(e.to_string()))?;
+    let block = first_pem_block(pem)?;
     let digest = Sha256::digest(&block.contents);
     Ok(digest[..16].iter().map(|byte| format!("{byte:02x}")).collect())
 }

@@ -655,7 +655,7 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
             let cached = ObjectRef::new(&children.deployment.name_any()).within(&parent.namespace);
             let ours =
                 stores.envoy_deployments.get(&cached).is_none_or(|d| controlled_by(d.as_ref(), parent.uid));
-            let served = trust.is_some() && defaulted.spec.xds.is_none() && ours;
+            let served = children.identity_secret.is_some() && ours;
             renewal = super::identity::attach(&ctx, envoy.as_ref(), served, &mut children.deployment).await?;
             Some(ensure(&ctx, &stores.envoy_deployments, &parent, &children.deployment).await?)
         }

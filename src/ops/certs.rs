@@ -125,13 +125,18 @@ pub fn tls_secret(name: &str, namespace: &str, ca_bundle: &str, cert_pem: &str, 
     }
 }
 
+/// The first PEM block of a PEM text (its `contents` are the DER).
+pub fn first_pem_block(pem: &str) -> Result<x509_parser::pem::Pem, CertError> {
+    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .next()
+        .ok_or_else(|| CertError::Parse("no certificate in the PEM text".into()))?
+        .map_err(|e| CertError::Parse(e.to_string()))
+}
+
 /// The DNS names and IP addresses the first certificate of a PEM text names.
 fn subject_alt_names(pem: &str) -> Result<Vec<String>, CertError> {
     use x509_parser::extensions::GeneralName;
-    let block = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
-        .next()
-        .ok_or_else(|| CertError::Parse("no certificate in the PEM text".into()))?
-        .map_err(|e| CertError::Parse(e.to_string()))?;
+    let block = first_pem_block(pem)?;
     let certificate = block.parse_x509().map_err(|e| CertError::Parse(e.to_string()))?;
     let extension = certificate.subject_alternative_name().map_err(|e| CertError::Parse(e.to_string()))?;
     let names = extension.map(|extension| extension.value.general_names.as_slice()).unwrap_or_default();

@@ -93,9 +93,12 @@ pub const CONNECTION_WINDOW: u32 = 32 * 1024;
 pub const STREAM_WINDOW: u32 = 32 * 1024;
 /// rustls' record buffers and hyper/h2's frame buffers of one connection, measured high.
 const TRANSPORT_BUFFERS: usize = 64 * 1024;
-/// A stream's own state beyond what the shared budgets count: its task, its queue of
-/// responses (shared snapshot data) and its record in the tracker.
-const STREAM_STATE: usize = 16 * 1024;
+/// A stream's own state beyond what the shared budgets count, at most: its task and its queue
+/// of responses (shared snapshot data; a few KiB), its per-type state (at most 32 type URLs of
+/// 256 bytes: 8 KiB) and its record in the tracker (an ACKed version and a NACK of at most
+/// 1,024 characters, up to 4 bytes each, for each of the 4 types served: about 17 KiB; a NACK
+/// of a type never sent is not kept).
+const STREAM_STATE: usize = 32 * 1024;
 /// The worst a connection costs beyond the shared budgets (requests being received,
 /// [`RECEIVE_BUDGET`]; subscriptions, [`super::stream`]'s): its buffers, its receive window and
 /// its streams' state.

@@ -102,6 +102,9 @@ pub struct EnvoyChildren {
     pub deployment: Deployment,
     pub service: Service,
     pub config_hash: String,
+    /// The identity Secret the fleet's pods mount ([`identity::secret_name`]): for a fleet of
+    /// the operator's control plane only; the reconciler issues it before the Deployment.
+    pub identity_secret: Option<String>,
 }
 
 /// The children a (valid) Envoy asks for. Its proxies take their configuration from its
@@ -196,7 +199,8 @@ pub fn desired_children(
         }),
         status: None,
     };
-    EnvoyChildren { config_map, ca_config_map, deployment, service, config_hash }
+    let identity_secret = matches!(xds, Xds::Operator { .. }).then(|| identity::secret_name(&instance));
+    EnvoyChildren { config_map, ca_config_map, deployment, service, config_hash, identity_secret }
 }
 
 /// The fleet's pod. A proxy of the operator's control plane (`with_identity`) also mounts the
@@ -514,20 +518,20 @@ mod tests {
         };
         let mut served = raw_envoy("edge");
         served.spec.xds = None;
-        let pod =
-            json(&desired_children(&defaulted(served), Some(&trust)).deployment)["spec"]["template"]["spec"]
-                .clone();
+        let children_of_served = desired_children(&defaulted(served), Some(&trust));
+        let pod = json(&children_of_served.deployment)["spec"]["template"]["spec"].clone();
         let volume =
             pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == IDENTITY_VOLUME).unwrap().clone();
         assert_eq!(volume["secret"]["secretName"], "edge-xds-identity");
         assert_eq!(volume["secret"]["defaultMode"], 0o440);
         assert_eq!(pod["securityContext"]["fsGroup"], PROXY_UID);
+        assert_eq!(children_of_served.identity_secret.as_deref(), Some("edge-xds-identity"));
         let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
         assert!(mounts.iter().any(|m| m["name"] == IDENTITY_VOLUME && m["mountPath"] == identity::MOUNT_DIR));
 
-        let own =
-            json(&desired_children(&envoy("edge"), Some(&trust)).deployment)["spec"]["template"]["spec"]
-                .clone();
+        let own_children = desired_children(&envoy("edge"), Some(&trust));
+        assert_eq!(own_children.identity_secret, None);
+        let own = json(&own_children.deployment)["spec"]["template"]["spec"].clone();
         assert!(own["volumes"].as_array().unwrap().iter().all(|v| v["name"] != IDENTITY_VOLUME));
         assert!(own["securityContext"].get("fsGroup").is_none());
     }
