@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
+use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
 use envoy_operator::ops::metrics::Metrics;
-use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
-use envoy_operator::webhook::server::{ServeConfig, WebhookServer};
+use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -79,8 +79,8 @@ async fn main() -> Result<(), Failure> {
                 days: 1,
                 extra_names: Vec::new(),
             };
-            let generated = tls::generate(&options)?;
-            tls::write(dir.path(), &generated, false)?;
+            let generated = serving::generate(&options)?;
+            serving::write(dir.path(), &generated, false)?;
             let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
             let mut config =
                 ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
@@ -224,7 +224,7 @@ fn client_config(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, Failure> {
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         roots.add(cert?)?;
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(tls::provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(serving::provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth();

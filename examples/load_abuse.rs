@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
-use envoy_operator::tls::{self, CertOptions};
+use envoy_operator::certs::serving::{self, CertOptions};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
@@ -81,8 +81,8 @@ async fn main() -> Result<(), Failure> {
         days: 1,
         extra_names: Vec::new(),
     };
-    let generated = tls::generate(&options)?;
-    tls::write(&dir.path().join("certs"), &generated, false)?;
+    let generated = serving::generate(&options)?;
+    serving::write(&dir.path().join("certs"), &generated, false)?;
     let (webhook, operations) = (free_port()?, free_port()?);
     let server = Server(
         Command::new(&args.binary)
@@ -289,7 +289,7 @@ fn client_config(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, Failure> {
     for cert in CertificateDer::pem_slice_iter(ca_pem) {
         roots.add(cert?)?;
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(tls::provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(serving::provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth();

@@ -15,9 +15,6 @@
 //! to sync initially; per change, the time from publishing to each stream's ACK (p50, p99, max:
 //! max is "all N ACKed"); the server's RSS; its CPU while nothing changes.
 
-#[path = "../tests/xds_support/mod.rs"]
-mod support;
-
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -26,18 +23,26 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use envoy_operator::xds_server::resource::type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
-use envoy_operator::xds_server::{
+use envoy_operator::certs::client_auth::ClientTrust;
+use envoy_operator::certs::identity_ca::IdentityCa;
+use envoy_operator::xds::server::resource::type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use envoy_operator::xds::server::{
     AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport, XdsResource, serve,
 };
 use envoy_operator_core::identity::FleetIdentity;
+use envoy_operator_testkit::Percentiles;
+use envoy_operator_testkit::xds::resources::{
+    eds_cluster, endpoints, http_listener, prefix_route, route_config,
+};
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
-use support::Percentiles;
-use support::resources::{eds_cluster, endpoints, http_listener, prefix_route, route_config};
+use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -97,7 +102,10 @@ fn snapshot(generation: usize) -> Snapshot {
     routes.extend(
         (1..ROUTES).map(|i| prefix_route(&format!("/service-{i}"), &format!("cluster-{}", i % CLUSTERS))),
     );
-    builder.add(&http_listener("http", SocketAddr::from(([127, 0, 0, 1], 10000)), "routes"));
+    builder.add_listener(
+        &http_listener("http", SocketAddr::from(([127, 0, 0, 1], 10000)), "routes"),
+        ["routes".to_owned()],
+    );
     builder.add(&route_config("routes", routes));
     for i in 0..CLUSTERS {
         let name = format!("cluster-{i}");
@@ -118,15 +126,16 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .build();
     let transport = match &args.ca_out {
         Some(dir) => {
-            let pki = support::certs::pki();
-            let client = pki
-                .identities
+            let serving = envoy_operator_testkit::certs::serving();
+            let identities = IdentityCa::generate(time::OffsetDateTime::now_utc())?;
+            let clients = ClientTrust::new(identities.trust_bundle(), true)?;
+            let client = identities
                 .issue(&FleetIdentity::new("load", "fleet"), time::OffsetDateTime::now_utc())
                 .map_err(|error| error.to_string())?;
-            std::fs::write(dir.join("ca.pem"), &pki.ca_pem)?;
+            std::fs::write(dir.join("ca.pem"), &serving.ca_pem)?;
             std::fs::write(dir.join("client.pem"), &client.cert_pem)?;
             std::fs::write(dir.join("client.key"), &client.key_pem)?;
-            pki.mutual_tls()
+            Transport::MutualTls { certificate: serving.resolver, clients }
         }
         None => Transport::Plaintext,
     };
@@ -388,8 +397,8 @@ async fn run_proxy(id: usize, channel: Channel, acks: Acks) -> Result<(), Box<dy
     while let Some(response) = responses.message().await? {
         // Like Envoy: what a cluster or listener refers to is requested by name.
         let (referred_type, references) = match response.type_url.as_str() {
-            CLUSTER => (ENDPOINT, references::<Cluster>(&response)?),
-            LISTENER => (ROUTE, references::<Listener>(&response)?),
+            CLUSTER => (ENDPOINT, references(&response, endpoint_names)?),
+            LISTENER => (ROUTE, references(&response, route_configuration_names)?),
             _ => ("", Vec::new()),
         };
         let new: Vec<String> = references
@@ -420,14 +429,36 @@ async fn run_proxy(id: usize, channel: Channel, acks: Acks) -> Result<(), Box<dy
     Ok(())
 }
 
-fn references<T: XdsResource>(response: &DeltaDiscoveryResponse) -> Result<Vec<String>, prost::DecodeError> {
-    let mut names = Vec::new();
+/// The names the resources of `response` refer to, by `names` (decoded as Envoy does).
+fn references<T: Message + Default>(
+    response: &DeltaDiscoveryResponse,
+    names: fn(T) -> Vec<String>,
+) -> Result<Vec<String>, prost::DecodeError> {
+    let mut referred = Vec::new();
     for resource in &response.resources {
         let Some(body) = &resource.resource else { continue };
-        let message = T::decode(body.value.as_slice())?;
-        names.extend(message.references().into_iter().map(|reference| reference.name));
+        referred.extend(names(T::decode(body.value.as_slice())?));
     }
-    Ok(names)
+    Ok(referred)
+}
+
+/// An EDS cluster's endpoints.
+fn endpoint_names(cluster: Cluster) -> Vec<String> {
+    cluster.references().into_iter().map(|reference| reference.name).collect()
+}
+
+/// The route configurations a listener's HTTP connection managers take by RDS.
+fn route_configuration_names(listener: Listener) -> Vec<String> {
+    let filters = listener.filter_chains.into_iter().flat_map(|chain| chain.filters);
+    filters
+        .filter_map(|filter| {
+            let Some(ConfigType::TypedConfig(any)) = filter.config_type else { return None };
+            match HttpConnectionManager::decode(any.value.as_slice()).ok()?.route_specifier? {
+                RouteSpecifier::Rds(rds) => Some(rds.route_config_name),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,7 +501,7 @@ async fn abuse(args: &Args, attack: &str) -> Result<(), Box<dyn std::error::Erro
     println!(
         "{connections} connections ({failed} failed to connect) in {:.1}s: {held} streams hold a half-sent {} KiB request; refused, by grpc-status: {refused:?}",
         started.elapsed().as_secs_f64(),
-        envoy_operator::xds_server::MAX_REQUEST_BYTES / 1024
+        envoy_operator::xds::server::MAX_REQUEST_BYTES / 1024
     );
     print_memory(&server, "while they hold them");
     tokio::time::sleep(Duration::from_secs(17)).await;
@@ -511,7 +542,7 @@ mod half_sent {
         let (mut sender, connection) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await?;
         tokio::spawn(connection);
-        let length = envoy_operator::xds_server::MAX_REQUEST_BYTES;
+        let length = envoy_operator::xds::server::MAX_REQUEST_BYTES;
         let mut outcomes = Vec::new();
         for _ in 0..2 {
             let (body, rx) = mpsc::unbounded_channel::<Result<Frame<Bytes>, Infallible>>();

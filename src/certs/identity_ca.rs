@@ -15,7 +15,7 @@ use rcgen::{
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
-use crate::ops::certs::{CertError, first_pem_block, rotated_bundle, tls_secret, validity};
+use crate::certs::webhook_secret::{CertError, first_pem_block, rotated_bundle, tls_secret, validity};
 
 /// The Secret holding the identity CA, in the operator's namespace.
 pub const CA_SECRET: &str = "envoy-operator-xds-identity-ca";

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::identity_ca::{CA_SECRET, IdentityCa};
-use crate::ops::certs::CertError;
+use crate::certs::webhook_secret::CertError;
 
 /// Gets the identity CA, creating its Secret when absent. When another replica creates it
 /// first, uses theirs.

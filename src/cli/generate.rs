@@ -9,7 +9,7 @@ use envoy_operator_core::webhook_config::{self, WebhookOptions, WebhookTarget};
 
 use super::documents::OutputFormat;
 use super::{Error, Result};
-use crate::tls;
+use crate::certs::serving;
 
 #[derive(clap::Args)]
 pub struct CrdsArgs {
@@ -185,15 +185,15 @@ pub struct CertsArgs {
     pub force: bool,
 }
 
-pub fn certs(args: CertsArgs) -> std::result::Result<ExitCode, tls::TlsError> {
-    let options = tls::CertOptions {
+pub fn certs(args: CertsArgs) -> std::result::Result<ExitCode, serving::TlsError> {
+    let options = serving::CertOptions {
         service_name: args.service_name,
         namespace: args.operator_namespace,
         days: args.days,
         extra_names: args.names,
     };
-    let generated = tls::generate(&options)?;
-    for path in tls::write(&args.out, &generated, args.force)? {
+    let generated = serving::generate(&options)?;
+    for path in serving::write(&args.out, &generated, args.force)? {
         eprintln!("wrote {}", path.display());
     }
     eprintln!("serving certificate for: {}", options.subject_alt_names().join(", "));
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn local_mode_needs_https_and_a_ca_certificate() {
         let dir = tempfile::tempdir().unwrap();
-        let generated = tls::generate(&tls::CertOptions {
+        let generated = serving::generate(&serving::CertOptions {
             service_name: "s".into(),
             namespace: "n".into(),
             days: 1,

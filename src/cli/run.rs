@@ -1,4 +1,4 @@
-//! `envoy-operator run`: the whole operator. Its flags, then [`crate::run::run`].
+//! `envoy-operator run`: the whole operator. Its flags, then [`crate::operator::run`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,11 +12,11 @@ use super::control_plane::AdvertiseFlags;
 use super::controller::ControllerFlags;
 use super::inject_flags::InjectFlags;
 use super::usage_error;
-use crate::control_plane::server::XdsConfig;
+use crate::operator::{self, CertMode, RunConfig};
 use crate::ops::logging::{self, LogFormat};
 use crate::ops::signal;
-use crate::run::{self, CertMode, RunConfig};
-use crate::webhook::server::ServeConfig;
+use crate::webhook::serve::ServeConfig;
+use crate::xds::control_plane::XdsConfig;
 
 /// Runtime threads of `run` at most (see the memory budgets).
 pub const MAX_WORKER_THREADS: usize = 2;
@@ -128,7 +128,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             "--xds-insecure-node-identity: a client without a certificate that reaches the xDS port gets the configuration of the fleet it names; for development only"
         );
     }
-    let result = runtime.block_on(run::run(config, cluster.map(|c| c.client), signal::shutdown_signal()));
+    let result =
+        runtime.block_on(operator::run(config, cluster.map(|c| c.client), signal::shutdown_signal()));
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(error) => {

@@ -13,10 +13,10 @@ use super::control_plane::AdvertiseFlags;
 use super::inject::read_catalog;
 use super::inject_flags::InjectFlags;
 use super::usage_error;
+use crate::certs::serving;
 use crate::ops::logging::{self, LogFormat};
 use crate::ops::metrics::Metrics;
 use crate::ops::signal;
-use crate::tls;
 use crate::webhook::{self, inject::SharedEnvoys};
 
 #[derive(clap::Args)]
@@ -76,7 +76,7 @@ pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         },
     };
     let metrics = Metrics::new();
-    let config = webhook::server::ServeConfig {
+    let config = webhook::serve::ServeConfig {
         endpoints: webhook::endpoints(inject_config, envoys, &metrics),
         metrics,
         listen: args.listen,
@@ -89,8 +89,8 @@ pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         reload_interval: Duration::from_secs(args.reload_interval),
         ..Default::default()
     };
-    let certs = tls::ReloadingCert::load(tls::CertPaths::in_dir(&args.cert_dir))?;
+    let certs = serving::ReloadingCert::load(serving::CertPaths::in_dir(&args.cert_dir))?;
     let runtime = tokio::runtime::Runtime::new().map_err(super::Error::Runtime)?;
-    runtime.block_on(webhook::server::serve(config, certs, signal::shutdown_signal()))?;
+    runtime.block_on(webhook::serve::serve(config, certs, signal::shutdown_signal()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,5 @@
 //! The leader's view of every replica's xDS report (the ConfigMaps
-//! [`crate::control_plane::report`] writes in the operator's namespace): decoded once per
+//! [`crate::xds::report`] writes in the operator's namespace): decoded once per
 //! change and kept by ConfigMap name, so a reconcile aggregates one fleet without parsing
 //! anything. A report change triggers a reconcile of every Envoy it names, and of every Envoy
 //! that dropped out of it.
@@ -55,7 +55,10 @@ impl FleetReports {
     /// seen for a fleet without proxies.
     pub async fn ready(&self) -> Result<()> {
         let mut listed = self.listed.clone();
-        listed.wait_for(|listed| *listed).await.map_err(|_| Error::CacheUnavailable("xDS reports"))?;
+        listed
+            .wait_for(|listed| *listed)
+            .await
+            .map_err(|_| Error::CacheUnavailable("xDS reports".to_owned()))?;
         Ok(())
     }
 

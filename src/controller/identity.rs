@@ -38,7 +38,7 @@ async fn ensure(
     let namespace = envoy.namespace().unwrap_or_default();
     let recorded = ctx
         .stores
-        .envoy_deployments
+        .deployments
         .get(&ObjectRef::<Deployment>::new(deployment).within(&namespace))
         .and_then(|deployment| recorded(&deployment));
     let now = OffsetDateTime::now_utc();

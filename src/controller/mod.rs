@@ -22,6 +22,7 @@ use std::time::Duration;
 use envoy_operator_core::children::envoy::ControlPlaneTrust;
 
 use crate::certs::identity_ca::IdentityCa;
+use crate::index::Index;
 use envoy_operator_core::children::install::InstallId;
 use envoy_operator_core::names::{DEFAULT_NGINX_IMAGE, EVENT_REPORTER};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -33,7 +34,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::OnceCell;
 
 pub use self::fleet_reports::FleetReports;
-pub use self::watch::{ControllerConfig, run};
+pub use self::watch::{ControllerConfig, run, run_with_index};
 
 /// Errors of one reconcile. Each maps to a fixed metric label.
 #[derive(Debug, thiserror::Error)]
@@ -53,8 +54,8 @@ pub enum Error {
     #[error("{kind} has no metadata.{field}")]
     MissingMetadata { kind: &'static str, field: &'static str },
 
-    #[error("the cache of {0} stopped before it was filled")]
-    CacheUnavailable(&'static str),
+    #[error("the cache of {0} stopped before it was listed")]
+    CacheUnavailable(String),
 
     #[error("connecting to the Kubernetes API: {0}")]
     Client(#[source] kube::Error),
@@ -203,62 +204,70 @@ impl Default for Settings {
     }
 }
 
-/// The caches of children, filled by the controller's watches (label-selected, stripped).
+/// The caches of children the reconcilers read: the index's ([`Stores::of_index`]), or any
+/// filled stores (tests).
 #[derive(Clone)]
 pub struct Stores {
-    pub foo_deployments: Store<Deployment>,
-    pub envoy_deployments: Store<Deployment>,
+    /// Foos' and Envoys' Deployments alike.
+    pub deployments: Store<Deployment>,
     pub config_maps: Store<ConfigMap>,
     pub services: Store<Service>,
-    // `Store::wait_until_ready` wakes only the last of several concurrent waiters (it sits on
-    // a oneshot channel, which keeps one waker): every reconcile waits on these cells instead,
-    // so exactly one task waits on the stores and the others are woken by the cell.
-    foo_ready: Arc<OnceCell<()>>,
-    envoy_ready: Arc<OnceCell<()>>,
+    listing: Listing,
+}
+
+/// What "the caches are listed" waits on.
+#[derive(Clone)]
+enum Listing {
+    /// The index's one signal.
+    Index(Arc<Index>),
+    /// The stores themselves. `Store::wait_until_ready` wakes only the last of several
+    /// concurrent waiters (it sits on a oneshot channel, which keeps one waker): every
+    /// reconcile waits on this cell instead, so exactly one task waits on the stores and the
+    /// others are woken by the cell.
+    Stores(Arc<OnceCell<()>>),
 }
 
 impl Stores {
+    /// Stores filled by their own watches (or by hand).
     pub fn new(
-        foo_deployments: Store<Deployment>,
-        envoy_deployments: Store<Deployment>,
+        deployments: Store<Deployment>,
         config_maps: Store<ConfigMap>,
         services: Store<Service>,
     ) -> Self {
+        Self { deployments, config_maps, services, listing: Listing::Stores(Arc::default()) }
+    }
+
+    /// The index's caches of the children (their watches start now).
+    pub fn of_index(index: &Arc<Index>) -> Self {
         Self {
-            foo_deployments,
-            envoy_deployments,
-            config_maps,
-            services,
-            foo_ready: Arc::default(),
-            envoy_ready: Arc::default(),
+            deployments: index.deployments().store().clone(),
+            config_maps: index.config_maps().store().clone(),
+            services: index.services().store().clone(),
+            listing: Listing::Index(index.clone()),
         }
     }
 
-    /// Waits until the Foo children's cache has been filled once, so a reconcile never
-    /// mistakes a child not yet listed for a missing one.
-    pub async fn foo_ready(&self) -> Result<()> {
-        let store = &self.foo_deployments;
-        let unavailable = |_| Error::CacheUnavailable("Deployments of Foos");
-        self.foo_ready
-            .get_or_try_init(|| async { store.wait_until_ready().await.map_err(unavailable) })
-            .await?;
-        Ok(())
-    }
-
-    /// Waits until the Envoy children's caches have been filled once.
-    pub async fn envoy_ready(&self) -> Result<()> {
-        let unavailable = |what| move |_| Error::CacheUnavailable(what);
-        self.envoy_ready
-            .get_or_try_init(|| async {
-                self.config_maps.wait_until_ready().await.map_err(unavailable("ConfigMaps of Envoys"))?;
-                self.envoy_deployments
-                    .wait_until_ready()
-                    .await
-                    .map_err(unavailable("Deployments of Envoys"))?;
-                self.services.wait_until_ready().await.map_err(unavailable("Services of Envoys"))
-            })
-            .await?;
-        Ok(())
+    /// Waits until the caches have been listed once, so a reconcile never mistakes a child not
+    /// yet listed for a missing one.
+    pub async fn listed(&self) -> Result<()> {
+        match &self.listing {
+            Listing::Index(index) => {
+                index.listed().await.map_err(|unavailable| Error::CacheUnavailable(unavailable.0))
+            }
+            Listing::Stores(cell) => {
+                let unavailable = |what: &str| {
+                    let what = what.to_owned();
+                    move |_| Error::CacheUnavailable(what)
+                };
+                cell.get_or_try_init(|| async {
+                    self.config_maps.wait_until_ready().await.map_err(unavailable("ConfigMap"))?;
+                    self.deployments.wait_until_ready().await.map_err(unavailable("Deployment"))?;
+                    self.services.wait_until_ready().await.map_err(unavailable("Service"))
+                })
+                .await?;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -366,21 +375,26 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn every_concurrent_waiter_sees_the_caches_become_ready() {
         use kube::runtime::{reflector, watcher};
-        let (deployments, mut writer) = reflector::store::<Deployment>();
-        let stores =
-            Stores::new(deployments, reflector::store().0, reflector::store().0, reflector::store().0);
+        let (deployments, mut deployment_writer) = reflector::store::<Deployment>();
+        let (config_maps, mut config_map_writer) = reflector::store::<ConfigMap>();
+        let (services, mut service_writer) = reflector::store::<Service>();
+        let stores = Stores::new(deployments, config_maps, services);
         let waiters: Vec<_> = (0..8)
             .map(|_| {
                 let stores = stores.clone();
-                tokio::spawn(async move { stores.foo_ready().await })
+                tokio::spawn(async move { stores.listed().await })
             })
             .collect();
-        // Let every waiter run up to its wait before the cache fills.
+        // Let every waiter run up to its wait before the caches fill.
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
-        writer.apply_watcher_event(&watcher::Event::Init);
-        writer.apply_watcher_event(&watcher::Event::InitDone);
+        deployment_writer.apply_watcher_event(&watcher::Event::Init);
+        deployment_writer.apply_watcher_event(&watcher::Event::InitDone);
+        config_map_writer.apply_watcher_event(&watcher::Event::Init);
+        config_map_writer.apply_watcher_event(&watcher::Event::InitDone);
+        service_writer.apply_watcher_event(&watcher::Event::Init);
+        service_writer.apply_watcher_event(&watcher::Event::InitDone);
         for waiter in waiters {
             let woken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
             assert!(matches!(woken, Ok(Ok(Ok(())))), "a waiter was never woken: {woken:?}");

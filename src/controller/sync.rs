@@ -541,8 +541,8 @@ async fn sync_foo(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let parent = Parent::of(foo.as_ref())?;
-    ctx.stores.foo_ready().await?;
-    let store = &ctx.stores.foo_deployments;
+    ctx.stores.listed().await?;
+    let store = &ctx.stores.deployments;
     let defaulted = with_defaults(foo.as_ref());
     let now = status::now();
     let selector = foo::selector(&foo);
@@ -594,7 +594,7 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let parent = Parent::of(envoy.as_ref())?;
-    ctx.stores.envoy_ready().await?;
+    ctx.stores.listed().await?;
     let defaulted = with_defaults(envoy.as_ref());
     let now = status::now();
     let selector = envoy::selector(&envoy);
@@ -614,7 +614,7 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     if let Err(errors) = defaulted.validate(None) {
         let stores = &ctx.stores;
         let manager = marked_elsewhere(&ctx, &stores.config_maps, &parent)
-            .or_else(|| marked_elsewhere(&ctx, &stores.envoy_deployments, &parent))
+            .or_else(|| marked_elsewhere(&ctx, &stores.deployments, &parent))
             .or_else(|| marked_elsewhere(&ctx, &stores.services, &parent));
         if let Some(manager) = manager {
             return stand_aside(&ctx, &parent, envoy.as_ref(), previous, &manager).await;
@@ -636,7 +636,7 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
         // so the install that manages the fleet now keeps it.
         None => {
             let deployment = ObjectRef::new(&children.deployment.name_any()).within(&parent.namespace);
-            managed_elsewhere(&ctx, &parent, stores.envoy_deployments.get(&deployment).as_deref())
+            managed_elsewhere(&ctx, &parent, stores.deployments.get(&deployment).as_deref())
         }
     };
     if let Some(manager) = manager {
@@ -653,11 +653,10 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
             // The identity Secret before the Deployment whose pods mount it; none for a
             // Deployment of that name that is someone else's (it is left alone, below).
             let cached = ObjectRef::new(&children.deployment.name_any()).within(&parent.namespace);
-            let ours =
-                stores.envoy_deployments.get(&cached).is_none_or(|d| controlled_by(d.as_ref(), parent.uid));
+            let ours = stores.deployments.get(&cached).is_none_or(|d| controlled_by(d.as_ref(), parent.uid));
             let served = children.identity_secret.is_some() && ours;
             renewal = super::identity::attach(&ctx, envoy.as_ref(), served, &mut children.deployment).await?;
-            Some(ensure(&ctx, &stores.envoy_deployments, &parent, &children.deployment).await?)
+            Some(ensure(&ctx, &stores.deployments, &parent, &children.deployment).await?)
         }
     };
     let service = match &deployment {
@@ -690,7 +689,7 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     let ca_file = children.config_map.data.as_ref().and_then(|data| data.get(envoy::CA_SDS_KEY));
     config_maps.extend(keep_mounted(&ctx, &parent, &config_maps, ca_file.map(String::as_str)).await?);
     let mut pruned = prune(&ctx, &stores.config_maps, &parent, &config_maps).await?;
-    pruned.extend(prune(&ctx, &stores.envoy_deployments, &parent, &[children.deployment.name_any()]).await?);
+    pruned.extend(prune(&ctx, &stores.deployments, &parent, &[children.deployment.name_any()]).await?);
     pruned.extend(prune(&ctx, &stores.services, &parent, &[children.service.name_any()]).await?);
     for notice in pruned {
         publish(&ctx, envoy.as_ref(), notice).await;

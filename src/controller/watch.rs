@@ -1,25 +1,18 @@
 //! Wiring of the reconcilers into kube-runtime `Controller`s: one for Foos, one for Envoys,
-//! each fed by a reflector of its parents and label-selected reflectors of its children
-//! (whose caches the reconcilers read); the Envoys' also by the xDS replicas' reports, when
-//! the operator serves xDS; and the EnvoyRoute status writer ([`super::routes`]). Everything
-//! cached is stripped of `managedFields` first. All stop gracefully, finishing running
-//! reconciles, when `shutdown` completes.
+//! each fed by the index's feed of its parents and of its children (whose caches the
+//! reconcilers read); the Envoys' also by the xDS replicas' reports, when the operator serves
+//! xDS; and the EnvoyRoute status writer ([`super::routes`]), fed by the translation's
+//! outcomes. All stop gracefully, finishing running reconciles, when `shutdown` completes.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use envoy_operator_core::api::{Envoy, Foo};
-use envoy_operator_core::children::apply::strip_metadata;
-use envoy_operator_core::children::labels;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
@@ -28,6 +21,8 @@ use super::fleet_reports::watch_reports;
 use super::routes;
 use super::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
 use super::{Context, Result, Settings, Stores};
+use crate::index::{Change, Index, Watched};
+use crate::xds::publish::{self, Outputs, RouteOutcomes, inputs};
 
 /// What `envoy-operator controller` is asked to do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,48 +49,33 @@ where
     }
 }
 
-/// A watch of `K` (with backoff on errors) that keeps a copy of every object, stripped of what
-/// nobody reads, in a cache: the one reflector pipeline of the operator. The stream must be
-/// polled for the cache to fill.
-pub fn reflect<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> (Store<K>, impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static)
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|object: &mut K| strip_metadata(object.meta_mut()))
-        .reflect(writer);
-    (reader, stream)
-}
-
-/// Runs the three controllers (Foos, Envoys, EnvoyRoutes' status) until `shutdown` completes
-/// and their running reconciles finish.
-/// `context` hooks let the `run` command embed this (metrics, backoff policy); pass
-/// `|context| context` for the defaults.
+/// Runs the three controllers (Foos, Envoys, EnvoyRoutes' status) over an index of their own,
+/// with a translation of their own for the routes' outcomes, until `shutdown` completes and their
+/// running reconciles finish. `context` hooks let callers adjust the context (metrics, backoff
+/// policy); pass `|context| context` for the defaults.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
     context: impl FnOnce(Context) -> Context,
 ) -> Result<()> {
-    let namespace = config.namespace.as_deref();
+    let index = Arc::new(Index::new(client, config.namespace.clone()));
+    run_with_index(index, None, config, shutdown, context).await
+}
+
+/// [`run`] over the process's `index`. The routes' statuses are the outcomes of the translation
+/// that feeds `outcomes` (the xDS publisher's, where the process serves xDS); with `None`, the
+/// controllers run a translation of their own for them.
+pub async fn run_with_index(
+    index: Arc<Index>,
+    outcomes: Option<RouteOutcomes>,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    context: impl FnOnce(Context) -> Context,
+) -> Result<()> {
+    let client = index.client().clone();
     let shutdown = shutdown.boxed().shared();
-    let foo_children = watcher::Config::default().labels_from(&labels::foo_children_selector());
-    let envoy_children = watcher::Config::default().labels_from(&labels::envoy_children_selector());
-
-    let (foo_deployments, foo_deployment_events) =
-        reflect(api::<Deployment>(&client, namespace), foo_children);
-    let (envoy_deployments, envoy_deployment_events) =
-        reflect(api::<Deployment>(&client, namespace), envoy_children.clone());
-    let (config_maps, config_map_events) =
-        reflect(api::<ConfigMap>(&client, namespace), envoy_children.clone());
-    let (services, service_events) = reflect(api::<Service>(&client, namespace), envoy_children);
-
-    let stores = Stores::new(foo_deployments, envoy_deployments, config_maps, services);
+    let stores = Stores::of_index(&index);
     let mut ctx = Context::new(client.clone(), config.settings.clone(), stores);
     // The reports live in the operator's namespace, which may not be the watched one.
     let report_triggers = config.xds_reports_namespace.as_deref().map(|reports_namespace| {
@@ -104,23 +84,42 @@ pub async fn run(
         triggers
     });
     let ctx = Arc::new(context(ctx));
-    let (foos, foo_events) = reflect(api::<Foo>(&client, namespace), watcher::Config::default());
-    let (envoys, envoy_events) = reflect(api::<Envoy>(&client, namespace), watcher::Config::default());
+    let outcomes = match outcomes {
+        Some(outcomes) => outcomes,
+        None => {
+            let outcomes = RouteOutcomes::default();
+            let (caches, touched) = inputs::translation_from_index(&index);
+            let outputs = Outputs { snapshots: None, outcomes: outcomes.clone() };
+            let translation = publish::run(caches, touched, outputs, || ());
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = translation => {},
+                    () = stop => {},
+                }
+            });
+            outcomes
+        }
+    };
     let controller_config = controller::Config::default().concurrency(config.concurrency);
-    info!(namespace = namespace.unwrap_or("<all>"), concurrency = config.concurrency, "starting controllers");
+    info!(
+        namespace = index.namespace().unwrap_or("<all>"),
+        concurrency = config.concurrency,
+        "starting controllers"
+    );
 
-    let foo_controller =
-        Controller::for_stream(forgetting_deleted(foo_events, ctx.clone()).applied_objects(), foos)
-            .owns_stream(foo_deployment_events.touched_objects())
-            .with_config(controller_config.clone())
-            .graceful_shutdown_on(shutdown.clone())
-            .run(reconcile_foo, error_policy, ctx.clone())
-            .for_each(|result| async move { log_result("Foo", result) });
+    let (foos, envoys) = (index.foos(), index.envoys());
+    let foo_controller = Controller::for_shared_stream(parents(foos, ctx.clone()), foos.store().clone())
+        .owns_shared_stream(index.deployments().touched())
+        .with_config(controller_config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_foo, error_policy, ctx.clone())
+        .for_each(|result| async move { log_result("Foo", result) });
     let mut envoy_controller =
-        Controller::for_stream(forgetting_deleted(envoy_events, ctx.clone()).applied_objects(), envoys)
-            .owns_stream(config_map_events.touched_objects())
-            .owns_stream(envoy_deployment_events.touched_objects())
-            .owns_stream(service_events.touched_objects())
+        Controller::for_shared_stream(parents(envoys, ctx.clone()), envoys.store().clone())
+            .owns_shared_stream(index.config_maps().touched())
+            .owns_shared_stream(index.deployments().touched())
+            .owns_shared_stream(index.services().touched())
             .reconcile_all_on(trust_changes(&ctx));
     if let Some(triggers) = report_triggers {
         envoy_controller = envoy_controller.reconcile_on(triggers);
@@ -130,7 +129,7 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_envoy, error_policy, ctx.clone())
         .for_each(|result| async move { log_result("Envoy", result) });
-    let route_controller = routes::controller(ctx, namespace, controller_config, shutdown);
+    let route_controller = routes::controller(ctx, &index, outcomes, controller_config, shutdown);
     tokio::join!(foo_controller, envoy_controller, route_controller);
     info!("controllers stopped");
     Ok(())
@@ -153,17 +152,25 @@ fn trust_changes(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::select(trust, issuer)
 }
 
-/// Parent events that also drop a deleted parent's backoff record (and an Envoy's record of
-/// rejection events), so the records never outlive the object.
-pub(super) fn forgetting_deleted<K: Resource<DynamicType = ()>>(
-    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    ctx: Arc<Context>,
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> {
-    events.inspect(move |event| {
-        if let Ok(watcher::Event::Delete(object)) = event {
-            ctx.backoff.forget(&backoff_key(object));
-            ctx.rejection_events.forget(&backoff_key(object));
-        }
+/// A parent kind's objects to reconcile (applied ones; on a relisting, all), dropping a deleted
+/// parent's backoff record (and an Envoy's record of rejection events) on the way, so the
+/// records never outlive the object.
+pub(super) fn parents<K>(kind: &Watched<K>, ctx: Arc<Context>) -> impl Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let store = kind.store().clone();
+    kind.changes().flat_map(move |change| {
+        let objects = match change {
+            Change::Applied(object) => vec![object],
+            Change::Deleted(object) => {
+                ctx.backoff.forget(&backoff_key(object.as_ref()));
+                ctx.rejection_events.forget(&backoff_key(object.as_ref()));
+                Vec::new()
+            }
+            Change::Relisted => store.state(),
+        };
+        futures::stream::iter(objects)
     })
 }
 

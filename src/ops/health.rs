@@ -4,7 +4,7 @@
 //! compete with admission traffic.
 //!
 //! The port is served from a thread and runtime of its own, with the same connection bounds as
-//! the webhook ([`crate::serve`]): the liveness probe still gets an answer — "not live" — when
+//! the webhook ([`crate::net`]): the liveness probe still gets an answer — "not live" — when
 //! the operator's runtime is wedged, and the kubelet restarts the pod, where a port served by the
 //! wedged runtime would only time out (and a port that answers "ok" from a separate task would
 //! never fail at all).
@@ -23,7 +23,7 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
-use crate::serve::{ConnectionLimits, ServerOptions, Shutdown};
+use crate::net::{ConnectionLimits, ServerOptions, Shutdown};
 
 type Check = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -213,7 +213,7 @@ pub fn serve_on_own_thread(
                     grace: Duration::from_secs(5),
                 };
                 let shutdown = Shutdown { drain: stop.clone(), stop };
-                crate::serve::serve(listener, router(metrics, health), options, shutdown).await;
+                crate::net::serve(listener, router(metrics, health), options, shutdown).await;
                 Ok(())
             })
         });

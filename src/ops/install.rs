@@ -149,7 +149,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::testing::{expect_as_admin as expect, mock, not_found};
+    use envoy_operator_testkit::mock::{expect_as_admin as expect, mock, not_found};
 
     fn manifests() -> Manifests {
         let named = |name: &str| kube::api::ObjectMeta { name: Some(name.to_owned()), ..Default::default() };
@@ -179,7 +179,7 @@ mod tests {
     }
 
     /// Answers the watch that follows the LIST with one change of the CRD, as a watch stream.
-    async fn watch_sends(handle: &mut crate::testing::Handle, crd: Value) {
+    async fn watch_sends(handle: &mut envoy_operator_testkit::mock::Handle, crd: Value) {
         let (request, respond) = handle.next_request().await.expect("the client is alive");
         assert_eq!((request.method(), request.uri().path()), (&Method::GET, CRDS));
         assert!(request.uri().query().unwrap_or_default().contains("watch=true"), "{}", request.uri());

@@ -597,7 +597,7 @@ mod exposition {
     /// Debian's `prometheus` package, which the test script installs.
     #[test]
     fn promtool_accepts_the_exposition() {
-        let Some(promtool) = crate::testing::tool("PROMTOOL", "promtool") else { return };
+        let Some(promtool) = envoy_operator_testkit::tool("PROMTOOL", "promtool") else { return };
         let metrics = Metrics::new();
         metrics.reconciled("Foo", Duration::from_millis(2), Some("api"));
         metrics.admitted("inject", "patched", Duration::from_micros(80));

@@ -1,7 +1,6 @@
 //! Operating the operator in a cluster: certificates, leader election, install, metrics,
 //! health, logging, signals and the RBAC the code needs.
 
-pub mod certs;
 pub mod health;
 pub mod install;
 pub mod leader;

@@ -1,5 +1,5 @@
 //! The permissions the operator's code uses, the single list `deploy/` is checked against
-//! (`tests/deploy.rs`); `tests/rbac.rs` runs the operator against an in-memory API server and
+//! (`tests/crds/deploy.rs`); `tests/cluster/rbac.rs` runs the operator against an in-memory API server and
 //! checks that it needs exactly these. Change them together: a verb the code uses but RBAC
 //! lacks fails in production only.
 //!

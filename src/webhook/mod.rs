@@ -5,7 +5,7 @@ pub mod handler;
 pub mod inject;
 pub mod review;
 pub mod router;
-pub mod server;
+pub mod serve;
 
 use envoy_operator_core::inject::InjectConfig;
 

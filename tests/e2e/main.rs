@@ -3,12 +3,11 @@
 //!
 //! Each test runs in a fresh namespace with the operator in-process (or, with
 //! `E2E_IN_CLUSTER=1`, the deployed one) and cleans up after itself even when it fails; see
-//! `harness.rs`. Checks that need running pods are skipped, with a note, on clusters without a
-//! schedulable node.
+//! `envoy_operator_testkit::e2e` (the harness) and `harness.rs` (the operator it starts).
+//! Checks that need running pods are skipped, with a note, on clusters without a schedulable
+//! node.
 
 mod harness;
-#[path = "../xds_support/mod.rs"]
-mod xds_support;
 
 mod admission;
 mod envoy;

@@ -22,9 +22,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::harness::{SHORT, TEST_MANAGER, get, in_cluster, in_cluster_mode, wait_for};
-use crate::xds_support::backend::Backend;
-use crate::xds_support::envoy::{Envoy as EnvoyProcess, available};
-use crate::xds_support::fleet::runnable_bootstrap;
+use envoy_operator_testkit::backend::Backend;
+use envoy_operator_testkit::envoy::{Envoy as EnvoyProcess, available};
+use envoy_operator_testkit::fleet::runnable_bootstrap;
 
 /// Where the backends listen: an address of this machine an EndpointSlice may name.
 fn backend_host() -> IpAddr {

@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
+use envoy_operator::net::ConnectionLimits;
 use envoy_operator::ops::metrics::Metrics;
-use envoy_operator::serve::ConnectionLimits;
-use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
-use envoy_operator::webhook::server::{ServeConfig, WebhookServer};
+use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
 use http_body_util::StreamBody;
 use hyper::Request;
 use hyper::body::Frame;
@@ -47,8 +47,8 @@ async fn serve(connections: ConnectionLimits, limits: Limits) -> Server {
         days: 1,
         extra_names: Vec::new(),
     };
-    let generated = tls::generate(&options).unwrap();
-    tls::write(dir.path(), &generated, false).unwrap();
+    let generated = serving::generate(&options).unwrap();
+    serving::write(dir.path(), &generated, false).unwrap();
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path())).unwrap();
     let metrics = Metrics::new();
     let mut endpoints = standard_endpoints();

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use envoy_operator::serve::ConnectionLimits;
-use envoy_operator::tls::{self, CertOptions, CertPaths, ReloadingCert};
+use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
+use envoy_operator::net::ConnectionLimits;
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Readiness, standard_endpoints};
-use envoy_operator::webhook::server::{ServeConfig, ServeError, WebhookServer};
+use envoy_operator::webhook::serve::{ServeConfig, ServeError, WebhookServer};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -37,15 +37,15 @@ struct Running {
     task: JoinHandle<Result<(), ServeError>>,
 }
 
-fn generate_into(dir: &Path, force: bool) -> tls::GeneratedCerts {
+fn generate_into(dir: &Path, force: bool) -> serving::GeneratedCerts {
     let options = CertOptions {
         service_name: "envoy-operator-webhook".into(),
         namespace: "envoy-operator".into(),
         days: 1,
         extra_names: Vec::new(),
     };
-    let certs = tls::generate(&options).unwrap();
-    tls::write(dir, &certs, force).unwrap();
+    let certs = serving::generate(&options).unwrap();
+    serving::write(dir, &certs, force).unwrap();
     certs
 }
 
@@ -88,7 +88,7 @@ pub(crate) fn client_config(ca_pems: &[&str], alpn: &[&[u8]]) -> Arc<rustls::Cli
             roots.add(cert.unwrap()).unwrap();
         }
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(tls::provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(serving::provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
@@ -137,7 +137,7 @@ pub(crate) async fn send1(sender: &mut Http1, request: Request<Full<Bytes>>) -> 
 #[tokio::test]
 async fn http1_keep_alive_reviews_over_tls() {
     let server = start().await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     let stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
     assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
     let mut sender = http1(stream).await;
@@ -158,7 +158,7 @@ async fn http1_keep_alive_reviews_over_tls() {
 #[tokio::test]
 async fn http2_is_negotiated_by_alpn() {
     let server = start().await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     let stream = connect(server.addr, client_config(&[&ca], &[b"h2", b"http/1.1"])).await;
     assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let (mut sender, connection) =
@@ -175,8 +175,8 @@ async fn http2_is_negotiated_by_alpn() {
 #[tokio::test]
 async fn a_certificate_swap_reaches_new_handshakes_and_spares_open_connections() {
     let server = start().await;
-    let old_ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
-    let old_cert = pem_der(&std::fs::read_to_string(server.dir.path().join(tls::CERT_FILE)).unwrap());
+    let old_ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
+    let old_cert = pem_der(&std::fs::read_to_string(server.dir.path().join(serving::CERT_FILE)).unwrap());
 
     // A keep-alive connection made with the first certificate.
     let stream = connect(server.addr, client_config(&[&old_ca], &[b"http/1.1"])).await;
@@ -215,9 +215,9 @@ async fn a_certificate_swap_reaches_new_handshakes_and_spares_open_connections()
 #[tokio::test]
 async fn a_broken_certificate_update_keeps_the_old_certificate() {
     let server = start().await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
-    let cert = pem_der(&std::fs::read_to_string(server.dir.path().join(tls::CERT_FILE)).unwrap());
-    std::fs::write(server.dir.path().join(tls::CERT_FILE), "not a certificate").unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
+    let cert = pem_der(&std::fs::read_to_string(server.dir.path().join(serving::CERT_FILE)).unwrap());
+    std::fs::write(server.dir.path().join(serving::CERT_FILE), "not a certificate").unwrap();
     // Several reload intervals pass; handshakes keep getting the loaded certificate.
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -230,7 +230,7 @@ async fn a_broken_certificate_update_keeps_the_old_certificate() {
 #[tokio::test]
 async fn a_panic_answers_500_and_the_connection_and_server_keep_serving() {
     let server = start().await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     let mut sender = http1(connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await).await;
     let (status, _) = send1(&mut sender, post("/panic", fixture("foo-create-validate.json"))).await;
     assert_eq!(status, 500);
@@ -245,7 +245,7 @@ async fn a_panic_answers_500_and_the_connection_and_server_keep_serving() {
 #[tokio::test]
 async fn shutdown_closes_idle_keep_alive_connections_without_waiting_for_the_grace_period() {
     let server = start().await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     let stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
     let (mut idle, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
     let connection = tokio::spawn(connection);
@@ -279,7 +279,7 @@ async fn shutdown_lets_a_request_in_flight_finish() {
     use hyper::body::Frame;
 
     let mut server = start().await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     let stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
     tokio::spawn(connection);
@@ -329,7 +329,7 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
         ..config
     })
     .await;
-    let ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     let mut stream = connect(server.addr, client_config(&[&ca], &[b"http/1.1"])).await;
     stream.write_all(b"POST /validate HTTP/1.1\r\nhost: localhost\r\n").await.unwrap();
     stream.flush().await.unwrap();
@@ -343,7 +343,7 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 #[tokio::test]
 async fn certificate_rotations_under_load_fail_no_request() {
     let server = start().await;
-    let first_ca = std::fs::read_to_string(server.dir.path().join(tls::CA_FILE)).unwrap();
+    let first_ca = std::fs::read_to_string(server.dir.path().join(serving::CA_FILE)).unwrap();
     // The sets the certificate is rotated through; clients trust every CA (as the webhook
     // configuration's caBundle does during a rotation's overlap).
     let options = CertOptions {
@@ -352,7 +352,8 @@ async fn certificate_rotations_under_load_fail_no_request() {
         days: 1,
         extra_names: Vec::new(),
     };
-    let rotations: Vec<tls::GeneratedCerts> = (0..4).map(|_| tls::generate(&options).unwrap()).collect();
+    let rotations: Vec<serving::GeneratedCerts> =
+        (0..4).map(|_| serving::generate(&options).unwrap()).collect();
     let mut cas: Vec<&str> = vec![first_ca.as_str()];
     cas.extend(rotations.iter().map(|r| r.ca_pem.as_str()));
     let trusting = client_config(&cas, &[b"http/1.1"]);
@@ -414,7 +415,7 @@ async fn certificate_rotations_under_load_fail_no_request() {
 
     for rotation in &rotations {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        tls::write(server.dir.path(), rotation, true).unwrap();
+        serving::write(server.dir.path(), rotation, true).unwrap();
     }
     let mut failures = Vec::new();
     for worker in workers {

@@ -1,6 +1,7 @@
-//! Envoy v3 bootstrap configuration, built from typed structs (never string templates). Used
-//! by the Envoy reconciler (the fleet's ConfigMap) and by the sidecar injector (inline
-//! `--config-yaml`), so both run the same configuration.
+//! Envoy v3 bootstrap configuration, built from the Envoy model the xDS resources use too
+//! ([`crate::envoy`]; never string templates). Used by the Envoy reconciler (the fleet's
+//! ConfigMap) and by the sidecar injector (inline `--config-yaml`), so both run the same
+//! configuration.
 //!
 //! Every bootstrap has the admin interface on 127.0.0.1 and a listener on [`READINESS_PORT`]
 //! that forwards only `GET /ready` (the kubelet probes the pod IP, which the loopback-bound
@@ -13,10 +14,17 @@
 //!   reaches running proxies without a restart; the node names its fleet in its metadata. Its
 //!   runtime lets routes carry regular expressions of any size ([`RE2_RUNTIME`]).
 
-use serde::Serialize;
-use sha2::{Digest, Sha256};
-
 use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
+
+use crate::envoy::{
+    Action, Address, Admin, ApiConfigSource, ApiType, ApiVersion, Bootstrap, CertificateValidationContext,
+    Cluster, ClusterLoadAssignment, CommonTlsContext, ConfigSource, DataSource, DiscoveryType, Duration,
+    DynamicResources, Empty, EnvoyGrpc, ExplicitHttpConfig, Filter, FilterChain, GrpcService,
+    HttpConnectionManager, HttpFilter, HttpProtocolOptions, LayeredRuntime, Listener, Node, Packed,
+    ProtocolOptions, Route, RouteAction, RouteConfiguration, RouteMatch, RouteSpecifier, RuntimeLayer,
+    SanType, SdsSecretConfig, Secret, SecretKind, StaticResources, StringMatcher, SubjectAltNameMatcher,
+    TlsCertificate, TransportSocket, UpstreamTlsContext, VirtualHost, extension_names,
+};
 use crate::identity;
 
 /// The xDS server a bootstrap points at: an Envoy's defaulted `spec.xds` (see
@@ -63,41 +71,41 @@ pub const CA_SECRET_NAME: &str = "envoy_operator_xds_ca";
 
 /// Builds the bootstrap for a proxy that takes its configuration from `xds`.
 pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
-    let mut clusters = vec![Cluster::static_loopback(ADMIN_CLUSTER, ADMIN_PORT as u16)];
+    let mut clusters = vec![static_loopback_cluster(ADMIN_CLUSTER, ADMIN_PORT as u16)];
     let ads = |api_type, cluster_name: &str| DynamicResources {
         ads_config: ApiConfigSource {
             api_type,
-            transport_api_version: "V3",
+            transport_api_version: ApiVersion::V3,
             set_node_on_first_message_only: true,
             grpc_services: vec![GrpcService {
                 envoy_grpc: EnvoyGrpc { cluster_name: cluster_name.to_owned() },
             }],
         },
-        lds_config: ConfigSource::ads(),
-        cds_config: ConfigSource::ads(),
+        lds_config: ads_waiting_forever(),
+        cds_config: ads_waiting_forever(),
     };
     let (node, dynamic_resources, layered_runtime) = match xds {
         Xds::None => (None, None, None),
         Xds::External(target) => {
-            clusters.push(Cluster::xds(&target.cluster_name, &target.host, target.port, None));
-            (None, Some(ads("GRPC", &target.cluster_name)), None)
+            clusters.push(xds_cluster(&target.cluster_name, &target.host, target.port, None));
+            (None, Some(ads(ApiType::Grpc, &target.cluster_name)), None)
         }
         Xds::Operator { control_plane, fleet, ca_sds_path, identity_sds_path } => {
-            let tls = TransportSocket::upstream_tls(&control_plane.host, ca_sds_path, identity_sds_path);
-            clusters.push(Cluster::xds(
+            let tls = upstream_tls(&control_plane.host, ca_sds_path, identity_sds_path);
+            clusters.push(xds_cluster(
                 OPERATOR_XDS_CLUSTER,
                 &control_plane.host,
                 control_plane.port,
                 Some(tls),
             ));
             let node = Node { metadata: [(FLEET_METADATA_KEY.to_owned(), fleet.to_owned())].into() };
-            (Some(node), Some(ads("DELTA_GRPC", OPERATOR_XDS_CLUSTER)), Some(LayeredRuntime::re2_limits()))
+            (Some(node), Some(ads(ApiType::DeltaGrpc, OPERATOR_XDS_CLUSTER)), Some(re2_limits()))
         }
     };
     Bootstrap {
         node,
-        admin: Admin { address: Address::socket("127.0.0.1", ADMIN_PORT as u16) },
-        static_resources: StaticResources { listeners: vec![Listener::readiness()], clusters },
+        admin: Admin { address: Address::socket("127.0.0.1", ADMIN_PORT as u32) },
+        static_resources: StaticResources { listeners: vec![readiness_listener()], clusters },
         dynamic_resources,
         layered_runtime,
     }
@@ -112,50 +120,55 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
 pub const RE2_RUNTIME: [(&str, u64); 2] =
     [("re2.max_program_size.error_level", u32::MAX as u64), ("re2.max_program_size.warn_level", 1000)];
 
+fn re2_limits() -> LayeredRuntime {
+    let keys = RE2_RUNTIME.iter().map(|(key, value)| ((*key).to_owned(), *value)).collect();
+    LayeredRuntime { layers: vec![RuntimeLayer { name: "envoy-operator".to_owned(), static_layer: keys }] }
+}
+
 /// The SDS file that gives Envoy the control plane's CA (`ca_pem`, one or more PEM certificates)
 /// and the name the server's certificate must carry. Envoy watches its directory, so a rotated CA
 /// is picked up without a restart.
 pub fn ca_sds_file(ca_pem: &str, server_name: &str) -> String {
-    let file = SdsFile {
-        resources: vec![SdsSecret {
-            type_url: SDS_SECRET_TYPE,
-            name: CA_SECRET_NAME,
-            validation_context: Some(CertificateValidationContext {
-                trusted_ca: DataSource { inline_string: ca_pem.to_owned() },
-                match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
-                    san_type: san_type(server_name),
-                    matcher: StringMatcher { exact: server_name.to_owned() },
-                }],
-            }),
-            tls_certificate: None,
-        }],
-    };
-    serde_saphyr::to_string(&file).unwrap_or_default()
+    sds_file(&Secret {
+        name: CA_SECRET_NAME.to_owned(),
+        kind: SecretKind::ValidationContext(CertificateValidationContext {
+            trusted_ca: DataSource { inline_string: ca_pem.to_owned() },
+            match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
+                san_type: san_type(server_name),
+                matcher: StringMatcher::Exact(server_name.to_owned()),
+            }],
+        }),
+    })
 }
 
 /// The SDS file that gives Envoy its client certificate for the control plane (`cert_pem`, the
 /// chain, and `key_pem`): the fleet's identity. Inline, so the file itself changes on renewal
 /// and Envoy, watching its directory, reloads it without a restart.
 pub fn identity_sds_file(cert_pem: &str, key_pem: &str) -> String {
-    let file = SdsFile {
-        resources: vec![SdsSecret {
-            type_url: SDS_SECRET_TYPE,
-            name: identity::SDS_SECRET_NAME,
-            validation_context: None,
-            tls_certificate: Some(TlsCertificate {
-                certificate_chain: DataSource { inline_string: cert_pem.to_owned() },
-                private_key: DataSource { inline_string: key_pem.to_owned() },
-            }),
-        }],
-    };
-    serde_saphyr::to_string(&file).unwrap_or_default()
+    sds_file(&Secret {
+        name: identity::SDS_SECRET_NAME.to_owned(),
+        kind: SecretKind::TlsCertificate(TlsCertificate {
+            certificate_chain: DataSource { inline_string: cert_pem.to_owned() },
+            private_key: DataSource { inline_string: key_pem.to_owned() },
+        }),
+    })
+}
+
+/// An SDS file: a `DiscoveryResponse`-shaped list of one packed secret.
+fn sds_file(secret: &Secret) -> String {
+    #[derive(serde::Serialize)]
+    struct SdsFile<'a> {
+        resources: Vec<Packed<'a, Secret>>,
+    }
+    // Plain structs of strings always serialize.
+    serde_saphyr::to_string(&SdsFile { resources: vec![Packed(secret)] }).unwrap_or_default()
 }
 
 /// The kind of subject alternative name that carries `server_name`: Envoy compares an
 /// address only with IP SANs and a name only with DNS SANs, so a control plane advertised by
 /// address must be matched as one (`certs --name 10.1.2.3` makes an IP SAN).
-fn san_type(server_name: &str) -> &'static str {
-    if is_ip_address(server_name) { "IP_ADDRESS" } else { "DNS" }
+fn san_type(server_name: &str) -> SanType {
+    if is_ip_address(server_name) { SanType::IpAddress } else { SanType::Dns }
 }
 
 /// `10.1.2.3`, `::1` or `[::1]`.
@@ -166,482 +179,115 @@ fn is_ip_address(host: &str) -> bool {
 /// Name of the static cluster that points at the admin interface.
 pub const ADMIN_CLUSTER: &str = "envoy_admin";
 
-impl Bootstrap {
-    /// The bootstrap as YAML, the form stored in ConfigMaps and read by `envoy -c`.
-    pub fn to_yaml(&self) -> String {
-        // Plain structs of strings and numbers always serialize.
-        serde_saphyr::to_string(self).unwrap_or_default()
-    }
-
-    /// The bootstrap as one line of JSON (valid YAML too), for `envoy --config-yaml`.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-
-    /// A short, stable hash of the configuration, for pod-template annotations and status.
-    pub fn hash(&self) -> String {
-        let digest = Sha256::digest(self.to_json().as_bytes());
-        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-/// `envoy.config.bootstrap.v3.Bootstrap`, the parts this operator sets.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Bootstrap {
-    /// Only its metadata: the id and cluster come from `--service-node`/`--service-cluster`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<Node>,
-    pub admin: Admin,
-    pub static_resources: StaticResources,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dynamic_resources: Option<DynamicResources>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub layered_runtime: Option<LayeredRuntime>,
-}
-
-/// `envoy.config.bootstrap.v3.LayeredRuntime`: one static layer. No admin layer, as without a
-/// runtime: `/runtime_modify` stays refused, and the proxy runs what its bootstrap says.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LayeredRuntime {
-    pub layers: Vec<RuntimeLayer>,
-}
-
-impl LayeredRuntime {
-    fn re2_limits() -> Self {
-        let keys = RE2_RUNTIME.iter().map(|(key, value)| ((*key).to_owned(), *value)).collect();
-        Self { layers: vec![RuntimeLayer { name: "envoy-operator".to_owned(), static_layer: keys }] }
-    }
-}
-
-/// `envoy.config.bootstrap.v3.RuntimeLayer` with a `static_layer` of numeric keys.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RuntimeLayer {
-    pub name: String,
-    pub static_layer: std::collections::BTreeMap<String, u64>,
-}
-
-/// `envoy.config.core.v3.Node`, its metadata only.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Node {
-    pub metadata: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Admin {
-    pub address: Address,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Address {
-    pub socket_address: SocketAddress,
-}
-
-impl Address {
-    fn socket(address: &str, port_value: u16) -> Self {
-        Self { socket_address: SocketAddress { address: address.to_owned(), port_value } }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SocketAddress {
-    pub address: String,
-    pub port_value: u16,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StaticResources {
-    pub listeners: Vec<Listener>,
-    pub clusters: Vec<Cluster>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Listener {
-    pub name: String,
-    pub address: Address,
-    pub filter_chains: Vec<FilterChain>,
-}
-
 /// The admin paths the readiness listener exposes: readiness for the kubelet, statistics for
 /// Prometheus. Nothing else of the admin interface is reachable from outside the pod.
 pub const EXPOSED_ADMIN_PATHS: [&str; 2] = ["/ready", "/stats/prometheus"];
 
-impl Listener {
-    /// `0.0.0.0:9902`, routing exactly [`EXPOSED_ADMIN_PATHS`] to the admin interface.
-    fn readiness() -> Self {
-        let routes = EXPOSED_ADMIN_PATHS
-            .iter()
-            .map(|path| Route {
-                r#match: RouteMatch { path: (*path).to_owned() },
-                route: RouteAction { cluster: ADMIN_CLUSTER.to_owned() },
-            })
-            .collect();
-        let manager = HttpConnectionManager {
-            type_url: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-            stat_prefix: "readiness".to_owned(),
-            route_config: RouteConfiguration {
-                virtual_hosts: vec![VirtualHost {
-                    name: "readiness".to_owned(),
-                    domains: vec!["*".to_owned()],
-                    routes,
-                }],
-            },
-            http_filters: vec![HttpFilter {
-                name: "envoy.filters.http.router".to_owned(),
-                typed_config: TypedConfig {
-                    type_url: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router",
-                },
+/// `0.0.0.0:9902`, routing exactly [`EXPOSED_ADMIN_PATHS`] to the admin interface.
+fn readiness_listener() -> Listener {
+    let routes = EXPOSED_ADMIN_PATHS
+        .iter()
+        .map(|path| Route {
+            name: String::new(),
+            route_match: RouteMatch::path(*path),
+            action: Action::Route(RouteAction::to_cluster(ADMIN_CLUSTER)),
+            request_headers_to_add: Vec::new(),
+            request_headers_to_remove: Vec::new(),
+        })
+        .collect();
+    let manager = HttpConnectionManager {
+        stat_prefix: "readiness".to_owned(),
+        route_specifier: RouteSpecifier::RouteConfig(RouteConfiguration {
+            name: String::new(),
+            virtual_hosts: vec![VirtualHost {
+                name: "readiness".to_owned(),
+                domains: vec!["*".to_owned()],
+                routes,
             }],
-        };
-        Self {
-            name: "readiness".to_owned(),
-            address: Address::socket("0.0.0.0", READINESS_PORT as u16),
-            filter_chains: vec![FilterChain {
-                filters: vec![NetworkFilter {
-                    name: "envoy.filters.network.http_connection_manager".to_owned(),
-                    typed_config: manager,
-                }],
-            }],
-        }
+            ignore_port_in_host_matching: false,
+            validate_clusters: None,
+        }),
+        http_filters: vec![HttpFilter::router()],
+        access_log: Vec::new(),
+        normalize_path: None,
+        merge_slashes: false,
+    };
+    Listener {
+        name: "readiness".to_owned(),
+        address: Address::socket("0.0.0.0", READINESS_PORT as u32),
+        filter_chains: vec![FilterChain { filters: vec![Filter::http_connection_manager(manager)] }],
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FilterChain {
-    pub filters: Vec<NetworkFilter>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct NetworkFilter {
-    pub name: String,
-    pub typed_config: HttpConnectionManager,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HttpConnectionManager {
-    #[serde(rename = "@type")]
-    pub type_url: &'static str,
-    pub stat_prefix: String,
-    pub route_config: RouteConfiguration,
-    pub http_filters: Vec<HttpFilter>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RouteConfiguration {
-    pub virtual_hosts: Vec<VirtualHost>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct VirtualHost {
-    pub name: String,
-    pub domains: Vec<String>,
-    pub routes: Vec<Route>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Route {
-    pub r#match: RouteMatch,
-    pub route: RouteAction,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RouteMatch {
-    pub path: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RouteAction {
-    pub cluster: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HttpFilter {
-    pub name: String,
-    pub typed_config: TypedConfig,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TypedConfig {
-    #[serde(rename = "@type")]
-    pub type_url: &'static str,
-}
-
-/// `envoy.config.cluster.v3.Cluster`, the parts this operator sets.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Cluster {
-    pub name: String,
-    pub r#type: &'static str,
-    pub connect_timeout: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub typed_extension_protocol_options: Option<ProtocolOptions>,
-    pub load_assignment: LoadAssignment,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transport_socket: Option<TransportSocket>,
-}
-
-impl Cluster {
-    fn static_loopback(name: &str, port: u16) -> Self {
-        Self {
-            name: name.to_owned(),
-            r#type: "STATIC",
-            connect_timeout: "1s",
-            typed_extension_protocol_options: None,
-            load_assignment: LoadAssignment::single(name, "127.0.0.1", port),
-            transport_socket: None,
-        }
-    }
-
-    /// An xDS server's cluster: resolved by DNS (STRICT_DNS), spoken to over HTTP/2 (gRPC),
-    /// over `tls` when given.
-    fn xds(name: &str, host: &str, port: u16, tls: Option<TransportSocket>) -> Self {
-        Self {
-            name: name.to_owned(),
-            r#type: "STRICT_DNS",
-            connect_timeout: "5s",
-            typed_extension_protocol_options: Some(ProtocolOptions {
-                http: HttpProtocolOptions {
-                    type_url: "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                    explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
-                },
-            }),
-            load_assignment: LoadAssignment::single(name, host, port),
-            transport_socket: tls,
-        }
+fn static_loopback_cluster(name: &str, port: u16) -> Cluster {
+    Cluster {
+        name: name.to_owned(),
+        discovery_type: DiscoveryType::Static,
+        connect_timeout: Duration::from_secs(1),
+        lb_policy: None,
+        typed_extension_protocol_options: None,
+        eds_cluster_config: None,
+        load_assignment: Some(single_endpoint(name, "127.0.0.1", port)),
+        transport_socket: None,
     }
 }
 
-/// `envoy.config.core.v3.TransportSocket` with an `UpstreamTlsContext`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TransportSocket {
-    pub name: &'static str,
-    pub typed_config: UpstreamTlsContext,
-}
-
-impl TransportSocket {
-    /// TLS to `server_name` (SNI, and the name its certificate must carry), h2 by ALPN, the CA
-    /// from the SDS file at `ca_sds_path` and the client certificate from the one at
-    /// `identity_sds_path` (their directories watched).
-    fn upstream_tls(server_name: &str, ca_sds_path: &str, identity_sds_path: &str) -> Self {
-        Self {
-            name: "envoy.transport_sockets.tls",
-            typed_config: UpstreamTlsContext {
-                type_url: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-                // RFC 6066 allows only host names in SNI, not addresses.
-                sni: (!is_ip_address(server_name)).then(|| server_name.to_owned()),
-                common_tls_context: CommonTlsContext {
-                    alpn_protocols: vec!["h2".to_owned()],
-                    tls_certificate_sds_secret_configs: vec![SdsSecretConfig::file(
-                        identity::SDS_SECRET_NAME,
-                        identity_sds_path,
-                    )],
-                    validation_context_sds_secret_config: SdsSecretConfig::file(CA_SECRET_NAME, ca_sds_path),
-                },
+/// An xDS server's cluster: resolved by DNS (STRICT_DNS), spoken to over HTTP/2 (gRPC),
+/// over `tls` when given.
+fn xds_cluster(name: &str, host: &str, port: u16, tls: Option<TransportSocket>) -> Cluster {
+    Cluster {
+        name: name.to_owned(),
+        discovery_type: DiscoveryType::StrictDns,
+        connect_timeout: Duration::from_secs(5),
+        lb_policy: None,
+        typed_extension_protocol_options: Some(ProtocolOptions {
+            http: HttpProtocolOptions {
+                explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
             },
-        }
+        }),
+        eds_cluster_config: None,
+        load_assignment: Some(single_endpoint(name, host, port)),
+        transport_socket: tls,
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct UpstreamTlsContext {
-    #[serde(rename = "@type")]
-    pub type_url: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sni: Option<String>,
-    pub common_tls_context: CommonTlsContext,
+fn single_endpoint(cluster_name: &str, host: &str, port: u16) -> ClusterLoadAssignment {
+    ClusterLoadAssignment::of(cluster_name, [Address::socket(host, u32::from(port))])
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CommonTlsContext {
-    pub alpn_protocols: Vec<String>,
-    pub tls_certificate_sds_secret_configs: Vec<SdsSecretConfig>,
-    pub validation_context_sds_secret_config: SdsSecretConfig,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SdsSecretConfig {
-    pub name: &'static str,
-    pub sds_config: SdsConfigSource,
-}
-
-impl SdsSecretConfig {
-    /// The secret `name` from the SDS file at `path`, reloaded when its directory changes (a
-    /// mounted ConfigMap or Secret is updated by swapping the directory's `..data` link).
-    fn file(name: &'static str, path: &str) -> Self {
-        let directory = path.rsplit_once('/').map_or(".", |(dir, _)| if dir.is_empty() { "/" } else { dir });
-        Self {
-            name,
-            sds_config: SdsConfigSource {
-                path_config_source: PathConfigSource {
-                    path: path.to_owned(),
-                    watched_directory: WatchedDirectory { path: directory.to_owned() },
-                },
-                resource_api_version: "V3",
+/// TLS to `server_name` (SNI, and the name its certificate must carry), h2 by ALPN, the CA
+/// from the SDS file at `ca_sds_path` and the client certificate from the one at
+/// `identity_sds_path` (their directories watched).
+fn upstream_tls(server_name: &str, ca_sds_path: &str, identity_sds_path: &str) -> TransportSocket {
+    let from_file = |name: &str, path: &str| SdsSecretConfig {
+        name: name.to_owned(),
+        sds_config: ConfigSource::watched_file(path),
+    };
+    TransportSocket {
+        name: extension_names::TLS_TRANSPORT_SOCKET.to_owned(),
+        typed_config: UpstreamTlsContext {
+            // RFC 6066 allows only host names in SNI, not addresses.
+            sni: (!is_ip_address(server_name)).then(|| server_name.to_owned()),
+            common_tls_context: CommonTlsContext {
+                alpn_protocols: vec!["h2".to_owned()],
+                tls_certificate_sds_secret_configs: vec![from_file(
+                    identity::SDS_SECRET_NAME,
+                    identity_sds_path,
+                )],
+                validation_context_sds_secret_config: from_file(CA_SECRET_NAME, ca_sds_path),
             },
-        }
+        },
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SdsConfigSource {
-    pub path_config_source: PathConfigSource,
-    pub resource_api_version: &'static str,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PathConfigSource {
-    pub path: String,
-    pub watched_directory: WatchedDirectory,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct WatchedDirectory {
-    pub path: String,
-}
-
-/// An SDS file: a `DiscoveryResponse`-shaped list of `envoy.extensions.transport_sockets.tls.v3.Secret`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct SdsFile {
-    resources: Vec<SdsSecret>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct SdsSecret {
-    #[serde(rename = "@type")]
-    type_url: &'static str,
-    name: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    validation_context: Option<CertificateValidationContext>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tls_certificate: Option<TlsCertificate>,
-}
-
-const SDS_SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct TlsCertificate {
-    certificate_chain: DataSource,
-    private_key: DataSource,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct CertificateValidationContext {
-    trusted_ca: DataSource,
-    match_typed_subject_alt_names: Vec<SubjectAltNameMatcher>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct DataSource {
-    inline_string: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct SubjectAltNameMatcher {
-    san_type: &'static str,
-    matcher: StringMatcher,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-struct StringMatcher {
-    exact: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ProtocolOptions {
-    #[serde(rename = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions")]
-    pub http: HttpProtocolOptions,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct HttpProtocolOptions {
-    #[serde(rename = "@type")]
-    pub type_url: &'static str,
-    pub explicit_http_config: ExplicitHttpConfig,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ExplicitHttpConfig {
-    pub http2_protocol_options: Empty,
-}
-
-/// An empty message (`{}`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Empty {}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LoadAssignment {
-    pub cluster_name: String,
-    pub endpoints: Vec<LocalityEndpoints>,
-}
-
-impl LoadAssignment {
-    fn single(cluster_name: &str, host: &str, port: u16) -> Self {
-        Self {
-            cluster_name: cluster_name.to_owned(),
-            endpoints: vec![LocalityEndpoints {
-                lb_endpoints: vec![LbEndpoint {
-                    endpoint: Endpoint { address: Address::socket(host, port) },
-                }],
-            }],
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LocalityEndpoints {
-    pub lb_endpoints: Vec<LbEndpoint>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LbEndpoint {
-    pub endpoint: Endpoint,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Endpoint {
-    pub address: Address,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DynamicResources {
-    pub ads_config: ApiConfigSource,
-    pub lds_config: ConfigSource,
-    pub cds_config: ConfigSource,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ApiConfigSource {
-    pub api_type: &'static str,
-    pub transport_api_version: &'static str,
-    pub set_node_on_first_message_only: bool,
-    pub grpc_services: Vec<GrpcService>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GrpcService {
-    pub envoy_grpc: EnvoyGrpc,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EnvoyGrpc {
-    pub cluster_name: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ConfigSource {
-    pub ads: Empty,
-    pub resource_api_version: &'static str,
-    pub initial_fetch_timeout: &'static str,
 }
 
 /// How long Envoy waits for its first listeners and clusters before it finishes initializing
 /// without them: forever. Envoy's default (15 s for clusters, then 15 s for listeners) turns a
 /// proxy that started while its xDS server was unreachable `LIVE` with no listener, so `/ready` (its readiness probe) said yes
 /// and the Service sent it traffic it refused. Unbounded, a proxy is ready only once configured.
-pub const INITIAL_FETCH_TIMEOUT: &str = "0s";
+pub const INITIAL_FETCH_TIMEOUT: Duration = Duration::ZERO;
 
-impl ConfigSource {
-    fn ads() -> Self {
-        Self { ads: Empty {}, resource_api_version: "V3", initial_fetch_timeout: INITIAL_FETCH_TIMEOUT }
-    }
+fn ads_waiting_forever() -> ConfigSource {
+    ConfigSource { initial_fetch_timeout: Some(INITIAL_FETCH_TIMEOUT), ..ConfigSource::ads() }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{TempDir, TempFile, tool};
+use common::{TempDir, TempFile, static_resources, tool};
 
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::bootstrap::ControlPlane;
@@ -251,7 +251,7 @@ fn the_gateway_case_means_what_it_should() {
 fn static_bootstrap(translation: &Translation) -> Value {
     json!({
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
-        "static_resources": translation.resources.to_static(),
+        "static_resources": static_resources(&translation.resources),
     })
 }
 
@@ -356,7 +356,7 @@ fn fleet_bootstrap_serving(envoy: &Defaulted<Envoy>, translation: &Translation) 
         .replace(identity::MOUNT_DIR, &identity_dir.display().to_string())
         .replace(CONFIG_DIR, &mount.0.display().to_string());
     let mut bootstrap: Value = serde_saphyr::from_str(&text).expect("the bootstrap is YAML");
-    let served = serde_json::to_value(translation.resources.to_static()).expect("resources serialize");
+    let served = serde_json::to_value(static_resources(&translation.resources)).expect("resources serialize");
     for kind in ["listeners", "clusters"] {
         let list = bootstrap["static_resources"][kind].as_array_mut().expect("a list");
         list.extend(served[kind].as_array().into_iter().flatten().cloned());

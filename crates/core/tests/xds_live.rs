@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TempFile, tool};
+use common::{TempFile, static_resources, tool};
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::rules::defaulted;
 use envoy_operator_core::xds::{Inputs, translate};
@@ -148,7 +148,8 @@ fn envoy_routes_as_translated() {
         endpoint_slices: &[slice("web", web_port), slice("canary", canary_port)],
     });
 
-    let mut resources = serde_json::to_value(translation.resources.to_static()).expect("resources serialize");
+    let mut resources =
+        serde_json::to_value(static_resources(&translation.resources)).expect("resources serialize");
     let listeners = resources["listeners"].as_array_mut().expect("listeners");
     listeners.push(echo_listener("web", web_port, "web"));
     listeners.push(echo_listener("canary", canary_port, "canary"));

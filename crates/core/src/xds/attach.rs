@@ -5,7 +5,9 @@
 use k8s_openapi::api::core::v1::Service;
 
 use super::backends::{self, ClusterKey, Unresolved};
-use super::status::{ConditionState, REASON_ACCEPTED, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE};
+use super::conditions::{
+    ConditionState, REASON_ACCEPTED, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE,
+};
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
 use crate::rules::{Defaulted, FieldErrors, Rules, defaulted};

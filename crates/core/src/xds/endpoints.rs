@@ -1,7 +1,7 @@
-//! Endpoints: the ClusterLoadAssignment of each cluster, from the EndpointSlices of its Service
-//! (label `kubernetes.io/service-name`): the ready endpoints' addresses on the port the
-//! Service port targets. A Service without ready endpoints gets an empty assignment, and Envoy
-//! answers 503 for it.
+//! Backends: each Service port attached routes send requests to, with its ready endpoints
+//! from the EndpointSlices of its Service (label `kubernetes.io/service-name`): their
+//! addresses on the port the Service port targets. A Service without ready endpoints is a
+//! backend without endpoints, and Envoy answers 503 for it.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -11,49 +11,27 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::backends::{ClusterKey, find_service, service_port};
-use super::model::{Address, ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints};
+use crate::ir;
 use crate::names::SERVICE_NAME_LABEL;
 
-/// The assignments of `keys`' clusters, sorted by cluster name, without duplicates.
-pub fn cluster_load_assignments(
-    keys: &[ClusterKey],
-    services: &[Service],
-    slices: &[EndpointSlice],
-) -> Vec<ClusterLoadAssignment> {
-    let mut assignments: Vec<ClusterLoadAssignment> =
-        keys.iter().map(|key| cluster_load_assignment(key, services, slices)).collect();
-    assignments.sort_by(|a, b| a.cluster_name.cmp(&b.cluster_name));
-    assignments.dedup_by(|a, b| a.cluster_name == b.cluster_name);
-    assignments
+/// The backends of `keys`, sorted by name, without duplicates.
+pub fn backends(keys: &[ClusterKey], services: &[Service], slices: &[EndpointSlice]) -> Vec<ir::Backend> {
+    let mut backends: Vec<ir::Backend> = keys.iter().map(|key| backend(key, services, slices)).collect();
+    backends.sort_by(|a, b| a.name.cmp(&b.name));
+    backends.dedup_by(|a, b| a.name == b.name);
+    backends
 }
 
-/// The assignment of one cluster: every ready endpoint of its Service port, sorted, each once.
-pub fn cluster_load_assignment(
-    key: &ClusterKey,
-    services: &[Service],
-    slices: &[EndpointSlice],
-) -> ClusterLoadAssignment {
+/// One backend: every ready endpoint of its Service port, sorted, each once.
+pub fn backend(key: &ClusterKey, services: &[Service], slices: &[EndpointSlice]) -> ir::Backend {
     let port = find_service(&key.namespace, &key.service, services).and_then(|s| service_port(s, key.port));
-    let mut addresses: BTreeSet<(IpAddr, u32)> = BTreeSet::new();
+    let mut endpoints: BTreeSet<ir::Endpoint> = BTreeSet::new();
     if let Some(port) = port {
         for slice in slices.iter().filter(|slice| of_service(slice, key)) {
-            addresses.extend(ready_addresses(slice, port));
+            endpoints.extend(ready_endpoints(slice, port));
         }
     }
-    let lb_endpoints: Vec<LbEndpoint> = addresses
-        .into_iter()
-        .map(|(ip, port)| LbEndpoint {
-            endpoint: Endpoint { address: Address::socket(ip.to_string(), port) },
-        })
-        .collect();
-    ClusterLoadAssignment {
-        cluster_name: key.cluster_name(),
-        endpoints: if lb_endpoints.is_empty() {
-            Vec::new()
-        } else {
-            vec![LocalityLbEndpoints { lb_endpoints }]
-        },
-    }
+    ir::Backend { name: key.cluster_name(), endpoints: endpoints.into_iter().collect() }
 }
 
 /// Whether `slice` belongs to the Service of `key`.
@@ -63,10 +41,10 @@ fn of_service(slice: &EndpointSlice, key: &ClusterKey) -> bool {
         && slice.metadata.namespace.as_deref().is_none_or(|ns| ns == key.namespace)
 }
 
-/// The addresses of the slice's endpoints that are not known to be unready, on the port the
-/// Service port targets. Slices of FQDNs, and addresses that are not IP addresses, are left
-/// out: EDS endpoints are IP addresses.
-fn ready_addresses(slice: &EndpointSlice, service_port: &ServicePort) -> Vec<(IpAddr, u32)> {
+/// The slice's endpoints that are not known to be unready, on the port the Service port
+/// targets. Slices of FQDNs, and addresses that are not IP addresses, are left out: EDS
+/// endpoints are IP addresses.
+fn ready_endpoints(slice: &EndpointSlice, service_port: &ServicePort) -> Vec<ir::Endpoint> {
     if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
         return Vec::new();
     }
@@ -78,21 +56,21 @@ fn ready_addresses(slice: &EndpointSlice, service_port: &ServicePort) -> Vec<(Ip
         .filter(|endpoint| endpoint.conditions.as_ref().and_then(|c| c.ready) != Some(false))
         // The addresses of one endpoint are interchangeable; consumers use the first.
         .filter_map(|endpoint| endpoint.addresses.first()?.parse::<IpAddr>().ok())
-        .map(|ip| (ip, port))
+        .map(|ip| ir::Endpoint { ip, port })
         .collect()
 }
 
 /// The port of the slice's endpoints that `service_port` targets: the slice port of the same
 /// name (the EndpointSlice controller names them after the Service's ports), else the one the
 /// target port names (by name or number). TCP only.
-fn endpoint_port(slice: &EndpointSlice, service_port: &ServicePort) -> Option<u32> {
+fn endpoint_port(slice: &EndpointSlice, service_port: &ServicePort) -> Option<u16> {
     let ports: Vec<_> = slice
         .ports
         .iter()
         .flatten()
         .filter(|p| p.protocol.as_deref().unwrap_or("TCP") == "TCP")
-        .filter_map(|p| Some((p.name.as_deref().unwrap_or_default(), u32::try_from(p.port?).ok()?)))
-        .filter(|(_, number)| (1..=65535).contains(number))
+        .filter_map(|p| Some((p.name.as_deref().unwrap_or_default(), u16::try_from(p.port?).ok()?)))
+        .filter(|(_, number)| *number != 0)
         .collect();
     let by_name = |name: &str| ports.iter().find(|(n, _)| *n == name).map(|(_, number)| *number);
     by_name(service_port.name.as_deref().unwrap_or_default()).or_else(|| match &service_port.target_port {
@@ -111,6 +89,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
+    use super::super::to_envoy::cluster::{cluster, cluster_load_assignment};
     use super::*;
 
     fn service(ports: Vec<ServicePort>) -> Service {
@@ -168,18 +147,8 @@ mod tests {
         ClusterKey { namespace: "shop".into(), service: "web".into(), port }
     }
 
-    fn addresses(assignment: &ClusterLoadAssignment) -> Vec<String> {
-        assignment
-            .endpoints
-            .iter()
-            .flat_map(|locality| &locality.lb_endpoints)
-            .map(|e| {
-                format!(
-                    "{}:{}",
-                    e.endpoint.address.socket_address.address, e.endpoint.address.socket_address.port_value
-                )
-            })
-            .collect()
+    fn addresses(backend: &ir::Backend) -> Vec<String> {
+        backend.endpoints.iter().map(|e| format!("{}:{}", e.ip, e.port)).collect()
     }
 
     #[test]
@@ -201,10 +170,10 @@ mod tests {
             slice("web", "FQDN", &[(Some("http"), 8080)], &[("web.example.com", Some(true))]),
             slice("api", "IPv4", &[(Some("http"), 8080)], &[("10.0.9.9", Some(true))]),
         ];
-        let assignment = cluster_load_assignment(&key(80), &services, &slices);
-        assert_eq!(assignment.cluster_name, "shop/web/80");
+        let assignment = backend(&key(80), &services, &slices);
+        assert_eq!(assignment.name, "shop/web/80");
         assert_eq!(addresses(&assignment), ["10.0.0.1:8080", "10.0.0.2:8080", "fd00::1:8080"]);
-        let metrics = cluster_load_assignment(&key(9090), &services, &slices);
+        let metrics = backend(&key(9090), &services, &slices);
         assert_eq!(addresses(&metrics), ["10.0.0.1:9091", "10.0.0.2:9091"]);
     }
 
@@ -228,13 +197,28 @@ mod tests {
     #[test]
     fn no_endpoints_is_an_empty_assignment() {
         let services = [service(vec![service_port(Some("http"), 80, None)])];
-        let assignment = cluster_load_assignment(&key(80), &services, &[]);
-        assert_eq!(serde_json::to_value(&assignment).unwrap(), json!({"cluster_name": "shop/web/80"}));
+        let assignment = backend(&key(80), &services, &[]);
+        assert_eq!(
+            serde_json::to_value(cluster_load_assignment(&assignment)).unwrap(),
+            json!({"cluster_name": "shop/web/80"})
+        );
         let broken = [slice("web", "IPv4", &[(Some("http"), 80)], &[("not-an-ip", None)])];
-        assert!(cluster_load_assignment(&key(80), &services, &broken).endpoints.is_empty());
-        assert!(
-            cluster_load_assignment(&key(81), &services, &broken).endpoints.is_empty(),
-            "no such Service port"
+        assert!(backend(&key(80), &services, &broken).endpoints.is_empty());
+        assert!(backend(&key(81), &services, &broken).endpoints.is_empty(), "no such Service port");
+    }
+
+    #[test]
+    fn one_eds_cluster_per_service_port_sorted_by_name() {
+        let key =
+            |service: &str, port| ClusterKey { namespace: "shop".into(), service: service.into(), port };
+        let keys = [key("web", 80), key("api", 8080), key("web", 443), key("web", 80)];
+        let clusters: Vec<_> = backends(&keys, &[], &[]).iter().map(cluster).collect();
+        let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["shop/api/8080", "shop/web/443", "shop/web/80"]);
+        assert_eq!(
+            serde_json::to_value(&clusters[0]).unwrap(),
+            json!({"name": "shop/api/8080", "type": "EDS", "connect_timeout": "5s", "lb_policy": "ROUND_ROBIN",
+                   "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}, "service_name": "shop/api/8080"}})
         );
     }
 }

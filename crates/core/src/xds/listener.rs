@@ -1,94 +1,28 @@
-//! Listeners: one per port of the fleet, each an HTTP connection manager that takes its routes
-//! by RDS over the ADS stream and, unless the Envoy turns it off, writes a JSON access log.
+//! Listeners: one per port of the fleet, on the port it targets, logging requests unless the
+//! Envoy turns it off. Routes are attached to them afterwards.
 
-use std::collections::BTreeMap;
-
-use super::model::{
-    AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
-    HttpFilter, HttpFilterConfig, Listener, NetworkFilterConfig, Rds, RouteSpecifier, Router,
-    StdoutAccessLog, SubstitutionFormatString,
-};
 use crate::api::{Envoy, ServicePort};
+use crate::ir;
 use crate::rules::Defaulted;
 
-pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
-pub const ROUTER: &str = "envoy.filters.http.router";
-pub const STDOUT_ACCESS_LOG: &str = "envoy.access_loggers.stdout";
-
-/// Fields of each access log line, as commonly logged by Envoy-based gateways: one JSON
-/// object per request on the proxy's standard output.
-const ACCESS_LOG_FIELDS: [(&str, &str); 18] = [
-    ("start_time", "%START_TIME%"),
-    ("method", "%REQ(:METHOD)%"),
-    ("path", "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%"),
-    ("protocol", "%PROTOCOL%"),
-    ("response_code", "%RESPONSE_CODE%"),
-    ("response_flags", "%RESPONSE_FLAGS%"),
-    ("response_code_details", "%RESPONSE_CODE_DETAILS%"),
-    ("bytes_received", "%BYTES_RECEIVED%"),
-    ("bytes_sent", "%BYTES_SENT%"),
-    ("duration", "%DURATION%"),
-    ("upstream_service_time", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%"),
-    ("upstream_host", "%UPSTREAM_HOST%"),
-    ("upstream_cluster", "%UPSTREAM_CLUSTER%"),
-    ("x_forwarded_for", "%REQ(X-FORWARDED-FOR)%"),
-    ("user_agent", "%REQ(USER-AGENT)%"),
-    ("request_id", "%REQ(X-REQUEST-ID)%"),
-    ("authority", "%REQ(:AUTHORITY)%"),
-    ("route_name", "%ROUTE_NAME%"),
-];
-
-/// The fleet's listeners, sorted by name. A port out of range (possible only for an Envoy the
-/// webhook never saw; its status says so) has no listener.
-pub fn listeners(envoy: &Defaulted<Envoy>) -> Vec<Listener> {
+/// The fleet's listeners, sorted by name, without virtual hosts yet. A port out of range
+/// (possible only for an Envoy the webhook never saw; its status says so) has no listener.
+pub fn listeners(envoy: &Defaulted<Envoy>) -> Vec<ir::Listener> {
     let access_log = envoy.effective().access_log;
-    let mut listeners: Vec<Listener> =
+    let mut listeners: Vec<ir::Listener> =
         envoy.effective().ports.iter().filter_map(|port| listener(port, access_log)).collect();
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
     listeners
 }
 
-/// The listener of one port: `0.0.0.0:<targetPort>`, named after the port, routed by the
-/// route configuration of the same name.
-pub fn listener(port: &ServicePort, access_log: bool) -> Option<Listener> {
-    let bound = u32::from(port.bound_port()?);
-    let manager = HttpConnectionManager {
-        stat_prefix: port.name.clone(),
-        route_specifier: RouteSpecifier::Rds(Rds {
-            config_source: ConfigSource::ads(),
-            route_config_name: port.name.clone(),
-        }),
-        http_filters: vec![HttpFilter {
-            name: ROUTER.to_owned(),
-            typed_config: HttpFilterConfig::Router(Router {}),
-        }],
-        access_log: if access_log { vec![json_access_log()] } else { Vec::new() },
-        // Route on the normalized path, as Gateway API implementations do: `/a/../admin` and
-        // `//admin` must not slip past a match on `/admin`.
-        normalize_path: Some(true),
-        merge_slashes: true,
-    };
-    Some(Listener {
+/// The listener of one port: `<targetPort>` on every address, named after the port.
+pub fn listener(port: &ServicePort, access_log: bool) -> Option<ir::Listener> {
+    Some(ir::Listener {
         name: port.name.clone(),
-        address: Address::socket("0.0.0.0", bound),
-        filter_chains: vec![FilterChain {
-            filters: vec![Filter {
-                name: HTTP_CONNECTION_MANAGER.to_owned(),
-                typed_config: NetworkFilterConfig::HttpConnectionManager(manager),
-            }],
-        }],
+        port: port.bound_port()?,
+        access_log,
+        virtual_hosts: Vec::new(),
     })
-}
-
-fn json_access_log() -> AccessLog {
-    let json_format: BTreeMap<String, String> =
-        ACCESS_LOG_FIELDS.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect();
-    AccessLog {
-        name: STDOUT_ACCESS_LOG.to_owned(),
-        typed_config: AccessLogConfig::Stdout(StdoutAccessLog {
-            log_format: SubstitutionFormatString { json_format },
-        }),
-    }
 }
 
 #[cfg(test)]
@@ -96,8 +30,11 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
+    use super::super::to_envoy::listener::{ACCESS_LOG_FIELDS, listener as rendered};
     use super::*;
     use crate::api::EnvoySpec;
+    use crate::envoy::extension_names::{ROUTER, STDOUT_ACCESS_LOG};
+    use crate::envoy::{Address, Listener};
     use crate::rules::defaulted;
 
     fn envoy(ports: Vec<ServicePort>, access_log: Option<bool>) -> Defaulted<Envoy> {
@@ -110,6 +47,11 @@ mod tests {
             spec: EnvoySpec { ports, access_log, ..Default::default() },
             status: None,
         })
+    }
+
+    /// The fleet's listeners as Envoy gets them.
+    fn listeners(envoy: &Defaulted<Envoy>) -> Vec<Listener> {
+        super::listeners(envoy).iter().map(rendered).collect()
     }
 
     fn port(name: &str, port: i32, target_port: Option<i32>) -> ServicePort {

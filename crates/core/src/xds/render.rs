@@ -9,14 +9,13 @@
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::model::type_urls;
 use super::{Inputs, Resources, RouteStatus, Translation, translate};
 use crate::admission::{Admitted, defaulted_valid};
 use crate::api::{Envoy, EnvoyRoute};
 use crate::children::envoy::fleet_key;
+use crate::envoy::{Packable, Packed};
 use crate::manifest::{Outcome, display_name, type_meta};
 use crate::rules::Defaulted;
 
@@ -180,7 +179,7 @@ fn status_line(status: &RouteStatus) -> String {
         Some(section) => format!("{}/{section}", status.parent_ref.name),
         None => status.parent_ref.name.clone(),
     };
-    let condition = |name: &str, state: &super::status::ConditionState| {
+    let condition = |name: &str, state: &super::conditions::ConditionState| {
         if state.status {
             name.to_owned()
         } else {
@@ -199,32 +198,22 @@ fn status_line(status: &RouteStatus) -> String {
 /// routes that use them (the order the server pushes them in).
 pub fn discovery_responses(resources: &Resources) -> Vec<Value> {
     vec![
-        response(type_urls::CLUSTER, &resources.clusters),
-        response(type_urls::CLUSTER_LOAD_ASSIGNMENT, &resources.cluster_load_assignments),
-        response(type_urls::LISTENER, &resources.listeners),
-        response(type_urls::ROUTE_CONFIGURATION, &resources.route_configurations),
+        response(&resources.clusters),
+        response(&resources.cluster_load_assignments),
+        response(&resources.listeners),
+        response(&resources.route_configurations),
     ]
 }
 
-fn response<T: Serialize>(type_url: &str, resources: &[T]) -> Value {
-    let resources: Vec<Value> = resources
-        .iter()
-        .map(|resource| {
-            let mut typed = Map::new();
-            typed.insert("@type".to_owned(), Value::String(type_url.to_owned()));
-            // The model is plain data: it always serializes to an object.
-            if let Ok(Value::Object(fields)) = serde_json::to_value(resource) {
-                typed.extend(fields);
-            }
-            Value::Object(typed)
-        })
-        .collect();
-    json!({"type_url": type_url, "resources": resources})
+fn response<T: Packable>(resources: &[T]) -> Value {
+    let resources: Vec<Packed<'_, T>> = resources.iter().map(Packed).collect();
+    json!({"type_url": T::TYPE_URL, "resources": resources})
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envoy::type_urls;
     use crate::manifest::parse_documents;
 
     const INPUT: &str = "\

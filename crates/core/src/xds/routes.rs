@@ -1,6 +1,6 @@
-//! Route configurations: one per listener (of the same name), one virtual host per hostname of
-//! the routes attached to it, and in each virtual host every rule × match of every route that
-//! serves the host, in Gateway API's order of precedence.
+//! Virtual hosts: each listener gets one per hostname of the routes attached to it, and in
+//! each every rule × match of every route that serves the host, in Gateway API's order of
+//! precedence.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 use k8s_openapi::jiff::Timestamp;
 
 use super::attach::CheckedRoute;
-use super::hosts::Domain;
-use super::model::{Route, RouteConfiguration, VirtualHost};
-use super::rule::envoy_route;
+use super::rule;
 use crate::api::route::PathMatchType;
+use crate::ir::{self, Domain};
 use crate::rules::route::EffectiveMatch;
 
 /// A valid route and the listeners it is attached to.
@@ -21,32 +20,24 @@ pub struct AttachedRoute<'a> {
     pub listeners: BTreeSet<String>,
 }
 
-/// One route configuration per listener name (even without routes: a listener waits for its
-/// route configuration before it serves), in the order given.
-pub fn route_configurations(listeners: &[String], attached: &[AttachedRoute<'_>]) -> Vec<RouteConfiguration> {
-    listeners
-        .iter()
-        .map(|listener| {
-            let routes: Vec<&CheckedRoute> =
-                attached.iter().filter(|a| a.listeners.contains(listener)).map(|a| a.checked).collect();
-            RouteConfiguration {
-                name: listener.clone(),
-                virtual_hosts: virtual_hosts(listener, &routes),
-                ignore_port_in_host_matching: true,
-                validate_clusters: None,
-            }
-        })
-        .collect()
+/// Gives each listener the virtual hosts of the routes attached to it (none without routes:
+/// the listener answers 404).
+pub fn add_virtual_hosts(listeners: &mut [ir::Listener], attached: &[AttachedRoute<'_>]) {
+    for listener in listeners {
+        let routes: Vec<&CheckedRoute> =
+            attached.iter().filter(|a| a.listeners.contains(&listener.name)).map(|a| a.checked).collect();
+        listener.virtual_hosts = virtual_hosts(&routes);
+    }
 }
 
 /// One virtual host per domain of the routes, sorted, each with the routes that serve it.
-fn virtual_hosts(listener: &str, routes: &[&CheckedRoute]) -> Vec<VirtualHost> {
+fn virtual_hosts(routes: &[&CheckedRoute]) -> Vec<ir::VirtualHost> {
     let domains: BTreeSet<Domain> =
         routes.iter().flat_map(|checked| Domain::of_route(&checked.route.effective().hostnames)).collect();
     domains
         .into_iter()
         .map(|domain| {
-            let mut entries: Vec<(Precedence, Route)> = Vec::new();
+            let mut entries: Vec<(Precedence, ir::Route)> = Vec::new();
             for checked in routes {
                 let effective = checked.route.effective();
                 let Some(hostname) = Domain::of_route(&effective.hostnames)
@@ -58,18 +49,14 @@ fn virtual_hosts(listener: &str, routes: &[&CheckedRoute]) -> Vec<VirtualHost> {
                 };
                 for (i, rule) in effective.rules.iter().enumerate() {
                     for (j, route_match) in rule.matches.iter().enumerate() {
-                        if let Some(route) = envoy_route(checked, i, j) {
+                        if let Some(route) = rule::route(checked, i, j) {
                             entries.push((Precedence::of(&hostname, route_match, checked, i, j), route));
                         }
                     }
                 }
             }
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            VirtualHost {
-                name: format!("{listener}/{domain}"),
-                domains: vec![domain.to_string()],
-                routes: entries.into_iter().map(|(_, route)| route).collect(),
-            }
+            ir::VirtualHost { domain, routes: entries.into_iter().map(|(_, route)| route).collect() }
         })
         .collect()
 }
@@ -143,8 +130,25 @@ impl Precedence {
 mod tests {
     use serde_json::{Value, json};
 
+    use super::super::to_envoy::route::route_configuration;
     use super::*;
     use crate::api::EnvoyRoute;
+    use crate::envoy::RouteConfiguration;
+
+    /// The listeners' route configurations, as Envoy gets them.
+    fn route_configurations(listeners: &[String], attached: &[AttachedRoute<'_>]) -> Vec<RouteConfiguration> {
+        let mut listeners: Vec<ir::Listener> = listeners
+            .iter()
+            .map(|name| ir::Listener {
+                name: name.clone(),
+                port: 8080,
+                access_log: false,
+                virtual_hosts: Vec::new(),
+            })
+            .collect();
+        add_virtual_hosts(&mut listeners, attached);
+        listeners.iter().map(route_configuration).collect()
+    }
 
     fn checked(name: &str, created: &str, spec: Value) -> CheckedRoute {
         let route: EnvoyRoute =

@@ -1,41 +1,21 @@
 //! Route status, as Gateway API words it: per route and parentRef, `Accepted` (is the route
 //! attached?) and `ResolvedRefs` (do its backends resolve?), each with a reason and a message a
-//! user can act on; and the route's whole `status.parents` computed from them.
+//! user can act on ([`super::conditions`]); and the route's whole `status.parents` computed
+//! from them.
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
 
 use super::attach::{CheckedRoute, attach};
+use super::conditions::{ACCEPTED, ConditionState, REASON_RESOLVED_REFS, RESOLVED_REFS};
 use super::listener;
 use crate::api::route::{EnvoyRouteStatus, ParentReference, RouteParentStatus, RouteSummary};
 use crate::api::{Envoy, EnvoyRoute};
 use crate::rules::Defaulted;
 
-/// Condition types.
-pub const ACCEPTED: &str = "Accepted";
-pub const RESOLVED_REFS: &str = "ResolvedRefs";
-
-/// Reasons of `Accepted`.
-pub const REASON_ACCEPTED: &str = "Accepted";
-/// The Envoy, or the listener `sectionName` names, does not exist.
-pub const REASON_NO_MATCHING_PARENT: &str = "NoMatchingParent";
-/// The route breaks the rule engine's rules (stored while the webhook was down).
-pub const REASON_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
-
-/// Reasons of `ResolvedRefs` (the others are in [`super::backends`]).
-pub const REASON_RESOLVED_REFS: &str = "ResolvedRefs";
-
 /// Gateway API's limit on `status.parents`.
 const MAX_PARENTS: usize = 32;
-
-/// The target state of one condition.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ConditionState {
-    pub status: bool,
-    pub reason: &'static str,
-    pub message: String,
-}
 
 /// What one Envoy (parentRef) makes of one route.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -208,6 +188,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::backends::REASON_BACKEND_NOT_FOUND;
+    use super::super::conditions::REASON_NO_MATCHING_PARENT;
     use super::*;
     use crate::api::EnvoySpec;
     use crate::names::CONTROLLER_NAME;

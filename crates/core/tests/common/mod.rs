@@ -2,6 +2,12 @@
 
 use std::path::PathBuf;
 
+use envoy_operator_core::envoy::{
+    Cluster, ClusterLoadAssignment, DiscoveryType, NetworkFilterConfig, RouteConfiguration, RouteSpecifier,
+    StaticResources,
+};
+use envoy_operator_core::xds::Resources;
+
 /// A tool a test needs: from the environment variable `env`, else `name` on `PATH`. Missing,
 /// the test fails when `ENVOY_OPERATOR_REQUIRE_TOOLS=1` and is otherwise skipped with a note
 /// on stderr (as the binary crate's `testing::tool`).
@@ -52,4 +58,48 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A fleet's resources as a static configuration (a bootstrap's `static_resources`): each
+/// listener with its route configuration inline instead of RDS, each cluster `STATIC` with its
+/// assignment inline instead of EDS. For `envoy --mode validate` and a real Envoy without an
+/// xDS server.
+pub fn static_resources(resources: &Resources) -> StaticResources {
+    let listeners = resources
+        .listeners
+        .iter()
+        .map(|listener| {
+            let mut listener = listener.clone();
+            for filter in listener.filter_chains.iter_mut().flat_map(|chain| chain.filters.iter_mut()) {
+                let NetworkFilterConfig::HttpConnectionManager(manager) = &mut filter.typed_config;
+                if let RouteSpecifier::Rds(rds) = &manager.route_specifier
+                    && let Some(routes) =
+                        resources.route_configurations.iter().find(|r| r.name == rds.route_config_name)
+                {
+                    // A backend that does not resolve names a cluster that is not there.
+                    let routes = RouteConfiguration { validate_clusters: Some(false), ..routes.clone() };
+                    manager.route_specifier = RouteSpecifier::RouteConfig(routes);
+                }
+            }
+            listener
+        })
+        .collect();
+    let clusters = resources
+        .clusters
+        .iter()
+        .map(|cluster| {
+            let assignment =
+                resources.cluster_load_assignments.iter().find(|a| a.cluster_name == cluster.name);
+            Cluster {
+                discovery_type: DiscoveryType::Static,
+                eds_cluster_config: None,
+                load_assignment: Some(assignment.cloned().unwrap_or_else(|| ClusterLoadAssignment {
+                    cluster_name: cluster.name.clone(),
+                    endpoints: Vec::new(),
+                })),
+                ..cluster.clone()
+            }
+        })
+        .collect();
+    StaticResources { listeners, clusters }
 }

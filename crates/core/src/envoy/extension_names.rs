@@ -1,0 +1,7 @@
+//! The names Envoy knows its extensions by: a filter's, logger's or transport socket's `name`
+//! beside its typed config.
+
+pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection_manager";
+pub const ROUTER: &str = "envoy.filters.http.router";
+pub const STDOUT_ACCESS_LOG: &str = "envoy.access_loggers.stdout";
+pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";

@@ -1,0 +1,247 @@
+//! Listeners (LDS) and what they hold: filter chains, the HTTP connection manager, its HTTP
+//! filters and access logs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Serialize, Serializer};
+
+use super::any::{Packable, packed};
+use super::core::{Address, ConfigSource};
+use super::route::RouteConfiguration;
+use super::{extension_names, type_urls};
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// `envoy.config.listener.v3.Listener`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Listener {
+    pub name: String,
+    pub address: Address,
+    pub filter_chains: Vec<FilterChain>,
+}
+
+impl Packable for Listener {
+    const TYPE_URL: &'static str = type_urls::LISTENER;
+}
+
+impl Listener {
+    /// The route configurations Envoy requests over the ADS stream because of this listener
+    /// (its HTTP connection managers' RDS names), sorted, each once. The xDS server checks a
+    /// snapshot's consistency and orders its pushes by them; it learns them here, from the
+    /// model, since the encoded listener hides them in an `Any`.
+    pub fn ads_route_configurations(&self) -> Vec<&str> {
+        let managers = self.filter_chains.iter().flat_map(|chain| &chain.filters).map(|filter| {
+            let NetworkFilterConfig::HttpConnectionManager(manager) = &filter.typed_config;
+            manager
+        });
+        let names: BTreeSet<&str> = managers
+            .filter_map(|manager| match &manager.route_specifier {
+                RouteSpecifier::Rds(rds) if rds.config_source.is_ads() => {
+                    Some(rds.route_config_name.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        names.into_iter().collect()
+    }
+}
+
+/// `envoy.config.listener.v3.FilterChain`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FilterChain {
+    pub filters: Vec<Filter>,
+}
+
+/// `envoy.config.listener.v3.Filter`, with the oneof `config_type` set to `typed_config`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Filter {
+    pub name: String,
+    pub typed_config: NetworkFilterConfig,
+}
+
+impl Filter {
+    pub fn http_connection_manager(manager: HttpConnectionManager) -> Self {
+        Self {
+            name: extension_names::HTTP_CONNECTION_MANAGER.to_owned(),
+            typed_config: NetworkFilterConfig::HttpConnectionManager(manager),
+        }
+    }
+}
+
+/// The `google.protobuf.Any` of a network filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NetworkFilterConfig {
+    HttpConnectionManager(HttpConnectionManager),
+}
+
+impl Serialize for NetworkFilterConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::HttpConnectionManager(manager) => packed(manager, serializer),
+        }
+    }
+}
+
+/// `envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HttpConnectionManager {
+    pub stat_prefix: String,
+    #[serde(flatten)]
+    pub route_specifier: RouteSpecifier,
+    pub http_filters: Vec<HttpFilter>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access_log: Vec<AccessLog>,
+    /// `google.protobuf.BoolValue`: RFC 3986 normalization of the path before routing, so
+    /// `/a/../admin` cannot slip past a prefix match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub normalize_path: Option<bool>,
+    #[serde(skip_serializing_if = "is_false")]
+    pub merge_slashes: bool,
+}
+
+impl Packable for HttpConnectionManager {
+    const TYPE_URL: &'static str = type_urls::HTTP_CONNECTION_MANAGER;
+}
+
+/// The oneof `route_specifier` of [`HttpConnectionManager`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteSpecifier {
+    /// The route configuration comes by RDS (what the xDS server serves).
+    Rds(Rds),
+    /// The route configuration inline (a bootstrap's static listener).
+    RouteConfig(RouteConfiguration),
+}
+
+/// `envoy.extensions.filters.network.http_connection_manager.v3.Rds`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rds {
+    pub config_source: ConfigSource,
+    pub route_config_name: String,
+}
+
+/// `envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter`, with the oneof
+/// `config_type` set to `typed_config`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HttpFilter {
+    pub name: String,
+    pub typed_config: HttpFilterConfig,
+}
+
+impl HttpFilter {
+    /// The router, the last HTTP filter: it sends the request where the route says.
+    pub fn router() -> Self {
+        Self { name: extension_names::ROUTER.to_owned(), typed_config: HttpFilterConfig::Router(Router {}) }
+    }
+}
+
+/// The `google.protobuf.Any` of an HTTP filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpFilterConfig {
+    Router(Router),
+}
+
+impl Serialize for HttpFilterConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Router(router) => packed(router, serializer),
+        }
+    }
+}
+
+/// `envoy.extensions.filters.http.router.v3.Router`, all defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Router {}
+
+impl Packable for Router {
+    const TYPE_URL: &'static str = type_urls::ROUTER;
+}
+
+/// `envoy.config.accesslog.v3.AccessLog`, with the oneof `config_type` set to `typed_config`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AccessLog {
+    pub name: String,
+    pub typed_config: AccessLogConfig,
+}
+
+/// The `google.protobuf.Any` of an access logger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccessLogConfig {
+    Stdout(StdoutAccessLog),
+}
+
+impl Serialize for AccessLogConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Stdout(stdout) => packed(stdout, serializer),
+        }
+    }
+}
+
+/// `envoy.extensions.access_loggers.stream.v3.StdoutAccessLog`, with the oneof
+/// `access_log_format` set to `log_format`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StdoutAccessLog {
+    pub log_format: SubstitutionFormatString,
+}
+
+impl Packable for StdoutAccessLog {
+    const TYPE_URL: &'static str = type_urls::STDOUT_ACCESS_LOG;
+}
+
+/// `envoy.config.core.v3.SubstitutionFormatString`, with the oneof `format` set to
+/// `json_format` (a `google.protobuf.Struct` whose values are all strings here: a key per
+/// field of the log line, its value a format string such as `%RESPONSE_CODE%`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SubstitutionFormatString {
+    pub json_format: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::core::ConfigSource;
+    use super::*;
+
+    fn manager(route_specifier: RouteSpecifier) -> Filter {
+        Filter::http_connection_manager(HttpConnectionManager {
+            stat_prefix: "http".into(),
+            route_specifier,
+            http_filters: Vec::new(),
+            access_log: Vec::new(),
+            normalize_path: None,
+            merge_slashes: false,
+        })
+    }
+
+    fn rds(config_source: ConfigSource, name: &str) -> Filter {
+        manager(RouteSpecifier::Rds(Rds { config_source, route_config_name: name.into() }))
+    }
+
+    #[test]
+    fn a_listener_references_the_route_configurations_of_its_connection_managers() {
+        let inline = RouteConfiguration {
+            name: "inline".into(),
+            virtual_hosts: Vec::new(),
+            ignore_port_in_host_matching: false,
+            validate_clusters: None,
+        };
+        let listener = Listener {
+            name: "http".into(),
+            address: Address::socket("0.0.0.0", 8080),
+            filter_chains: vec![
+                FilterChain { filters: vec![rds(ConfigSource::ads(), "b")] },
+                FilterChain {
+                    filters: vec![
+                        rds(ConfigSource::ads(), "a"),
+                        rds(ConfigSource::ads(), "b"),
+                        rds(ConfigSource::watched_file("/etc/envoy/routes.yaml"), "from-a-file"),
+                        manager(RouteSpecifier::RouteConfig(inline)),
+                    ],
+                },
+            ],
+        };
+        assert_eq!(listener.ads_route_configurations(), ["a", "b"]);
+    }
+}

@@ -1,0 +1,114 @@
+//! A route: one match of one rule of a route object (an EnvoyRoute's rule × match), what it
+//! does with the requests it matches, and where it sends them. Values are those of Gateway
+//! API's HTTPRoute, defaulted and checked: how Envoy is told to do it is the rendering's
+//! business.
+
+use std::time::Duration;
+
+/// One match and what to do with the requests it matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// Unique in the fleet, for logs and statistics: `<namespace>/<route>/rule/<i>/match/<j>`.
+    pub name: String,
+    pub path: PathMatch,
+    /// An HTTP method (`GET`), or any.
+    pub method: Option<String>,
+    /// Headers that must match, at most one per name (lowercase).
+    pub headers: Vec<ValueMatch>,
+    /// Query parameters that must match, at most one per name.
+    pub query_params: Vec<ValueMatch>,
+    /// Changes to the request's headers before it goes on.
+    pub request_headers: HeaderChanges,
+    pub action: Action,
+}
+
+/// What a request's path must be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathMatch {
+    Exact(String),
+    /// In whole segments: `/foo` (or `/foo/`) matches `/foo` and `/foo/x`, not `/foobar`.
+    Prefix(String),
+    /// An RE2 regular expression matching the whole path.
+    RegularExpression(String),
+}
+
+/// A header's or query parameter's name and what its value must be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueMatch {
+    pub name: String,
+    pub value: StringMatch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StringMatch {
+    Exact(String),
+    /// An RE2 regular expression matching the whole value.
+    RegularExpression(String),
+}
+
+/// Gateway API's `RequestHeaderModifier`; names lowercase.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeaderChanges {
+    /// The header with this value only.
+    pub set: Vec<Header>,
+    /// Another value for the header.
+    pub add: Vec<Header>,
+    pub remove: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub name: String,
+    pub value: String,
+}
+
+/// What a route does with the requests it matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Forward(Forward),
+    Redirect(Redirect),
+}
+
+/// Forward to backends, by weight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forward {
+    /// The backends that resolve, each once (their weights summed) in the order of the rule,
+    /// each with a weight above 0. None: every request is answered 500.
+    pub backends: Vec<WeightedBackend>,
+    /// The total weight of the backendRefs that do not resolve: their share of the requests
+    /// is answered 500, as Gateway API asks.
+    pub unresolved_weight: u32,
+    /// How long a request may take; zero: without a limit. None: the proxy's default.
+    pub timeout: Option<Duration>,
+    /// The `Host` the backend sees instead of the request's.
+    pub host_rewrite: Option<String>,
+    pub path_rewrite: Option<PathModifier>,
+}
+
+/// A backend ([`super::Backend`], by name) and its share of the requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightedBackend {
+    pub backend: String,
+    pub weight: u32,
+}
+
+/// A new path: Gateway API's `HTTPPathModifier`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathModifier {
+    ReplaceFullPath(String),
+    /// The part of the path the route's [`PathMatch`] matched, replaced by this.
+    ReplacePrefixMatch(String),
+}
+
+/// Answer with a redirect: Gateway API's `RequestRedirect`, what is not given kept from the
+/// request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redirect {
+    /// `http` or `https`.
+    pub scheme: Option<String>,
+    pub hostname: Option<String>,
+    pub port: Option<u32>,
+    pub path: Option<PathModifier>,
+    /// 301 or 302.
+    pub status_code: u16,
+}

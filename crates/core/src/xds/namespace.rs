@@ -1,0 +1,147 @@
+//! One namespace in one pass: the configuration of every fleet the operator serves there, and
+//! the outcome of every route there, so that the snapshots served and the statuses written can
+//! never disagree (Envoy Gateway's translator returns its IR and every object's status together).
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::status::{RouteStatus, route_parents};
+use super::{Inputs, Translation, translate};
+use crate::api::route::ParentReference;
+use crate::api::{Envoy, EnvoyRoute};
+use crate::rules::Defaulted;
+
+/// The objects of one namespace.
+#[derive(Clone, Copy, Debug)]
+pub struct NamespaceInputs<'a> {
+    /// Every Envoy of the namespace, defaulted.
+    pub envoys: &'a [Defaulted<Envoy>],
+    pub routes: &'a [EnvoyRoute],
+    pub services: &'a [Service],
+    pub endpoint_slices: &'a [EndpointSlice],
+}
+
+/// A fleet the operator serves (an Envoy without `spec.xds`), translated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetTranslation {
+    /// The Envoy's name.
+    pub envoy: String,
+    pub translation: Translation,
+}
+
+/// What the parents of one route make of it, and which version of the route that judges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteOutcome {
+    pub route: String,
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    /// One per distinct parentRef, sorted, including those naming no Envoy.
+    pub parents: Vec<RouteStatus>,
+}
+
+/// Every fleet and every route of a namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceTranslation {
+    pub fleets: Vec<FleetTranslation>,
+    pub routes: Vec<RouteOutcome>,
+}
+
+/// Translates a namespace: each fleet the operator serves, then each route's outcome per
+/// parentRef: the translation's own where a served fleet judged it, and otherwise (an Envoy with
+/// an xDS server of its own, or no Envoy of that name) judged here by the same rules.
+pub fn translate_namespace(inputs: &NamespaceInputs) -> NamespaceTranslation {
+    let fleets: Vec<FleetTranslation> = inputs
+        .envoys
+        .iter()
+        .filter(|envoy| envoy.spec.xds.is_none())
+        .map(|envoy| FleetTranslation {
+            envoy: envoy.metadata.name.clone().unwrap_or_default(),
+            translation: translate(&Inputs {
+                envoy,
+                routes: inputs.routes,
+                services: inputs.services,
+                endpoint_slices: inputs.endpoint_slices,
+            }),
+        })
+        .collect();
+    let routes = inputs.routes.iter().map(|route| route_outcome(route, &fleets, inputs)).collect();
+    NamespaceTranslation { fleets, routes }
+}
+
+fn route_outcome(route: &EnvoyRoute, fleets: &[FleetTranslation], inputs: &NamespaceInputs) -> RouteOutcome {
+    let name = route.metadata.name.clone().unwrap_or_default();
+    let mut parent_refs = route.spec.parent_refs.clone();
+    parent_refs.sort();
+    parent_refs.dedup();
+    let served = |parent_ref: &ParentReference| {
+        let fleet = fleets.iter().find(|fleet| fleet.envoy == parent_ref.name)?;
+        fleet.translation.route_statuses.iter().find(|s| s.route == name && &s.parent_ref == parent_ref)
+    };
+    let parents = if parent_refs.iter().all(|parent_ref| served(parent_ref).is_some()) {
+        parent_refs.iter().filter_map(|parent_ref| served(parent_ref).cloned()).collect()
+    } else {
+        let judged = route_parents(route, inputs.envoys, inputs.services);
+        judged.into_iter().map(|outcome| served(&outcome.parent_ref).cloned().unwrap_or(outcome)).collect()
+    };
+    RouteOutcome {
+        route: name,
+        uid: route.metadata.uid.clone(),
+        generation: route.metadata.generation,
+        parents,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::rules::defaulted;
+
+    fn envoy(name: &str, xds: Option<serde_json::Value>) -> Defaulted<Envoy> {
+        let mut spec = json!({"replicas": 1});
+        if let Some(xds) = xds {
+            spec["xds"] = xds;
+        }
+        defaulted(
+            serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+                "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")}, "spec": spec}))
+            .unwrap(),
+        )
+    }
+
+    fn route(parents: serde_json::Value) -> EnvoyRoute {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+            "metadata": {"name": "shop", "namespace": "shop", "generation": 3, "uid": "route-uid"},
+            "spec": {"parentRefs": parents, "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))
+        .unwrap()
+    }
+
+    /// The outcomes of the pass are those the status writer computed on its own before, for
+    /// served fleets, self-served Envoys and missing ones alike.
+    #[test]
+    fn every_parent_ref_is_judged_as_the_route_parents_rules_judge_it() {
+        let envoys =
+            [envoy("edge", None), envoy("own", Some(json!({"host": "xds.example.com", "port": 18000})))];
+        let routes =
+            [route(json!([{"name": "edge"}, {"name": "own"}, {"name": "missing"}, {"name": "edge"}]))];
+        let inputs =
+            NamespaceInputs { envoys: &envoys, routes: &routes, services: &[], endpoint_slices: &[] };
+        let translated = translate_namespace(&inputs);
+        assert_eq!(translated.fleets.iter().map(|f| f.envoy.as_str()).collect::<Vec<_>>(), ["edge"]);
+        let [outcome] = translated.routes.as_slice() else { panic!("one route: {:?}", translated.routes) };
+        assert_eq!((outcome.uid.as_deref(), outcome.generation), (Some("route-uid"), Some(3)));
+        assert_eq!(outcome.parents, route_parents(&routes[0], &envoys, &[]));
+        assert_eq!(outcome.parents.len(), 3, "one outcome per distinct parentRef");
+    }
+
+    #[test]
+    fn a_route_of_served_fleets_only_takes_the_translations_outcome() {
+        let envoys = [envoy("edge", None)];
+        let routes = [route(json!([{"name": "edge"}]))];
+        let inputs =
+            NamespaceInputs { envoys: &envoys, routes: &routes, services: &[], endpoint_slices: &[] };
+        let translated = translate_namespace(&inputs);
+        assert_eq!(translated.routes[0].parents, translated.fleets[0].translation.route_statuses);
+    }
+}

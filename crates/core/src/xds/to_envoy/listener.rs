@@ -1,0 +1,66 @@
+//! Listeners: each an HTTP connection manager on all addresses of its port, taking its routes by
+//! RDS over the ADS stream (the route configuration of the listener's name) and, unless the
+//! fleet turns it off, writing a JSON access log.
+
+use std::collections::BTreeMap;
+
+use crate::envoy::{
+    AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
+    HttpFilter, Listener, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString, extension_names,
+};
+use crate::ir;
+
+/// Fields of each access log line, as commonly logged by Envoy-based gateways: one JSON
+/// object per request on the proxy's standard output.
+pub const ACCESS_LOG_FIELDS: [(&str, &str); 18] = [
+    ("start_time", "%START_TIME%"),
+    ("method", "%REQ(:METHOD)%"),
+    ("path", "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%"),
+    ("protocol", "%PROTOCOL%"),
+    ("response_code", "%RESPONSE_CODE%"),
+    ("response_flags", "%RESPONSE_FLAGS%"),
+    ("response_code_details", "%RESPONSE_CODE_DETAILS%"),
+    ("bytes_received", "%BYTES_RECEIVED%"),
+    ("bytes_sent", "%BYTES_SENT%"),
+    ("duration", "%DURATION%"),
+    ("upstream_service_time", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%"),
+    ("upstream_host", "%UPSTREAM_HOST%"),
+    ("upstream_cluster", "%UPSTREAM_CLUSTER%"),
+    ("x_forwarded_for", "%REQ(X-FORWARDED-FOR)%"),
+    ("user_agent", "%REQ(USER-AGENT)%"),
+    ("request_id", "%REQ(X-REQUEST-ID)%"),
+    ("authority", "%REQ(:AUTHORITY)%"),
+    ("route_name", "%ROUTE_NAME%"),
+];
+
+pub fn listener(listener: &ir::Listener) -> Listener {
+    let manager = HttpConnectionManager {
+        stat_prefix: listener.name.clone(),
+        route_specifier: RouteSpecifier::Rds(Rds {
+            config_source: ConfigSource::ads(),
+            route_config_name: listener.name.clone(),
+        }),
+        http_filters: vec![HttpFilter::router()],
+        access_log: if listener.access_log { vec![json_access_log()] } else { Vec::new() },
+        // Route on the normalized path, as Gateway API implementations do: `/a/../admin` and
+        // `//admin` must not slip past a match on `/admin`.
+        normalize_path: Some(true),
+        merge_slashes: true,
+    };
+    Listener {
+        name: listener.name.clone(),
+        address: Address::socket("0.0.0.0", u32::from(listener.port)),
+        filter_chains: vec![FilterChain { filters: vec![Filter::http_connection_manager(manager)] }],
+    }
+}
+
+fn json_access_log() -> AccessLog {
+    let json_format: BTreeMap<String, String> =
+        ACCESS_LOG_FIELDS.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect();
+    AccessLog {
+        name: extension_names::STDOUT_ACCESS_LOG.to_owned(),
+        typed_config: AccessLogConfig::Stdout(StdoutAccessLog {
+            log_format: SubstitutionFormatString { json_format },
+        }),
+    }
+}

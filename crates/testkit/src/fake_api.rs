@@ -1,0 +1,530 @@
+//! An in-memory Kubernetes API server for tests that run whole parts of the operator (leader
+//! election, the certificate lifecycle, the controllers) without a cluster, and that need to
+//! know every request those parts make.
+//!
+//! It keeps objects by group, resource, namespace and name (any version); answers GET, LIST
+//! (equality, set and existence label selectors; `metadata.name` field selectors), WATCH
+//! (history after the given resourceVersion, then live changes), POST, PUT (with the
+//! resourceVersion precondition), PATCH (server-side apply, JSON merge and strategic merge as a
+//! JSON merge, JSON Patch with `test`) and DELETE; the `status` subresource; and records every
+//! request, with whether its object existed, so tests can check requests against RBAC. It does
+//! no validation, defaulting, admission or garbage collection.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use kube::client::Body;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+pub use crate::api_path::Target;
+
+type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// One request as the API server saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub content_type: String,
+    /// The resource the request is about.
+    pub target: Target,
+    /// Whether the named object existed when the request came (a server-side apply that
+    /// creates needs `create` as well as `patch`).
+    pub existed: bool,
+}
+
+/// Objects are kept by (group, resource, namespace, name).
+type Key = (String, String, String, String);
+
+trait Keyed {
+    fn key(&self) -> Key;
+}
+
+impl Keyed for Target {
+    fn key(&self) -> Key {
+        (
+            self.group.clone(),
+            self.resource.clone(),
+            self.namespace.clone().unwrap_or_default(),
+            self.name.clone().unwrap_or_default(),
+        )
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Change {
+    version: u64,
+    kind: &'static str,
+    key: Key,
+    object: Value,
+}
+
+#[derive(Default)]
+struct State {
+    objects: BTreeMap<Key, Value>,
+    version: u64,
+    history: Vec<Change>,
+    requests: Vec<Recorded>,
+    /// What `GET /version` answers, when a test set it (else Kubernetes 1.31).
+    server_version: Option<Value>,
+    /// How long every request but a watch takes to be answered.
+    latency: Duration,
+}
+
+/// The fake API server; clones share it.
+#[derive(Clone)]
+pub struct FakeApi {
+    state: Arc<Mutex<State>>,
+    changes: broadcast::Sender<Change>,
+}
+
+impl Default for FakeApi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeApi {
+    pub fn new() -> Self {
+        Self { state: Arc::default(), changes: broadcast::channel(4096).0 }
+    }
+
+    /// A client of this server (default namespace `default`).
+    pub fn client(&self) -> kube::Client {
+        let api = self.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let api = api.clone();
+            async move { Ok::<_, Infallible>(api.handle(request).await) }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state().requests.clone()
+    }
+
+    /// The object at `path` (e.g. `/api/v1/namespaces/ns/secrets/x`), if any.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let target = Target::parse(path)?;
+        self.state().objects.get(&target.key()).cloned()
+    }
+
+    /// Stores `object` at `path` as a client's create or update would.
+    pub fn put(&self, path: &str, object: Value) {
+        let target = Target::parse(path).expect("an object path");
+        let mut state = self.state();
+        let existed = state.objects.contains_key(&target.key());
+        self.store(&mut state, &target, object, if existed { "MODIFIED" } else { "ADDED" });
+    }
+
+    /// Deletes the object at `path`, as a client's delete would.
+    pub fn delete(&self, path: &str) {
+        let target = Target::parse(path).expect("an object path");
+        let mut state = self.state();
+        if let Some(object) = state.objects.remove(&target.key()) {
+            self.record_change(&mut state, "DELETED", target.key(), object);
+        }
+    }
+
+    /// Makes `GET /version` report this Kubernetes version (`major`, `minor`, `gitVersion`).
+    pub fn set_server_version(&self, major: &str, minor: &str, git_version: &str) {
+        self.state().server_version = Some(json!({"major": major, "minor": minor, "gitVersion": git_version,
+            "gitCommit": "", "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc",
+            "platform": "linux/amd64"}));
+    }
+
+    /// Answers every request but a watch only after `latency`, as a real API server does after
+    /// its round trip to etcd (for benchmarks of request-bound work).
+    pub fn set_latency(&self, latency: Duration) {
+        self.state().latency = latency;
+    }
+
+    /// Waits until `condition` holds for the stored objects, polling (bounded by `guard`).
+    pub async fn wait_for(&self, what: &str, guard: Duration, condition: impl Fn(&FakeApi) -> bool) {
+        let deadline = tokio::time::Instant::now() + guard;
+        while !condition(self) {
+            assert!(tokio::time::Instant::now() < deadline, "waited {guard:?} for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn store(&self, state: &mut State, target: &Target, mut object: Value, kind: &'static str) -> Value {
+        state.version += 1;
+        let version = state.version;
+        let key = target.key();
+        let previous = state.objects.get(&key).cloned();
+        let spec_changed = previous.as_ref().is_none_or(|p| p.get("spec") != object.get("spec"));
+        let metadata = object.as_object_mut().map(|o| o.entry("metadata").or_insert_with(|| json!({})));
+        if let Some(Value::Object(metadata)) = metadata {
+            metadata.insert("name".into(), json!(key.3));
+            if !key.2.is_empty() {
+                metadata.insert("namespace".into(), json!(key.2));
+            }
+            metadata.insert("resourceVersion".into(), json!(version.to_string()));
+            let kept = |field: &str| previous.as_ref().and_then(|p| p["metadata"].get(field).cloned());
+            metadata.insert(
+                "uid".into(),
+                kept("uid").unwrap_or_else(|| json!(format!("uid-{}-{version}", key.3))),
+            );
+            metadata.insert(
+                "creationTimestamp".into(),
+                kept("creationTimestamp").unwrap_or_else(|| json!("2026-01-01T00:00:00Z")),
+            );
+            let generation = kept("generation").and_then(|g| g.as_i64()).unwrap_or(0);
+            metadata
+                .insert("generation".into(), json!(if spec_changed { generation + 1 } else { generation }));
+        }
+        state.objects.insert(key.clone(), object.clone());
+        self.record_change(state, kind, key, object.clone());
+        object
+    }
+
+    fn record_change(&self, state: &mut State, kind: &'static str, key: Key, object: Value) {
+        state.version += 1;
+        let change = Change { version: state.version, kind, key, object };
+        state.history.push(change.clone());
+        let _ = self.changes.send(change);
+    }
+
+    async fn handle(&self, request: Request<Body>) -> Response<ResponseBody> {
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path().to_owned();
+        let query = parts.uri.query().unwrap_or_default().to_owned();
+        let content_type = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let latency = self.state().latency;
+        let watching = query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1");
+        if !latency.is_zero() && !watching {
+            tokio::time::sleep(latency).await;
+        }
+        // `run` and `install` ask for the server's version first (refused below 1.28; native
+        // sidecars need 1.29).
+        if path == "/version" {
+            let set = self.state().server_version.clone();
+            let version = set.unwrap_or_else(|| json!({"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "",
+                "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"}));
+            return ok(StatusCode::OK, &version);
+        }
+        let Some(target) = Target::parse(&path) else {
+            return status(StatusCode::NOT_FOUND, "NotFound", &format!("no such path {path}"));
+        };
+        let method = parts.method.clone();
+        let mut state = self.state();
+        let existed = target.name.is_some() && state.objects.contains_key(&target.key());
+        state.requests.push(Recorded {
+            method: method.to_string(),
+            path: path.clone(),
+            query: query.clone(),
+            content_type: content_type.clone(),
+            target: target.clone(),
+            existed,
+        });
+        let param =
+            |key: &str| query.split('&').find_map(|pair| pair.strip_prefix(&format!("{key}="))).map(decode);
+        let sent: Value =
+            if body.is_empty() { Value::Null } else { serde_json::from_slice(&body).unwrap_or(Value::Null) };
+
+        match (method, target.name.is_some()) {
+            (Method::GET, false) if matches!(param("watch").as_deref(), Some("true" | "1")) => {
+                let since = param("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+                let live = self.changes.subscribe();
+                let backlog: Vec<Change> =
+                    state.history.iter().filter(|c| c.version > since).cloned().collect();
+                let filter = Filter::new(&target, param("labelSelector"), param("fieldSelector"));
+                drop(state);
+                watch_response(backlog, live, filter)
+            }
+            (Method::GET, false) => {
+                let filter = Filter::new(&target, param("labelSelector"), param("fieldSelector"));
+                let items: Vec<Value> = state
+                    .objects
+                    .iter()
+                    .filter(|(key, object)| filter.matches(key, object))
+                    .map(|(_, o)| o.clone())
+                    .collect();
+                let list = json!({"apiVersion": "v1", "kind": "List",
+                    "metadata": {"resourceVersion": state.version.to_string()}, "items": items});
+                ok(StatusCode::OK, &list)
+            }
+            (Method::GET, true) => match state.objects.get(&target.key()) {
+                Some(object) => ok(StatusCode::OK, object),
+                None => not_found(&target),
+            },
+            (Method::POST, _) => {
+                let mut target = target;
+                if target.name.is_none() {
+                    target.name = sent["metadata"]["name"].as_str().map(str::to_owned).or_else(|| {
+                        sent["metadata"]["generateName"].as_str().map(|p| format!("{p}{}", state.version + 1))
+                    });
+                }
+                if target.name.is_none() || state.objects.contains_key(&target.key()) {
+                    return status(StatusCode::CONFLICT, "AlreadyExists", "already exists");
+                }
+                let stored = self.store(&mut state, &target, sent, "ADDED");
+                ok(StatusCode::CREATED, &stored)
+            }
+            (Method::PUT, true) => {
+                let Some(current) = state.objects.get(&target.key()).cloned() else {
+                    return not_found(&target);
+                };
+                let expected = sent["metadata"]["resourceVersion"].as_str();
+                if expected.is_some_and(|v| Some(v) != current["metadata"]["resourceVersion"].as_str()) {
+                    return status(StatusCode::CONFLICT, "Conflict", "the object has been modified");
+                }
+                let stored = self.store(&mut state, &target, sent, "MODIFIED");
+                ok(StatusCode::OK, &stored)
+            }
+            (Method::PATCH, true) => {
+                let current = state.objects.get(&target.key()).cloned();
+                let is_status = target.subresource.as_deref() == Some("status");
+                let patched = if content_type.starts_with("application/json-patch+json") {
+                    let Some(mut object) = current else { return not_found(&target) };
+                    let Ok(patch) = serde_json::from_value::<json_patch::Patch>(sent) else {
+                        return status(StatusCode::BAD_REQUEST, "BadRequest", "not a JSON Patch");
+                    };
+                    if json_patch::patch(&mut object, &patch).is_err() {
+                        return status(StatusCode::CONFLICT, "Conflict", "the JSON Patch does not apply");
+                    }
+                    object
+                } else {
+                    let is_apply = content_type.starts_with("application/apply-patch");
+                    match current {
+                        None if is_apply && !is_status => sent,
+                        None => return not_found(&target),
+                        Some(mut object) => {
+                            if is_status {
+                                json_patch::merge(&mut object["status"], &sent["status"]);
+                            } else {
+                                json_patch::merge(&mut object, &sent);
+                            }
+                            object
+                        }
+                    }
+                };
+                let kind = if existed { "MODIFIED" } else { "ADDED" };
+                let stored = self.store(&mut state, &target, patched, kind);
+                ok(StatusCode::OK, &stored)
+            }
+            (Method::DELETE, true) => match state.objects.remove(&target.key()) {
+                Some(object) => {
+                    self.record_change(&mut state, "DELETED", target.key(), object.clone());
+                    ok(StatusCode::OK, &object)
+                }
+                None => not_found(&target),
+            },
+            (method, _) => {
+                status(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &format!("{method} {path}"))
+            }
+        }
+    }
+}
+
+/// Which objects a list or watch is about.
+#[derive(Clone, Debug)]
+struct Filter {
+    group: String,
+    resource: String,
+    namespace: Option<String>,
+    labels: Vec<Requirement>,
+    name: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+enum Requirement {
+    Equal(String, String),
+    NotEqual(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    Absent(String),
+}
+
+impl Filter {
+    fn new(target: &Target, labels: Option<String>, fields: Option<String>) -> Self {
+        let name = fields
+            .as_deref()
+            .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("metadata.name=")))
+            .map(str::to_owned);
+        Self {
+            group: target.group.clone(),
+            resource: target.resource.clone(),
+            namespace: target.namespace.clone(),
+            labels: labels.as_deref().map(parse_selector).unwrap_or_default(),
+            name,
+        }
+    }
+
+    fn matches(&self, key: &Key, object: &Value) -> bool {
+        let (group, resource, namespace, name) = key;
+        if *group != self.group || *resource != self.resource {
+            return false;
+        }
+        if self.namespace.as_ref().is_some_and(|ns| ns != namespace)
+            || self.name.as_ref().is_some_and(|n| n != name)
+        {
+            return false;
+        }
+        let labels = &object["metadata"]["labels"];
+        let label = |key: &str| labels.get(key).and_then(Value::as_str);
+        self.labels.iter().all(|requirement| match requirement {
+            Requirement::Equal(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEqual(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::Absent(k) => label(k).is_none(),
+        })
+    }
+}
+
+/// Parses a label selector (`a=b,c!=d,e in (f,g),h notin (i),j,!k`).
+fn parse_selector(selector: &str) -> Vec<Requirement> {
+    let mut requirements = Vec::new();
+    let mut rest = selector.trim();
+    while !rest.is_empty() {
+        // A set's values contain commas: take up to the closing parenthesis.
+        let end = match (rest.find(','), rest.find('(')) {
+            (Some(comma), Some(open)) if open < comma => rest.find(')').map_or(rest.len(), |c| c + 1),
+            (Some(comma), _) => comma,
+            (None, _) => rest.len(),
+        };
+        let term = rest[..end].trim();
+        rest = rest[end..].trim_start_matches(',').trim();
+        let set = |op: &str| {
+            term.split_once(op).map(|(k, vs)| {
+                let values = vs.trim().trim_start_matches('(').trim_end_matches(')');
+                (k.trim().to_owned(), values.split(',').map(|v| v.trim().to_owned()).collect::<Vec<_>>())
+            })
+        };
+        let requirement = if let Some((k, vs)) = set(" notin ") {
+            Requirement::NotIn(k, vs)
+        } else if let Some((k, vs)) = set(" in ") {
+            Requirement::In(k, vs)
+        } else if let Some((k, v)) = term.split_once("!=") {
+            Requirement::NotEqual(k.trim().to_owned(), v.trim().to_owned())
+        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            Requirement::Equal(k.trim().to_owned(), v.trim().to_owned())
+        } else if let Some(k) = term.strip_prefix('!') {
+            Requirement::Absent(k.trim().to_owned())
+        } else {
+            Requirement::Exists(term.to_owned())
+        };
+        requirements.push(requirement);
+    }
+    requirements
+}
+
+fn decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            byte => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn watch_response(
+    backlog: Vec<Change>,
+    live: broadcast::Receiver<Change>,
+    filter: Filter,
+) -> Response<ResponseBody> {
+    let event = |change: &Change| {
+        let mut line =
+            serde_json::to_vec(&json!({"type": change.kind, "object": change.object})).unwrap_or_default();
+        line.push(b'\n');
+        Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(line)))
+    };
+    let backlog_filter = filter.clone();
+    let backlog: Vec<_> =
+        backlog.iter().filter(|c| backlog_filter.matches(&c.key, &c.object)).map(event).collect();
+    let live = futures::stream::unfold(live, move |mut live| {
+        let filter = filter.clone();
+        async move {
+            loop {
+                match live.recv().await {
+                    Ok(change) if filter.matches(&change.key, &change.object) => {
+                        let mut line =
+                            serde_json::to_vec(&json!({"type": change.kind, "object": change.object}))
+                                .unwrap_or_default();
+                        line.push(b'\n');
+                        return Some((Ok(hyper::body::Frame::data(Bytes::from(line))), live));
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    });
+    let stream = futures::stream::iter(backlog).chain(live);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(StreamBody::new(stream).boxed_unsync())
+        .unwrap_or_default()
+}
+
+fn ok(code: StatusCode, value: &Value) -> Response<ResponseBody> {
+    Response::builder()
+        .status(code)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(value).unwrap_or_default())).boxed_unsync())
+        .unwrap_or_default()
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code.as_u16()});
+    ok(code, &body)
+}
+
+fn not_found(target: &Target) -> Response<ResponseBody> {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{} {:?} not found", target.resource, target.name.as_deref().unwrap_or_default()),
+    )
+}

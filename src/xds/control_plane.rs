@@ -1,0 +1,135 @@
+//! One replica's control plane, assembled: the index's caches, the publisher, and the ADS server
+//! on its TLS port, sharing the webhook's certificate.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use envoy_operator_core::bootstrap::ControlPlane;
+use kube::Client;
+use rustls::server::ResolvesServerCert;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::authorize::{FleetAuthorizer, PodRoles};
+use super::publish::inputs::{self, Caches};
+use super::publish::{self, Outputs, RouteOutcomes};
+use super::report::{self, ReportConfig};
+use crate::certs::client_auth::ClientTrust;
+use crate::index::Index;
+use crate::ops::health::{Health, Readiness};
+use crate::ops::metrics::Metrics;
+use crate::xds::server::{
+    self, AdsConfig, AdsService, ServeConfig, ServeError, SnapshotCache, Tracker, Transport,
+};
+
+/// What `run` is told about the control plane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdsConfig {
+    /// The ADS port.
+    pub listen: SocketAddr,
+    /// Where fleets reach it (written into their bootstraps).
+    pub advertise: ControlPlane,
+    /// Serve a connection without a client certificate the fleet its node metadata names: for
+    /// Envoys started by hand, outside a cluster, in development.
+    pub insecure_node_identity: bool,
+}
+
+/// A bound, not yet serving, control plane.
+pub struct ControlPlaneServer {
+    listener: TcpListener,
+    service: AdsService,
+    pub caches: Caches,
+    pub cache: SnapshotCache,
+    pub tracker: Tracker,
+    publisher: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl ControlPlaneServer {
+    /// Binds the ADS port (so that a taken port fails `run` at once) and starts the watches of
+    /// `namespace` (all namespaces when `None`). `/readyz` reports `xds` not ready until the
+    /// caches are filled and every fleet published: a proxy connecting earlier would be refused
+    /// as a stranger.
+    pub async fn bind(
+        config: &XdsConfig,
+        index: &Index,
+        outcomes: RouteOutcomes,
+        identity: &str,
+        metrics: &Metrics,
+        health: &Health,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let (caches, touched) = inputs::from_index(index);
+        let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
+        let authorizer = FleetAuthorizer {
+            envoys: caches.envoys.clone(),
+            insecure_node_identity: config.insecure_node_identity,
+        };
+        let service = AdsService::builder(cache.clone(), authorizer)
+            .tracker(tracker.clone())
+            .metrics(Arc::new(metrics.clone()))
+            .config(AdsConfig { control_plane_id: Some(identity.to_owned()), ..AdsConfig::default() })
+            .build();
+        let ready = Readiness::default();
+        health.add_readiness("xds", &ready);
+        let outputs = Outputs { snapshots: Some((cache.clone(), tracker.clone())), outcomes };
+        let publisher = Box::pin(publish::run(caches.clone(), touched, outputs, move || ready.set(true)));
+        Ok(Self { listener, service, caches, cache, tracker, publisher })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// [`serve`](Self::serve) until `stop`, and meanwhile keep this replica's report of its
+    /// proxies current for the leader ([`report`]); the report is deleted when serving stops,
+    /// so the leader stops counting these proxies at once.
+    pub async fn serve_and_report(
+        self,
+        client: Client,
+        report: ReportConfig,
+        certificate: Arc<dyn ResolvesServerCert>,
+        clients: Arc<ClientTrust>,
+        stop: CancellationToken,
+    ) -> Result<(), ServeError> {
+        if let Ok(address) = self.local_addr() {
+            tracing::info!(listen = %address, "serving the xDS control plane");
+        }
+        let roles = Arc::new(PodRoles { pods: self.caches.pods.clone() });
+        let reporting = report::run(
+            client,
+            report,
+            self.tracker.clone(),
+            self.cache.clone(),
+            roles,
+            stop.clone().cancelled_owned(),
+        );
+        let (served, ()) = tokio::join!(self.serve(certificate, clients, stop.cancelled_owned()), reporting);
+        served
+    }
+
+    /// Serves until `shutdown`, to clients with a certificate `clients` accepts; the caches and
+    /// the publisher run as long.
+    pub async fn serve(
+        self,
+        certificate: Arc<dyn ResolvesServerCert>,
+        clients: Arc<ClientTrust>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServeError> {
+        let server = server::serve(
+            self.listener,
+            self.service,
+            ServeConfig::new(Transport::MutualTls { certificate, clients }),
+            shutdown,
+        );
+        tokio::pin!(server);
+        tokio::select! {
+            result = &mut server => result,
+            () = self.publisher => {
+                // The watches only end with the client; keep serving what was published.
+                tracing::warn!("the control plane's watches ended; serving the last configuration");
+                server.await
+            }
+        }
+    }
+}

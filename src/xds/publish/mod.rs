@@ -1,0 +1,462 @@
+//! From caches to snapshots and route outcomes: each namespace is translated in one pass
+//! ([`translate_namespace`]): every Envoy without `spec.xds` (the fleets the operator serves)
+//! with the EnvoyRoutes, Services and EndpointSlices of its namespace, converted and published
+//! in the snapshot cache, whose streams then move their proxies to it; and every route's
+//! outcome, which the route status writer writes ([`RouteOutcomes`]). A fleet whose Envoy is
+//! gone, or now names an xDS server of its own, loses its snapshot: its proxies keep what they
+//! have.
+//!
+//! Level-driven like the reconcilers: a batch of touched namespaces is rebuilt from the caches
+//! as they are then, whatever the events said; an unchanged translation gives an equal snapshot,
+//! which wakes no stream ([`SnapshotCache::set`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envoy_operator_core::api::{Envoy, EnvoyRoute};
+use envoy_operator_core::children::envoy::fleet_key;
+use envoy_operator_core::rules::{Defaulted, defaulted};
+use envoy_operator_core::xds::Resources;
+use envoy_operator_core::xds::namespace::{NamespaceInputs, translate_namespace};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
+use tracing::{debug, info, warn};
+
+mod convert;
+pub mod inputs;
+pub mod outcomes;
+
+use self::inputs::{Caches, Touched};
+pub use self::outcomes::{OutcomeChange, RouteOutcomes};
+use crate::xds::server::{FleetKey, Snapshot, SnapshotCache, SnapshotError, Tracker};
+
+/// How long to gather further changes after the first of a batch: a `kubectl apply` of many
+/// objects becomes one rebuild per namespace, while a single change still reaches Envoy in a
+/// few milliseconds.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(10);
+
+/// A fleet's translation as the xDS server serves it.
+pub fn snapshot(resources: &Resources) -> Result<Snapshot, SnapshotError> {
+    let mut builder = Snapshot::builder();
+    for listener in &resources.listeners {
+        let route_configurations = listener.ads_route_configurations().into_iter().map(str::to_owned);
+        builder.add_listener(&convert::listener(listener), route_configurations);
+    }
+    for routes in &resources.route_configurations {
+        builder.add(&convert::route_configuration(routes));
+    }
+    for cluster in &resources.clusters {
+        builder.add(&convert::cluster(cluster));
+    }
+    for assignment in &resources.cluster_load_assignments {
+        builder.add(&convert::cluster_load_assignment(assignment));
+    }
+    builder.build()
+}
+
+/// Which namespaces a batch rebuilds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    Nothing,
+    Namespaces(BTreeSet<String>),
+    Everything,
+}
+
+impl Scope {
+    fn add(&mut self, touched: Touched) {
+        match (&mut *self, touched) {
+            (Self::Everything, _) => {}
+            (_, Touched::Everything) => *self = Self::Everything,
+            (Self::Namespaces(namespaces), Touched::Namespace(namespace)) => {
+                namespaces.insert(namespace);
+            }
+            (Self::Nothing, Touched::Namespace(namespace)) => *self = Self::Namespaces([namespace].into()),
+        }
+    }
+
+    fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Self::Nothing => false,
+            Self::Namespaces(namespaces) => namespaces.contains(namespace),
+            Self::Everything => true,
+        }
+    }
+}
+
+/// The objects of one namespace a batch rebuilds, taken from the caches at once.
+#[derive(Default)]
+struct Namespaced {
+    envoys: Vec<Defaulted<Envoy>>,
+    routes: Vec<EnvoyRoute>,
+    services: Vec<Service>,
+    endpoint_slices: Vec<EndpointSlice>,
+}
+
+impl Namespaced {
+    /// The objects of every namespace of `scope` that holds an Envoy or an EnvoyRoute (the
+    /// others have nothing to translate), by namespace.
+    fn read(caches: &Caches, scope: &Scope) -> BTreeMap<String, Self> {
+        let mut namespaces: BTreeMap<String, Self> = BTreeMap::new();
+        for envoy in caches.envoys.state() {
+            if let Some(namespace) = envoy.namespace().filter(|namespace| scope.covers(namespace)) {
+                namespaces.entry(namespace).or_default().envoys.push(defaulted(Envoy::clone(&envoy)));
+            }
+        }
+        for route in caches.routes.state() {
+            if let Some(namespace) = route.namespace().filter(|namespace| scope.covers(namespace)) {
+                namespaces.entry(namespace).or_default().routes.push(Arc::unwrap_or_clone(route));
+            }
+        }
+        for service in caches.services.state() {
+            if let Some(objects) = service.namespace().and_then(|ns| namespaces.get_mut(&ns)) {
+                objects.services.push(Arc::unwrap_or_clone(service));
+            }
+        }
+        for slice in caches.endpoint_slices.state() {
+            if let Some(objects) = slice.namespace().and_then(|ns| namespaces.get_mut(&ns)) {
+                objects.endpoint_slices.push(Arc::unwrap_or_clone(slice));
+            }
+        }
+        namespaces
+    }
+}
+
+/// Where a batch's results go.
+#[derive(Clone, Default)]
+pub struct Outputs {
+    /// The snapshots served, and the tracker of their proxies (`None` where this process
+    /// serves no xDS: the `controller` command).
+    pub snapshots: Option<(SnapshotCache, Tracker)>,
+    /// Every route's outcome, for the route status writer.
+    pub outcomes: RouteOutcomes,
+}
+
+/// What one batch did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Fleets whose snapshot was set (changed or not).
+    pub fleets: Vec<(FleetKey, String)>,
+    /// Fleets whose snapshot was removed.
+    pub removed: Vec<FleetKey>,
+    /// Fleets whose translation could not be made a snapshot (their proxies keep the last one).
+    pub failed: Vec<(FleetKey, String)>,
+}
+
+/// Rebuilds the fleets and route outcomes of `scope` from the caches into `outputs`.
+pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
+    let mut published = Published::default();
+    let mut served = BTreeSet::new();
+    let mut translated = BTreeSet::new();
+    for (namespace, objects) in Namespaced::read(caches, scope) {
+        let translation = translate_namespace(&NamespaceInputs {
+            envoys: &objects.envoys,
+            routes: &objects.routes,
+            services: &objects.services,
+            endpoint_slices: &objects.endpoint_slices,
+        });
+        outputs.outcomes.replace_namespace(&namespace, translation.routes);
+        translated.insert(namespace.clone());
+        let Some((cache, _)) = &outputs.snapshots else { continue };
+        for fleet in translation.fleets {
+            let envoy =
+                objects.envoys.iter().find(|envoy| envoy.metadata.name.as_ref() == Some(&fleet.envoy));
+            let Some(key) = envoy.map(|envoy| FleetKey::from(fleet_key(envoy))) else { continue };
+            served.insert(key.clone());
+            match snapshot(&fleet.translation.resources) {
+                Ok(snapshot) => {
+                    let version = cache.set(key.clone(), snapshot);
+                    published.fleets.push((key, version));
+                }
+                Err(error) => published.failed.push((key, error.to_string())),
+            }
+        }
+    }
+    // A namespace of the scope left with neither Envoys nor routes: no outcomes, no fleets.
+    for namespace in scope_namespaces(scope, outputs).difference(&translated) {
+        outputs.outcomes.replace_namespace(namespace, []);
+    }
+    if let Some((cache, tracker)) = &outputs.snapshots {
+        for key in cache.keys() {
+            let namespace = key.as_str().split_once('/').map_or("", |(namespace, _)| namespace);
+            if scope.covers(namespace) && !served.contains(&key) {
+                cache.remove(&key);
+                tracker.forget(&key);
+                published.removed.push(key);
+            }
+        }
+    }
+    published
+}
+
+/// The namespaces of `scope` that hold outcomes now.
+fn scope_namespaces(scope: &Scope, outputs: &Outputs) -> BTreeSet<String> {
+    outputs.outcomes.namespaces().into_iter().filter(|namespace| scope.covers(namespace)).collect()
+}
+
+/// Publishes every fleet once the caches are filled (so that no fleet is served from a partial
+/// view), then every batch of changes, until `touched` ends. `ready` is called after the first
+/// publication.
+pub async fn run(
+    caches: Caches,
+    touched: impl Stream<Item = Touched> + Send + 'static,
+    outputs: Outputs,
+    ready: impl FnOnce() + Send,
+) {
+    let touched = touched.fuse();
+    tokio::pin!(touched);
+    // The caches fill only while their watches are polled: drain the events while waiting.
+    let filled = caches.wait_until_ready();
+    tokio::pin!(filled);
+    loop {
+        tokio::select! {
+            result = &mut filled => {
+                if result.is_err() {
+                    return;
+                }
+                break;
+            }
+            event = touched.next() => if event.is_none() { return },
+        }
+    }
+    rebuild(&caches, Scope::Everything, &outputs).await;
+    let fleets = outputs.snapshots.as_ref().map_or(0, |(cache, _)| cache.keys().len());
+    info!(fleets, "the translation's caches are filled");
+    ready();
+
+    while let Some(first) = touched.next().await {
+        let mut scope = Scope::Nothing;
+        scope.add(first);
+        let window = tokio::time::sleep(BATCH_WINDOW);
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                () = &mut window => break,
+                event = touched.next() => match event {
+                    Some(event) => scope.add(event),
+                    None => break,
+                },
+            }
+        }
+        rebuild(&caches, scope, &outputs).await;
+    }
+}
+
+/// [`publish`] off the async workers: a namespace of many routes is CPU work.
+async fn rebuild(caches: &Caches, scope: Scope, outputs: &Outputs) {
+    let started = Instant::now();
+    let (caches, outputs) = (caches.clone(), outputs.clone());
+    let published = match tokio::task::spawn_blocking(move || publish(&caches, &scope, &outputs)).await {
+        Ok(published) => published,
+        Err(error) => {
+            warn!(%error, "rebuilding the fleets' configuration failed");
+            return;
+        }
+    };
+    for (fleet, error) in &published.failed {
+        warn!(%fleet, %error, "the fleet's configuration is inconsistent; its proxies keep the last one");
+    }
+    for fleet in &published.removed {
+        info!(%fleet, "no longer serving the fleet (its Envoy is gone or names its own xDS server)");
+    }
+    debug!(fleets = published.fleets.len(), took = ?started.elapsed(), "published the fleets' configuration");
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::xds::server::TypeResources;
+
+    const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    const ROUTES: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+    const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+
+    struct Fixture {
+        caches: Caches,
+        envoys: Writer<Envoy>,
+        routes: Writer<EnvoyRoute>,
+        services: Writer<Service>,
+        endpoint_slices: Writer<EndpointSlice>,
+        cache: SnapshotCache,
+        tracker: Tracker,
+    }
+
+    fn apply<K>(writer: &mut Writer<K>, object: Value)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(object).unwrap()));
+    }
+
+    fn delete<K>(writer: &mut Writer<K>, object: Value)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Delete(serde_json::from_value(object).unwrap()));
+    }
+
+    fn envoy(namespace: &str, name: &str, external: bool) -> Value {
+        let mut spec = json!({"ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
+        if external {
+            spec["xds"] = json!({"host": "xds.mesh", "port": 18000});
+        }
+        json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+               "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+    }
+
+    fn route(namespace: &str, backend: &str) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+               "metadata": {"name": "shop", "namespace": namespace, "generation": 1},
+               "spec": {"parentRefs": [{"name": "edge"}],
+                        "rules": [{"backendRefs": [{"name": backend, "port": 8080}]}]}})
+    }
+
+    fn service(namespace: &str, name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+               "spec": {"ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}})
+    }
+
+    fn slice(namespace: &str, service: &str, address: &str) -> Value {
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": format!("{service}-abc"), "namespace": namespace,
+                            "labels": {"kubernetes.io/service-name": service}},
+               "addressType": "IPv4",
+               "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+               "endpoints": [{"addresses": [address], "conditions": {"ready": true}}]})
+    }
+
+    fn fixture() -> Fixture {
+        let (envoy_reader, envoys) = reflector::store();
+        let (route_reader, routes) = reflector::store();
+        let (service_reader, services) = reflector::store();
+        let (slice_reader, endpoint_slices) = reflector::store();
+        let (pod_reader, _) = reflector::store();
+        Fixture {
+            caches: Caches {
+                envoys: envoy_reader,
+                routes: route_reader,
+                services: service_reader,
+                endpoint_slices: slice_reader,
+                pods: pod_reader,
+            },
+            envoys,
+            routes,
+            services,
+            endpoint_slices,
+            cache: SnapshotCache::new(),
+            tracker: Tracker::new(),
+        }
+    }
+
+    impl Fixture {
+        fn publish(&self, scope: Scope) -> Published {
+            let outputs = Outputs {
+                snapshots: Some((self.cache.clone(), self.tracker.clone())),
+                outcomes: RouteOutcomes::default(),
+            };
+            publish(&self.caches, &scope, &outputs)
+        }
+
+        fn resources(&self, fleet: &str, type_url: &str) -> Vec<String> {
+            let snapshot = self.cache.get(&FleetKey::from(fleet)).expect("a snapshot");
+            let resources: &TypeResources = snapshot.resources(type_url);
+            resources.iter().map(|resource| resource.name().to_owned()).collect()
+        }
+    }
+
+    fn namespaces(names: &[&str]) -> Scope {
+        Scope::Namespaces(names.iter().map(|name| (*name).to_owned()).collect())
+    }
+
+    #[test]
+    fn an_envoy_without_its_own_xds_server_is_served_its_routes_backends_and_endpoints() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.envoys, envoy("shop", "external", true));
+        apply(&mut f.routes, route("shop", "api"));
+        apply(&mut f.services, service("shop", "api"));
+        apply(&mut f.endpoint_slices, slice("shop", "api", "10.1.0.7"));
+
+        let published = f.publish(Scope::Everything);
+        assert_eq!(published.fleets.len(), 1, "{published:?}");
+        assert_eq!(published.fleets[0].0, FleetKey::from("shop/edge"));
+        assert!(published.failed.is_empty() && published.removed.is_empty(), "{published:?}");
+        assert_eq!(f.cache.keys(), [FleetKey::from("shop/edge")], "an Envoy with spec.xds is not served");
+
+        assert_eq!(f.resources("shop/edge", LISTENER).len(), 1);
+        assert_eq!(f.resources("shop/edge", ROUTES).len(), 1);
+        let clusters = f.resources("shop/edge", CLUSTER);
+        assert_eq!(clusters.len(), 1, "{clusters:?}");
+        assert_eq!(f.resources("shop/edge", ENDPOINTS), clusters, "EDS for every cluster");
+    }
+
+    #[test]
+    fn a_change_publishes_a_new_version_and_no_change_keeps_the_version() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.routes, route("shop", "api"));
+        apply(&mut f.services, service("shop", "api"));
+        apply(&mut f.endpoint_slices, slice("shop", "api", "10.1.0.7"));
+        let first = f.publish(namespaces(&["shop"])).fleets[0].1.clone();
+        assert_eq!(f.publish(namespaces(&["shop"])).fleets[0].1, first, "same inputs, same version");
+
+        // A backend scales: the endpoints change, so does the version.
+        apply(&mut f.endpoint_slices, slice("shop", "api", "10.1.0.8"));
+        let scaled = f.publish(namespaces(&["shop"])).fleets[0].1.clone();
+        assert_ne!(scaled, first);
+    }
+
+    #[test]
+    fn only_touched_namespaces_are_rebuilt_and_gone_fleets_are_no_longer_served() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.envoys, envoy("blog", "edge", false));
+        f.publish(Scope::Everything);
+        assert_eq!(f.cache.keys(), [FleetKey::from("blog/edge"), FleetKey::from("shop/edge")]);
+
+        delete(&mut f.envoys, envoy("shop", "edge", false));
+        let untouched = f.publish(namespaces(&["blog"]));
+        assert!(untouched.removed.is_empty(), "shop was not touched: {untouched:?}");
+        assert_eq!(f.cache.keys().len(), 2);
+
+        let touched = f.publish(namespaces(&["shop"]));
+        assert_eq!(touched.removed, [FleetKey::from("shop/edge")]);
+        assert_eq!(f.cache.keys(), [FleetKey::from("blog/edge")]);
+
+        // An Envoy that now names its own xDS server is no longer ours to serve.
+        apply(&mut f.envoys, envoy("blog", "edge", true));
+        assert_eq!(f.publish(Scope::Everything).removed, [FleetKey::from("blog/edge")]);
+        assert!(f.cache.keys().is_empty());
+    }
+
+    #[test]
+    fn churn_where_no_fleet_lives_rebuilds_nothing() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        let before = f.publish(Scope::Everything).fleets;
+        apply(&mut f.endpoint_slices, slice("batch", "jobs", "10.2.0.9"));
+        assert_eq!(f.publish(namespaces(&["batch"])), Published::default());
+        assert_eq!(f.publish(namespaces(&["shop"])).fleets, before, "the fleet itself is unchanged");
+    }
+
+    #[test]
+    fn scopes_grow_to_everything() {
+        let mut scope = Scope::Nothing;
+        scope.add(Touched::Namespace("a".into()));
+        scope.add(Touched::Namespace("b".into()));
+        assert_eq!(scope, namespaces(&["a", "b"]));
+        assert!(scope.covers("a") && !scope.covers("c"));
+        scope.add(Touched::Everything);
+        scope.add(Touched::Namespace("c".into()));
+        assert_eq!(scope, Scope::Everything);
+        assert!(scope.covers("z"));
+    }
+}

@@ -1,0 +1,302 @@
+//! The ADS gRPC service: both RPCs of `envoy.service.discovery.v3.AggregatedDiscoveryService`,
+//! each stream run by its own task (`stream.rs`), and the authorization hook that binds a
+//! stream to one fleet.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::accept::XdsConnectInfo;
+use super::cache::{FleetKey, SnapshotCache};
+use super::delta::Delta;
+use super::metrics::{NoMetrics, XdsMetrics};
+use super::plan::SubscriptionBudget;
+use super::sotw::Sotw;
+use super::stream::{SUBSCRIPTION_BUDGET, StreamContext, Wire, run};
+use super::tracker::{StreamId, Tracker};
+use envoy_operator_core::identity::FleetIdentity;
+
+/// Who is at the other end of a stream: its address, and the fleet its client certificate
+/// proved (none on a connection without client certificates).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    pub address: Option<SocketAddr>,
+    pub identity: Option<FleetIdentity>,
+}
+
+/// Decides which fleet a proxy belongs to, from the node of its first request and its peer.
+/// A stream only ever receives the snapshot of the key returned here. Refuse with
+/// `Status::permission_denied` and a message saying why: the stream ends with it, and Envoy
+/// logs it and retries with backoff.
+pub trait Authorizer: Send + Sync + 'static {
+    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status>;
+}
+
+/// A closure over the node and the peer's address (tests, benchmarks).
+impl<F> Authorizer for F
+where
+    F: Fn(&Node, Option<SocketAddr>) -> Result<FleetKey, Status> + Send + Sync + 'static,
+{
+    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status> {
+        self(node, peer.address)
+    }
+}
+
+/// Tuning of the service.
+#[derive(Clone, Debug)]
+pub struct AdsConfig {
+    /// Responses queued per stream before its task waits for the connection to take them.
+    pub response_buffer: usize,
+    /// Sent as `control_plane.identifier` in every response (Envoy shows it in config dumps).
+    pub control_plane_id: Option<String>,
+    /// The largest request message accepted, in bytes ([`MAX_REQUEST_BYTES`] by default).
+    /// Checked against the length a message announces, before any of it is buffered: a
+    /// larger one ends its stream with `OUT_OF_RANGE`. It bounds what a stream holds of a
+    /// message being received (tonic reserves the announced length). Decoding takes more than
+    /// the message for as long as the request is being applied: up to about 170 times as much
+    /// for one made of empty submessages (a node's `extensions`, 168 bytes each, 2 on the wire).
+    pub max_request_bytes: usize,
+    /// How long a new stream may take to deliver its first whole request (15 s by default)
+    /// before it ends with `DEADLINE_EXCEEDED`: Envoy sends it at once, so a stream without one
+    /// is holding a place (and maybe half a message) for nothing. Later requests have no
+    /// deadline, since an ADS stream idles between changes; half of one holds at most
+    /// `max_request_bytes`.
+    pub first_request_timeout: Duration,
+}
+
+/// The default [`AdsConfig::max_request_bytes`]: 128 KiB. Envoy 1.40's largest request is its
+/// first (61,228 bytes: the node lists its 516 extensions); a request naming resources takes
+/// about their names' length plus 2 bytes each (a delta reconnect also the versions, plus 6),
+/// so a proxy of about 2,000 clusters of 40-byte names fits too. No larger: decoding can take
+/// up to about 170 times a message's size (a message packed with empty repeated entries), and
+/// each runtime thread may be decoding one.
+pub const MAX_REQUEST_BYTES: usize = 128 * 1024;
+
+impl Default for AdsConfig {
+    fn default() -> Self {
+        Self {
+            response_buffer: 4,
+            control_plane_id: None,
+            max_request_bytes: MAX_REQUEST_BYTES,
+            first_request_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What every stream task shares.
+pub(crate) struct Shared {
+    pub cache: SnapshotCache,
+    pub tracker: Tracker,
+    pub metrics: Arc<dyn XdsMetrics>,
+    pub authorizer: Arc<dyn Authorizer>,
+    pub control_plane: Option<ControlPlane>,
+    pub first_request_timeout: Duration,
+    pub subscriptions: SubscriptionBudget,
+    max_request_bytes: usize,
+    response_buffer: usize,
+    next_stream: AtomicU64,
+}
+
+/// The ADS service. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct AdsService {
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+}
+
+impl fmt::Debug for AdsService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdsService").field("cache", &self.shared.cache).finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`AdsService`].
+pub struct AdsServiceBuilder {
+    cache: SnapshotCache,
+    authorizer: Arc<dyn Authorizer>,
+    tracker: Tracker,
+    metrics: Arc<dyn XdsMetrics>,
+    config: AdsConfig,
+}
+
+impl AdsServiceBuilder {
+    /// Where proxies' connections, ACKs and NACKs are recorded (default: a new tracker).
+    pub fn tracker(mut self, tracker: Tracker) -> Self {
+        self.tracker = tracker;
+        self
+    }
+
+    pub fn metrics(mut self, metrics: Arc<dyn XdsMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn config(mut self, config: AdsConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn build(self) -> AdsService {
+        let control_plane =
+            self.config.control_plane_id.map(|identifier| ControlPlane { identifier: identifier.clone() });
+        let shared = Shared {
+            cache: self.cache,
+            tracker: self.tracker,
+            metrics: self.metrics,
+            authorizer: self.authorizer,
+            control_plane,
+            first_request_timeout: self.config.first_request_timeout,
+            subscriptions: SubscriptionBudget::new(SUBSCRIPTION_BUDGET),
+            max_request_bytes: self.config.max_request_bytes,
+            response_buffer: self.config.response_buffer.max(1),
+            next_stream: AtomicU64::new(1),
+        };
+        AdsService { shared: Arc::new(shared), shutdown: CancellationToken::new() }
+    }
+}
+
+/// Responses of one stream, as tonic sends them.
+pub type ResponseStream<T> = ReceiverStream<Result<T, Status>>;
+
+impl AdsService {
+    pub fn builder(cache: SnapshotCache, authorizer: impl Authorizer) -> AdsServiceBuilder {
+        AdsServiceBuilder {
+            cache,
+            authorizer: Arc::new(authorizer),
+            tracker: Tracker::new(),
+            metrics: Arc::new(NoMetrics),
+            config: AdsConfig::default(),
+        }
+    }
+
+    /// Where the service records its metrics (the server records its connections there too).
+    pub(crate) fn metrics(&self) -> Arc<dyn XdsMetrics> {
+        self.shared.metrics.clone()
+    }
+
+    pub fn cache(&self) -> &SnapshotCache {
+        &self.shared.cache
+    }
+
+    pub fn tracker(&self) -> &Tracker {
+        &self.shared.tracker
+    }
+
+    /// The tonic service, e.g. to add to a router next to other services. [`super::serve`]
+    /// uses it too, and also ends every stream when it shuts down.
+    /// Requests over [`AdsConfig::max_request_bytes`] are refused from their 5-byte header.
+    pub fn into_grpc(self) -> AggregatedDiscoveryServiceServer<AdsService> {
+        let max_request_bytes = self.shared.max_request_bytes;
+        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(max_request_bytes)
+    }
+
+    /// This service, with its streams ending when `shutdown` is cancelled.
+    pub(crate) fn with_shutdown(&self, shutdown: CancellationToken) -> Self {
+        Self { shared: self.shared.clone(), shutdown }
+    }
+
+    /// Runs a state-of-the-world stream over any request stream, from `address` (no identity).
+    #[cfg(test)]
+    pub(crate) fn open_sotw<S>(
+        &self,
+        requests: S,
+        address: Option<SocketAddr>,
+    ) -> ResponseStream<DiscoveryResponse>
+    where
+        S: Stream<Item = Result<DiscoveryRequest, Status>> + Unpin + Send + 'static,
+    {
+        self.open::<Sotw, S>(requests, Peer { address, identity: None }, None)
+    }
+
+    /// Runs a delta stream over any request stream, from `address` (no identity).
+    #[cfg(test)]
+    pub(crate) fn open_delta<S>(
+        &self,
+        requests: S,
+        address: Option<SocketAddr>,
+    ) -> ResponseStream<DeltaDiscoveryResponse>
+    where
+        S: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Unpin + Send + 'static,
+    {
+        self.open::<Delta, S>(requests, Peer { address, identity: None }, None)
+    }
+
+    /// Runs a stream of the connection `info` (if it is one of [`super::serve`]'s), counted as
+    /// activity of that connection while it runs.
+    fn open<W: Wire, S>(
+        &self,
+        requests: S,
+        peer: Peer,
+        info: Option<&XdsConnectInfo>,
+    ) -> ResponseStream<W::Response>
+    where
+        S: Stream<Item = Result<W::Request, Status>> + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel(self.shared.response_buffer);
+        let context = StreamContext {
+            id: StreamId(self.shared.next_stream.fetch_add(1, Ordering::Relaxed)),
+            peer: peer.address,
+            identity: peer.identity,
+            shared: self.shared.clone(),
+            shutdown: self.shutdown.clone(),
+        };
+        let activity = info.map(|info| info.activity.stream());
+        tokio::spawn(async move {
+            run::<W, S>(context, requests, tx).await;
+            drop(activity);
+        });
+        ReceiverStream::new(rx)
+    }
+
+    /// The peer of a request tonic hands over, and its connection's information.
+    fn peer_of<T>(request: &Request<T>) -> (Peer, Option<XdsConnectInfo>) {
+        match request.extensions().get::<XdsConnectInfo>() {
+            Some(info) => {
+                let peer = Peer {
+                    address: info.remote_addr,
+                    identity: info.identity.as_ref().map(|identity| identity.fleet.clone()),
+                };
+                (peer, Some(info.clone()))
+            }
+            // Served by another tonic server (tests): the address it knows, no identity.
+            None => (Peer { address: request.remote_addr(), identity: None }, None),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for AdsService {
+    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
+    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        let (peer, info) = Self::peer_of(&request);
+        Ok(Response::new(self.open::<Sotw, _>(request.into_inner(), peer, info.as_ref())))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        let (peer, info) = Self::peer_of(&request);
+        Ok(Response::new(self.open::<Delta, _>(request.into_inner(), peer, info.as_ref())))
+    }
+}

@@ -1,0 +1,279 @@
+//! The examples compose: `kubectl apply -f examples/` puts them in one namespace, where every
+//! Envoy is served by the operator's control plane, every EnvoyRoute is accepted by the Envoys
+//! it names and resolves the Services it sends to, and every sidecar names one of those Envoys
+//! on ports its pod leaves free. (The seeds' own manifests, which name an xDS server of their
+//! own, are `tests/fixtures/seeds/`.)
+
+use std::path::Path;
+
+use crate::envoy_operator;
+use envoy_operator_core::manifest::parse_documents;
+use envoy_operator_core::names::FLEET_LABEL;
+use serde_json::Value;
+
+const ENVOY_ANNOTATION: &str = "sidecar.example.com/envoy";
+
+/// Every object of `examples/*.yaml`, with the file it is in.
+fn examples() -> Vec<(String, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut objects = Vec::new();
+    for path in files {
+        let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for document in parse_documents(&text) {
+            let object = document.content.unwrap_or_else(|e| panic!("{name}: {e}"));
+            if !object.is_null() {
+                objects.push((name.clone(), object));
+            }
+        }
+    }
+    assert!(!objects.is_empty(), "the examples are read");
+    objects
+}
+
+fn of_kind<'a>(objects: &'a [(String, Value)], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|(_, o)| o["kind"] == kind).map(|(_, o)| o).collect()
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().expect("a name")
+}
+
+/// The pod templates (and bare Pods) of the examples: `(file, pod metadata, pod spec)`.
+fn pods(objects: &[(String, Value)]) -> Vec<(&str, &Value, &Value)> {
+    objects
+        .iter()
+        .filter_map(|(file, object)| match object["kind"].as_str() {
+            Some("Pod") => Some((file.as_str(), &object["metadata"], &object["spec"])),
+            Some("Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job") => {
+                let template = &object["spec"]["template"];
+                Some((file.as_str(), &template["metadata"], &template["spec"]))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_example_goes_to_the_namespace_it_is_applied_to() {
+    for (file, object) in examples() {
+        assert!(
+            object["metadata"].get("namespace").is_none(),
+            "{file}: {} {} names a namespace: `kubectl apply -f examples/` would split the examples",
+            object["kind"].as_str().unwrap_or_default(),
+            name(&object)
+        );
+    }
+}
+
+#[test]
+fn every_envoy_example_is_served_by_the_operator() {
+    let objects = examples();
+    let envoys = of_kind(&objects, "Envoy");
+    assert!(envoys.len() >= 2, "examples/envoy.yaml and examples/envoy-full.yaml");
+    for envoy in envoys {
+        assert!(
+            envoy["spec"].get("xds").is_none(),
+            "Envoy {} names an xDS server the examples do not run: without spec.xds the operator serves it",
+            name(envoy)
+        );
+    }
+}
+
+/// Names, as the translation checks them: every parentRef an example Envoy (and one of its
+/// listeners), every backendRef an example Service port. The `render --xds` test below checks
+/// the same through the operator's own translation; this one says which name is wrong.
+#[test]
+fn every_route_example_names_example_envoys_and_services() {
+    let objects = examples();
+    let envoys = of_kind(&objects, "Envoy");
+    let services = of_kind(&objects, "Service");
+    let routes = of_kind(&objects, "EnvoyRoute");
+    assert!(!routes.is_empty());
+    for route in routes {
+        let route_name = name(route);
+        for parent in route["spec"]["parentRefs"].as_array().expect("parentRefs") {
+            let envoy = envoys
+                .iter()
+                .find(|e| e["metadata"]["name"] == parent["name"])
+                .unwrap_or_else(|| panic!("EnvoyRoute {route_name}: no example Envoy {}", parent["name"]));
+            if let Some(listener) = parent.get("sectionName") {
+                let ports = envoy["spec"]["ports"].as_array().expect("the Envoy's ports");
+                assert!(
+                    ports.iter().any(|p| &p["name"] == listener),
+                    "EnvoyRoute {route_name}: Envoy {} has no listener {listener}",
+                    name(envoy)
+                );
+            }
+        }
+        let backends = route["spec"]["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .flat_map(|rule| rule["backendRefs"].as_array().cloned().unwrap_or_default().into_iter());
+        for backend in backends {
+            let service = services
+                .iter()
+                .find(|s| s["metadata"]["name"] == backend["name"])
+                .unwrap_or_else(|| panic!("EnvoyRoute {route_name}: no example Service {}", backend["name"]));
+            let ports = service["spec"]["ports"].as_array().expect("the Service's ports");
+            assert!(
+                ports.iter().any(|p| p["port"] == backend["port"]),
+                "EnvoyRoute {route_name}: Service {} has no port {}",
+                name(service),
+                backend["port"]
+            );
+        }
+    }
+}
+
+/// What the operator's control plane would serve the examples: every route accepted by every
+/// Envoy it names, its backends resolved.
+#[test]
+fn the_control_plane_serves_every_route_example_to_every_envoy_it_names() {
+    let output = envoy_operator(&["render", "--xds", "-o", "json", "-f", "examples/"], None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "render --xds -f examples/ failed: {stderr}");
+    assert!(!stderr.contains("not rendered"), "{stderr}");
+    let fleets: Value = serde_json::from_slice(&output.stdout).expect("a JSON array");
+    let fleets = fleets.as_array().expect("one document per fleet");
+    let objects = examples();
+    assert_eq!(fleets.len(), of_kind(&objects, "Envoy").len(), "every Envoy example is a fleet");
+    let mut served = Vec::new();
+    for fleet in fleets {
+        for status in fleet["route_statuses"].as_array().expect("route statuses") {
+            let (route, parent) = (&status["route"], &status["parentRef"]["name"]);
+            for condition in ["accepted", "resolvedRefs"] {
+                assert_eq!(
+                    status[condition]["status"], true,
+                    "EnvoyRoute {route} on Envoy {parent}: {condition} {}",
+                    status[condition]
+                );
+            }
+            served.push((route.clone(), parent.clone()));
+        }
+    }
+    for route in of_kind(&objects, "EnvoyRoute") {
+        for parent in route["spec"]["parentRefs"].as_array().expect("parentRefs") {
+            let pair = (route["metadata"]["name"].clone(), parent["name"].clone());
+            assert!(served.contains(&pair), "EnvoyRoute {} is not served to {}", pair.0, pair.1);
+        }
+    }
+}
+
+/// A sidecar naming an Envoy binds that Envoy's listener ports in its pod: the examples'
+/// pods leave them free, opt in (the namespace `kubectl apply -f examples/` goes to is not
+/// labelled for injection), and name nothing the examples do not run.
+#[test]
+fn every_sidecar_example_names_an_example_envoy_on_ports_its_pod_leaves_free() {
+    let objects = examples();
+    let envoys = of_kind(&objects, "Envoy");
+    let pods = pods(&objects);
+    let mut sidecars = 0;
+    for (file, metadata, spec) in &pods {
+        assert!(
+            metadata["annotations"].get("sidecar.example.com/xds").is_none(),
+            "{file}: names an xDS server the examples do not run"
+        );
+        let Some(named) = metadata["annotations"].get(ENVOY_ANNOTATION) else { continue };
+        sidecars += 1;
+        assert_eq!(metadata["labels"]["sidecar.example.com/inject"], "true", "{file}: opts in");
+        let envoy = envoys
+            .iter()
+            .find(|e| &e["metadata"]["name"] == named)
+            .unwrap_or_else(|| panic!("{file}: names Envoy {named}, which no example is"));
+        let container_ports: Vec<&Value> = spec["containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+            .map(|p| &p["containerPort"])
+            .collect();
+        for port in envoy["spec"]["ports"].as_array().expect("the Envoy's ports") {
+            let listener = port.get("targetPort").unwrap_or(&port["port"]);
+            assert!(
+                !container_ports.contains(&listener),
+                "{file}: the sidecar would bind {listener} (Envoy {named}'s listener {}), which the app uses",
+                port["name"]
+            );
+        }
+    }
+    assert!(sidecars >= 2, "examples/pod.yaml and examples/deployment.yaml name an Envoy");
+
+    // The injector agrees: every example is injected, served by the operator's control plane.
+    let output = envoy_operator(
+        &[
+            "inject",
+            "-f",
+            "examples/",
+            "--envoys",
+            "examples/envoy.yaml",
+            "--xds-advertise",
+            "envoy-operator-xds.envoy-operator.svc:18000",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "inject -f examples/ failed: {stderr}");
+    let injected: Value = serde_json::from_slice(&output.stdout).expect("a v1 List");
+    let fleet_members = injected["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|o| {
+            let metadata =
+                if o["kind"] == "Pod" { &o["metadata"] } else { &o["spec"]["template"]["metadata"] };
+            metadata["labels"][FLEET_LABEL] == "edge-envoy"
+        })
+        .count();
+    assert_eq!(fleet_members, sidecars, "each sidecar is served edge-envoy's configuration: {stderr}");
+}
+
+/// Images the cluster can pull: none of a private registry.
+#[test]
+fn every_example_image_is_public() {
+    let objects = examples();
+    for (file, _, spec) in pods(&objects) {
+        for container in spec["containers"].as_array().expect("containers") {
+            let image = container["image"].as_str().expect("an image");
+            assert!(
+                ["registry.k8s.io/", "envoyproxy/envoy:", "nginx:"].iter().any(|p| image.starts_with(p)),
+                "{file}: {image} is not an image every cluster can pull"
+            );
+        }
+    }
+    for envoy in of_kind(&objects, "Envoy") {
+        if let Some(image) = envoy["spec"]["image"].as_str() {
+            assert!(image.starts_with("envoyproxy/envoy:"), "Envoy {}: {image}", name(envoy));
+        }
+    }
+}
+
+/// The e2e story that applies the examples on a real cluster
+/// (`admission::the_examples_apply_together_and_the_route_is_accepted_by_both_envoys`) applies
+/// every one of them.
+#[test]
+fn the_e2e_story_applies_every_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let story = std::fs::read_to_string(root.join("tests/e2e/admission.rs")).expect("tests/e2e/admission.rs");
+    let mut files: Vec<String> = std::fs::read_dir(root.join("examples"))
+        .expect("examples/")
+        .map(|entry| entry.expect("a directory entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        assert!(
+            story.contains(&format!("include_str!(\"../../examples/{file}\")")),
+            "the e2e story does not apply examples/{file}"
+        );
+    }
+}

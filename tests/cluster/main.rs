@@ -1,0 +1,9 @@
+//! The operator's parts against the in-memory API server (`envoy_operator_testkit::fake_api`):
+//! the reconcilers, the route controller, leader election, the Kubernetes version check, and
+//! every request checked against the RBAC of `deploy/`. One test binary.
+
+mod kube_version;
+mod leader;
+mod rbac;
+mod reconcile;
+mod routes;

@@ -1,0 +1,250 @@
+//! The EnvoyRoute status writer against an in-memory API server, run as `controller::run` runs
+//! it and alone (with the translation that judges the routes): a route's `status.parents`
+//! follows its Envoys and backend Services as they come and go (the translation tells which
+//! routes' outcomes changed), and nothing is written at rest.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use envoy_operator::controller::{self, Context, ControllerConfig, Metrics, Settings, Stores, routes};
+use envoy_operator::index::Index;
+use envoy_operator::xds::publish::{self, Outputs, RouteOutcomes, inputs};
+use envoy_operator_testkit::fake_api::FakeApi;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Guards against hangs; never part of an assertion about speed.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+const NS: &str = "shop";
+const CONTROLLER_NAME: &str = "example.com/envoy-operator";
+
+fn route_path(namespace: &str, name: &str) -> String {
+    format!("/apis/example.com/v1/namespaces/{namespace}/envoyroutes/{name}")
+}
+
+fn envoy_path(namespace: &str, name: &str) -> String {
+    format!("/apis/example.com/v1/namespaces/{namespace}/envoys/{name}")
+}
+
+fn service_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/services/{name}")
+}
+
+/// A route attached to `parents`, sending everything to the Services `backends` (port 80).
+fn route(parents: &[&str], backends: &[&str]) -> Value {
+    let parent_refs: Vec<Value> = parents.iter().map(|name| json!({"name": name})).collect();
+    let backend_refs: Vec<Value> = backends.iter().map(|name| json!({"name": name, "port": 80})).collect();
+    json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute", "metadata": {},
+           "spec": {"parentRefs": parent_refs, "rules": [{"backendRefs": backend_refs}]}})
+}
+
+/// An Envoy with the default port (`http`, one listener) and an external xDS server.
+fn envoy() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {},
+           "spec": {"configMapName": "edge-cfg", "xds": {"host": "xds.mesh", "port": 18000}}})
+}
+
+fn service(labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"labels": labels},
+           "spec": {"ports": [{"name": "http", "port": 80}]}})
+}
+
+/// Counts finished EnvoyRoute reconciles, so a test knows one ran without waiting for time.
+#[derive(Default)]
+struct RouteReconciles(AtomicUsize);
+
+impl Metrics for RouteReconciles {
+    fn reconciled(&self, kind: &'static str, _error: Option<&'static str>, _elapsed: Duration) {
+        if kind == "EnvoyRoute" {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Controllers running against an in-memory API server.
+struct Controllers {
+    reconciles: Arc<RouteReconciles>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), controller::Error>>,
+}
+
+impl Controllers {
+    /// All of them, as `controller::run` starts them.
+    fn start(api: &FakeApi, namespace: Option<&str>) -> Self {
+        let reconciles = Arc::new(RouteReconciles::default());
+        let metrics: Arc<dyn Metrics> = reconciles.clone();
+        let config = ControllerConfig {
+            namespace: namespace.map(str::to_owned),
+            concurrency: 4,
+            settings: Settings::default(),
+            xds_reports_namespace: None,
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let task = tokio::spawn(controller::run(api.client(), config, shutdown, move |ctx| {
+            ctx.with_metrics(metrics)
+        }));
+        Self { reconciles, stop, task }
+    }
+
+    /// The route controller alone, with the translation that judges the routes: no Envoy
+    /// controller writing Envoy status, so only the change under test can change an outcome.
+    fn start_routes_only(api: &FakeApi, namespace: Option<&str>) -> Self {
+        let reconciles = Arc::new(RouteReconciles::default());
+        let index = Arc::new(Index::new(api.client(), namespace.map(str::to_owned)));
+        let stores = Stores::of_index(&index);
+        let ctx = Context::new(api.client(), Settings::default(), stores).with_metrics(reconciles.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let outcomes = RouteOutcomes::default();
+        let (caches, touched) = inputs::translation_from_index(&index);
+        let outputs = Outputs { snapshots: None, outcomes: outcomes.clone() };
+        let translation = publish::run(caches, touched, outputs, || ());
+        let config = kube::runtime::controller::Config::default().concurrency(4);
+        let running = routes::controller(Arc::new(ctx), &index, outcomes, config, shutdown);
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                () = running => {},
+                () = translation => panic!("the translation ended"),
+            }
+            drop(index);
+            Ok(())
+        });
+        Self { reconciles, stop, task }
+    }
+
+    fn reconciled(&self) -> usize {
+        self.reconciles.0.load(Ordering::SeqCst)
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(HANG_GUARD, self.task)
+            .await
+            .expect("the controllers stop")
+            .expect("the controllers did not panic")
+            .expect("the controllers ran without error");
+    }
+}
+
+/// `(status, reason)` of the condition `type_` our controller wrote for the parentRef naming
+/// `parent`, if any.
+fn condition(route: &Value, parent: &str, type_: &str) -> Option<(String, String)> {
+    let entry = route["status"]["parents"]
+        .as_array()?
+        .iter()
+        .find(|entry| entry["controllerName"] == CONTROLLER_NAME && entry["parentRef"]["name"] == parent)?;
+    let condition = entry["conditions"].as_array()?.iter().find(|c| c["type"] == type_)?;
+    let text = |field: &str| condition[field].as_str().unwrap_or_default().to_owned();
+    Some((text("status"), text("reason")))
+}
+
+/// Waits until the route at `at` reports `want` for the condition `type_` of `parent`.
+async fn until_condition(api: &FakeApi, at: &str, parent: &str, type_: &str, want: (&str, &str)) {
+    let what = format!("{type_}={}/{} for {parent} on {at}", want.0, want.1);
+    api.wait_for(&what, HANG_GUARD, |api| {
+        api.get(at).and_then(|route| condition(&route, parent, type_))
+            == Some((want.0.to_owned(), want.1.to_owned()))
+    })
+    .await;
+}
+
+fn status_writes(api: &FakeApi, at: &str) -> usize {
+    let status = format!("{at}/status");
+    api.requests().iter().filter(|r| r.method != "GET" && r.path == status).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_to_an_existing_envoy_and_service_is_accepted_and_resolved_and_then_left_alone() {
+    let api = FakeApi::new();
+    api.put(&envoy_path(NS, "edge"), envoy());
+    api.put(&service_path(NS, "web"), service(json!({})));
+    let shop = route_path(NS, "shop");
+    api.put(&shop, route(&["edge"], &["web"]));
+    let controllers = Controllers::start(&api, None);
+
+    until_condition(&api, &shop, "edge", "Accepted", ("True", "Accepted")).await;
+    until_condition(&api, &shop, "edge", "ResolvedRefs", ("True", "ResolvedRefs")).await;
+    let written = api.get(&shop).expect("the route");
+    let parents = written["status"]["parents"].as_array().expect("status.parents");
+    assert_eq!(parents.len(), 1, "{parents:?}");
+    assert_eq!(parents[0]["parentRef"], json!({"name": "edge"}));
+    for condition in parents[0]["conditions"].as_array().expect("conditions") {
+        assert_eq!(condition["observedGeneration"], 1, "{condition}");
+    }
+
+    // At rest: a change of a Service or of the Envoy the route names changes nothing about
+    // it, so nothing is written; the new spec below, translated after those changes, is then
+    // the one write more.
+    let writes = status_writes(&api, &shop);
+    api.put(&service_path(NS, "web"), service(json!({"team": "shop"})));
+    api.put(&envoy_path(NS, "edge"), {
+        let mut labelled = envoy();
+        labelled["metadata"]["labels"] = json!({"team": "shop"});
+        labelled
+    });
+
+    // A new spec: the status follows, for the new generation.
+    api.put(&shop, route(&["edge"], &["api"]));
+    until_condition(&api, &shop, "edge", "ResolvedRefs", ("False", "BackendNotFound")).await;
+    assert_eq!(status_writes(&api, &shop), writes + 1, "an unchanged status is not written again");
+    let written = api.get(&shop).expect("the route");
+    assert_eq!(written["metadata"]["generation"], 2);
+    let accepted = &written["status"]["parents"][0]["conditions"][0];
+    assert_eq!(accepted["observedGeneration"], 2, "{accepted}");
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_envoy_is_no_matching_parent_until_it_appears_and_again_once_it_goes() {
+    let api = FakeApi::new();
+    // An Envoy of that name in another namespace is not the route's parent.
+    api.put(&envoy_path("blog", "edge"), envoy());
+    api.put(&service_path(NS, "web"), service(json!({})));
+    let shop = route_path(NS, "shop");
+    api.put(&shop, route(&["edge"], &["web"]));
+    let controllers = Controllers::start_routes_only(&api, None);
+
+    until_condition(&api, &shop, "edge", "Accepted", ("False", "NoMatchingParent")).await;
+    until_condition(&api, &shop, "edge", "ResolvedRefs", ("True", "ResolvedRefs")).await;
+    api.wait_for("the route's own change reconciled", HANG_GUARD, |_| controllers.reconciled() >= 2).await;
+
+    // The Envoy watch reconciles the route when its parent appears, and when it goes.
+    api.put(&envoy_path(NS, "edge"), envoy());
+    until_condition(&api, &shop, "edge", "Accepted", ("True", "Accepted")).await;
+    api.delete(&envoy_path(NS, "edge"));
+    until_condition(&api, &shop, "edge", "Accepted", ("False", "NoMatchingParent")).await;
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_backend_is_backend_not_found_until_the_service_appears() {
+    let api = FakeApi::new();
+    api.put(&service_path(NS, "web"), service(json!({})));
+    // Only the watched namespace is reconciled: a route elsewhere gets no status from us.
+    let elsewhere = route_path("blog", "shop");
+    api.put(&elsewhere, route(&["edge"], &["web"]));
+    let shop = route_path(NS, "shop");
+    api.put(&shop, route(&["edge"], &["web", "api"]));
+    let controllers = Controllers::start_routes_only(&api, Some(NS));
+
+    until_condition(&api, &shop, "edge", "ResolvedRefs", ("False", "BackendNotFound")).await;
+    let written = api.get(&shop).expect("the route");
+    let message = written["status"]["parents"][0]["conditions"][1]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Service \"api\" not found"), "{message}");
+    // The reconcile that wrote the status and the one its own change triggered are over.
+    api.wait_for("the route's own change reconciled", HANG_GUARD, |_| controllers.reconciled() >= 2).await;
+
+    // The Service watch reconciles the route when the backend appears.
+    api.put(&service_path(NS, "api"), service(json!({})));
+    until_condition(&api, &shop, "edge", "ResolvedRefs", ("True", "ResolvedRefs")).await;
+    assert_eq!(status_writes(&api, &elsewhere), 0, "a route outside the watched namespace");
+    assert!(api.get(&elsewhere).is_some_and(|route| route.get("status").is_none()));
+    controllers.stop().await;
+}

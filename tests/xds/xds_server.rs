@@ -1,0 +1,365 @@
+//! The serving side without Envoy: connection cap, handshake deadline, TLS with ALPN h2 and the
+//! peer address reaching the authorizer, graceful shutdown; and what a client gets for gRPC
+//! framing no real client sends (raw HTTP/2): a status, never a silent end.
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use envoy_operator::xds::server::resource::type_url::CLUSTER;
+use envoy_operator::xds::server::{
+    AdsConfig, AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport,
+};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
+use prost::Message;
+use support::certs::pki;
+use support::control_plane::ControlPlane;
+use support::resources::{eds_cluster, endpoints};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::Code;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+const FLEET: &str = "ns/edge";
+
+fn any_port() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A service admitting every node into FLEET, remembering the peers it saw.
+fn service(peers: Arc<Mutex<Vec<Option<SocketAddr>>>>) -> AdsService {
+    service_with(peers, AdsConfig::default())
+}
+
+fn service_with(peers: Arc<Mutex<Vec<Option<SocketAddr>>>>, config: AdsConfig) -> AdsService {
+    let cache = SnapshotCache::new();
+    let mut builder = Snapshot::builder();
+    builder.add(&eds_cluster("a")).add(&endpoints("a", &[SocketAddr::from(([127, 0, 0, 1], 1))]));
+    cache.set(FLEET, builder.build().expect("a snapshot"));
+    AdsService::builder(cache, move |_: &Node, peer: Option<SocketAddr>| {
+        peers.lock().expect("the peers").push(peer);
+        Ok(FleetKey::from(FLEET))
+    })
+    .config(config)
+    .build()
+}
+
+/// Opens a delta stream on `channel` and returns the first response's resource count.
+async fn first_response(channel: Channel) -> Result<usize, String> {
+    let (requests, rx) = mpsc::unbounded_channel();
+    let node = Node { id: "pod-0".into(), ..Default::default() };
+    let first = DeltaDiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() };
+    requests.send(first).map_err(|error| error.to_string())?;
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
+    let mut responses = client
+        .delta_aggregated_resources(UnboundedReceiverStream::new(rx))
+        .await
+        .map_err(|status| status.to_string())?
+        .into_inner();
+    let response = tokio::time::timeout(Duration::from_secs(30), responses.message())
+        .await
+        .map_err(|_| "no response in time".to_string())?
+        .map_err(|status| status.to_string())?
+        .ok_or("the stream ended")?;
+    Ok(response.resources.len())
+}
+
+/// Whether the server closes `stream` (EOF or reset) within 30 s.
+async fn closed_by_server(mut stream: TcpStream) -> bool {
+    let mut buffer = [0u8; 64];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buffer)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn tls_with_h2_reaches_the_service_with_the_peer_address() {
+    let pki = pki();
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    let plane =
+        ControlPlane::start(any_port(), service(peers.clone()), Transport::Tls(pki.resolver.clone())).await;
+    let tls =
+        ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&pki.ca_pem)).domain_name("localhost");
+    let channel = Endpoint::from_shared(format!("https://{}", plane.address))
+        .expect("an endpoint")
+        .tls_config(tls)
+        .expect("TLS settings")
+        .connect()
+        .await
+        .expect("a TLS connection");
+    assert_eq!(first_response(channel).await, Ok(1));
+    let seen = peers.lock().expect("the peers").clone();
+    assert!(matches!(seen.as_slice(), [Some(peer)] if peer.ip().is_loopback()), "{seen:?}");
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_are_closed_and_a_freed_place_is_reused() {
+    let mut config = ServeConfig::new(Transport::Plaintext);
+    config.max_connections = 1;
+    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let first = TcpStream::connect(plane.address).await.expect("a connection");
+    let second = TcpStream::connect(plane.address).await.expect("a TCP handshake");
+    assert!(closed_by_server(second).await, "the second connection is over the cap");
+    drop(first);
+    // The place frees once the server has seen the first connection close.
+    let address = plane.address;
+    let resources =
+        support::eventually("a stream once the first connection is gone", support::CONVERGE, || async move {
+            let endpoint =
+                Endpoint::from_shared(format!("http://{address}")).map_err(|error| error.to_string())?;
+            first_response(endpoint.connect().await.map_err(|error| error.to_string())?).await
+        })
+        .await;
+    assert_eq!(resources, 1);
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_completes_the_handshake_is_dropped() {
+    let mut config = ServeConfig::new(Transport::Tls(pki().resolver));
+    config.handshake_timeout = Duration::from_millis(200);
+    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let silent = TcpStream::connect(plane.address).await.expect("a connection");
+    assert!(closed_by_server(silent).await);
+    plane.stop().await;
+}
+
+mod raw {
+    //! A gRPC client over plain HTTP/2 that writes the 5-byte message headers itself.
+
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, StreamBody};
+    use hyper::body::{Frame, Incoming};
+    use hyper::client::conn::http2::SendRequest;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio::net::TcpStream;
+    use tokio::sync::mpsc;
+    use tokio_stream::wrappers::UnboundedReceiverStream;
+
+    pub type Body = StreamBody<UnboundedReceiverStream<Result<Frame<Bytes>, Infallible>>>;
+
+    /// One HTTP/2 connection to the server.
+    pub async fn connect(address: SocketAddr) -> SendRequest<Body> {
+        let tcp = TcpStream::connect(address).await.expect("a connection");
+        let (sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                .await
+                .expect("an HTTP/2 connection");
+        tokio::spawn(connection);
+        sender
+    }
+
+    /// An open delta ADS stream: what is written to `body` goes out as the request's DATA.
+    pub struct RawStream {
+        pub body: Option<mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>>,
+        response: Incoming,
+    }
+
+    /// `grpc-message` is percent-encoded.
+    fn percent_decoded(value: &[u8]) -> String {
+        let mut decoded = Vec::with_capacity(value.len());
+        let mut bytes = value.iter();
+        while let Some(&byte) = bytes.next() {
+            let hex = |digit: Option<&u8>| char::from(*digit.unwrap_or(&b'?')).to_digit(16);
+            match byte {
+                b'%' => match (hex(bytes.next()), hex(bytes.next())) {
+                    (Some(high), Some(low)) => decoded.push((high * 16 + low) as u8),
+                    _ => panic!("a malformed grpc-message"),
+                },
+                byte => decoded.push(byte),
+            }
+        }
+        String::from_utf8_lossy(&decoded).into_owned()
+    }
+
+    impl RawStream {
+        pub async fn open(connection: &mut SendRequest<Body>) -> RawStream {
+            let (body, rx) = mpsc::unbounded_channel();
+            let request = http::Request::post(
+                "http://localhost/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources",
+            )
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(StreamBody::new(UnboundedReceiverStream::new(rx)))
+            .expect("a request");
+            let response = connection.send_request(request).await.expect("response headers");
+            assert_eq!(response.status(), 200);
+            RawStream { body: Some(body), response: response.into_body() }
+        }
+
+        pub fn write(&self, bytes: Bytes) {
+            let body = self.body.as_ref().expect("the request is still open");
+            body.send(Ok(Frame::data(bytes))).expect("the connection takes the request's data");
+        }
+
+        /// Ends the request (END_STREAM).
+        pub fn finish(&mut self) {
+            self.body = None;
+        }
+
+        /// The next response message, or the stream's end: its `grpc-status` and message.
+        pub async fn next(&mut self) -> Result<Bytes, (i32, String)> {
+            let mut data = Vec::new();
+            loop {
+                let frame = tokio::time::timeout(Duration::from_secs(30), self.response.frame())
+                    .await
+                    .expect("the server answers in time");
+                let Some(frame) = frame else { panic!("the response ended without trailers") };
+                let frame = frame.expect("a response frame");
+                match frame.into_data() {
+                    Ok(bytes) => {
+                        data.extend_from_slice(&bytes);
+                        if data.len() >= 5 {
+                            let length = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+                            if data.len() >= 5 + length {
+                                return Ok(Bytes::copy_from_slice(&data[5..5 + length]));
+                            }
+                        }
+                    }
+                    Err(frame) => {
+                        let trailers = frame.into_trailers().expect("data or trailers");
+                        let code = trailers
+                            .get("grpc-status")
+                            .and_then(|value| value.to_str().ok()?.parse().ok())
+                            .expect("a grpc-status");
+                        let message = trailers
+                            .get("grpc-message")
+                            .map(|value| percent_decoded(value.as_bytes()))
+                            .unwrap_or_default();
+                        return Err((code, message));
+                    }
+                }
+            }
+        }
+
+        /// The status the stream ends with; fails on a response message.
+        pub async fn status(&mut self) -> (i32, String) {
+            match self.next().await {
+                Err(status) => status,
+                Ok(message) => panic!("expected the stream to end, got a {}-byte message", message.len()),
+            }
+        }
+    }
+}
+
+/// A gRPC message header: the compressed flag and the length the message announces.
+fn message_header(compressed: bool, announced: u32) -> BytesMut {
+    let mut frame = BytesMut::new();
+    frame.put_u8(u8::from(compressed));
+    frame.put_u32(announced);
+    frame
+}
+
+fn framed(payload: &[u8]) -> Bytes {
+    let mut frame = message_header(false, u32::try_from(payload.len()).expect("a small message"));
+    frame.put_slice(payload);
+    frame.freeze()
+}
+
+fn first_request() -> Vec<u8> {
+    let node = Node { id: "pod-0".into(), ..Default::default() };
+    DeltaDiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() }.encode_to_vec()
+}
+
+/// A plaintext server with the given service configuration.
+async fn plane_with(config: AdsConfig) -> ControlPlane {
+    ControlPlane::start(any_port(), service_with(Arc::default(), config), Transport::Plaintext).await
+}
+
+#[tokio::test]
+async fn a_message_over_the_size_limit_is_refused_from_its_header_and_the_connection_stays_usable() {
+    let plane = plane_with(AdsConfig::default()).await;
+    let mut connection = raw::connect(plane.address).await;
+    let mut oversize = raw::RawStream::open(&mut connection).await;
+    // Announces 4 MiB − 1 and sends 1 KiB of it: the refusal comes without the rest.
+    let mut frame = message_header(false, 4 * 1024 * 1024 - 1);
+    frame.put_bytes(0, 1024);
+    oversize.write(frame.freeze());
+    let (code, message) = oversize.status().await;
+    assert_eq!(code, Code::OutOfRange as i32, "{message}");
+    assert!(
+        message.contains(&format!("the limit is: {}", AdsConfig::default().max_request_bytes)),
+        "{message}"
+    );
+
+    let mut good = raw::RawStream::open(&mut connection).await;
+    good.write(framed(&first_request()));
+    let response = good.next().await.expect("a response on the same connection");
+    let response = DeltaDiscoveryResponse::decode(response).expect("a delta response");
+    assert_eq!(response.resources.len(), 1);
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn a_half_sent_first_request_ends_with_deadline_exceeded() {
+    let config = AdsConfig { first_request_timeout: Duration::from_millis(200), ..AdsConfig::default() };
+    let plane = plane_with(config).await;
+    let mut connection = raw::connect(plane.address).await;
+    let mut stream = raw::RawStream::open(&mut connection).await;
+    let mut frame = message_header(false, 1000);
+    frame.put_bytes(0, 10);
+    stream.write(frame.freeze());
+    let (code, message) = stream.status().await;
+    assert_eq!(
+        (code, message.as_str()),
+        (Code::DeadlineExceeded as i32, "no whole request within 200ms of the stream's start")
+    );
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn a_malformed_message_ends_the_stream_with_internal() {
+    let plane = plane_with(AdsConfig::default()).await;
+    let mut connection = raw::connect(plane.address).await;
+    let mut stream = raw::RawStream::open(&mut connection).await;
+    // Field 1 with wire type 7, which does not exist.
+    stream.write(framed(&[0x0f, 0xff, 0xff]));
+    let (code, message) = stream.status().await;
+    assert_eq!(code, Code::Internal as i32, "{message}");
+    assert!(message.contains("failed to decode"), "{message}");
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn a_compressed_message_without_an_encoding_ends_the_stream_with_internal() {
+    let plane = plane_with(AdsConfig::default()).await;
+    let mut connection = raw::connect(plane.address).await;
+    let mut stream = raw::RawStream::open(&mut connection).await;
+    let request = first_request();
+    let mut frame = message_header(true, u32::try_from(request.len()).expect("a small message"));
+    frame.put_slice(&request);
+    stream.write(frame.freeze());
+    let (code, message) = stream.status().await;
+    assert_eq!(code, Code::Internal as i32, "{message}");
+    assert!(message.contains("compressed-flag but no grpc-encoding"), "{message}");
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_cut_short_by_the_end_of_the_request_ends_the_stream_with_internal() {
+    let plane = plane_with(AdsConfig::default()).await;
+    let mut connection = raw::connect(plane.address).await;
+    let mut stream = raw::RawStream::open(&mut connection).await;
+    let request = first_request();
+    let mut frame = message_header(false, u32::try_from(request.len()).expect("a small message"));
+    frame.put_slice(&request[..request.len() / 2]);
+    stream.write(frame.freeze());
+    stream.finish();
+    let (code, message) = stream.status().await;
+    assert_eq!(code, Code::Internal as i32, "{message}");
+    assert!(message.contains("Unexpected EOF"), "{message}");
+    plane.stop().await;
+}
