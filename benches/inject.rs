@@ -12,8 +12,8 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::handler::review_with;
+use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator_core::inject::pod::read_for_injection;
 use envoy_operator_core::inject::{InjectConfig, Injection, Injector, NoEnvoys, inject};
 use serde_json::{Value, json};
@@ -94,8 +94,11 @@ fn bench(c: &mut Criterion) {
         review["request"]["object"] = pod.clone();
         review["request"]["namespace"] = json!("shop");
         let review = serde_json::to_vec(&review).expect("review serializes");
-        let endpoint =
-            envoy_operator::webhook::inject::endpoint(config.clone(), Arc::new(NoEnvoys), Metrics::new());
+        let endpoint = envoy_operator::webhook::inject::endpoint(
+            config.clone(),
+            Arc::new(NoEnvoys),
+            WebhookMetrics::default(),
+        );
         group.bench_with_input(
             BenchmarkId::new("webhook:review-bytes-to-response-bytes", name),
             &review,

@@ -5,14 +5,17 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use envoy_operator::webhook::handler::{self, AdmitFn};
-use envoy_operator::webhook::review::parse_request;
-use envoy_operator_core::admission::AdmittedKind;
+use envoy_operator::webhook::handler;
+use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse, parse_request, read_whole};
+use envoy_operator_core::kind::AdmittedKind;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/admission").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
+
+/// An admission handler (`handler::mutate`, `handler::validate`).
+type AdmitFn = fn(&AdmissionRequest) -> AdmissionResponse;
 
 fn handler_path(c: &mut Criterion) {
     let cases: [(&str, AdmitFn, &str); 6] = [
@@ -28,7 +31,9 @@ fn handler_path(c: &mut Criterion) {
         let body = fixture(file);
         group.throughput(Throughput::Elements(1));
         group.bench_function(name, |b| {
-            b.iter(|| handler::review(admit, black_box(&body)).map(|reviewed| reviewed.body.len()))
+            b.iter(|| {
+                handler::review_with(admit, read_whole, black_box(&body)).map(|reviewed| reviewed.body.len())
+            })
         });
     }
     group.finish();

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use clap::Parser;
 use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
-use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use http_body_util::{BodyExt, Full};
@@ -88,7 +88,7 @@ async fn main() -> Result<(), Failure> {
             config.endpoints.push(envoy_operator::webhook::inject::endpoint(
                 InjectConfig::default(),
                 Arc::new(NoEnvoys),
-                Metrics::new(),
+                WebhookMetrics::default(),
             ));
             let server = WebhookServer::bind(config, certs)?;
             let addr = server.local_addr()?;

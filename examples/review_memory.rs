@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::handler;
+use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator::webhook::router::{Endpoint, Limits, json_values_exceed, standard_endpoints};
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use serde_json::{Value, json};
@@ -168,7 +168,7 @@ fn endpoints() -> Vec<Endpoint> {
     endpoints.push(envoy_operator::webhook::inject::endpoint(
         InjectConfig::default(),
         Arc::new(NoEnvoys),
-        Metrics::new(),
+        WebhookMetrics::default(),
     ));
     endpoints
 }

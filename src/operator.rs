@@ -7,6 +7,8 @@
 //! certificate directory (generated there for development when absent), and says that
 //! reconciling is off. A configured cluster that does not answer is waited for instead.
 
+pub mod metrics;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,6 +23,7 @@ use kube::Client;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use self::metrics::OperatorMetrics;
 use crate::certs::client_auth::{ClientTrust, IdentityError};
 use crate::certs::identity_ca::IdentityCa;
 use crate::certs::identity_secret;
@@ -31,7 +34,6 @@ use crate::controller::{self as controllers, ControllerConfig};
 use crate::index::Index;
 use crate::ops::health::{self, Health, Readiness};
 use crate::ops::leader::{self, LeaderError, LeaseConfig};
-use crate::ops::metrics::Metrics;
 use crate::webhook;
 use crate::webhook::inject::{EnvoyCache, SharedEnvoys};
 use crate::webhook::serve::{ServeConfig, ServeError, WebhookServer};
@@ -138,24 +140,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest wait between two probes of an unreachable API server.
 const PROBE_BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-/// A client for the cluster of the current kubeconfig context or the in-cluster
-/// configuration, when one answers (for tools such as the reconcile benchmark).
-pub async fn reachable_cluster() -> Result<Client, String> {
-    let config = kube::Config::infer().await.map_err(|e| format!("no Kubernetes configuration: {e}"))?;
-    let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(|e| format!("{server}: {e}"))?;
-    match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
-        Ok(Ok(version)) => {
-            info!(version = %version.git_version, %server, "connected to the Kubernetes API server");
-            Ok(client)
-        }
-        Ok(Err(error)) => Err(format!("the Kubernetes API server at {server} did not answer: {error}")),
-        Err(_) => {
-            Err(format!("the Kubernetes API server at {server} did not answer within {PROBE_TIMEOUT:?}"))
-        }
-    }
-}
-
 /// Waits, retrying with backoff, until the API server answers; `/readyz` says `api-server`
 /// is not ready meanwhile. `None` when shut down first.
 async fn wait_for_api_server(
@@ -222,7 +206,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let shutdown = shutdown.boxed().shared();
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let health = Health::default();
     let mut background = tokio::task::JoinSet::new();
 
@@ -234,10 +218,16 @@ pub async fn run(
         .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
     info!(listen = %config.metrics_listen, "serving /metrics, /healthz and /readyz");
     let (webhook_stopped, operations_stop) = tokio::sync::oneshot::channel::<()>();
-    let operations = tokio::spawn(health::serve(operations, metrics.clone(), health.clone(), async move {
-        // Sent once the webhook stopped, or dropped when `run` returns early.
-        let _ = operations_stop.await;
-    }));
+    let operations = tokio::spawn(health::serve(
+        operations,
+        metrics.ops.clone(),
+        metrics.connections.clone(),
+        health.clone(),
+        async move {
+            // Sent once the webhook stopped, or dropped when `run` returns early.
+            let _ = operations_stop.await;
+        },
+    ));
     let operations_result = |joined: Result<std::io::Result<()>, tokio::task::JoinError>| {
         joined
             .map_err(std::io::Error::other)
@@ -279,7 +269,7 @@ pub async fn run(
                         &index,
                         outcomes.clone(),
                         &config.identity,
-                        &metrics,
+                        &metrics.xds,
                         &health,
                     )
                     .await
@@ -323,12 +313,17 @@ pub async fn run(
     health.add("certificate", webhook_secret::serving_check(certificate.clone(), secret));
     background.spawn(webhook_secret::report_expiry(
         config.cert_dir.join(serving::CERT_FILE),
-        metrics.clone(),
+        metrics.ops.clone(),
         Duration::from_secs(30),
     ));
-    let endpoints = webhook::endpoints(inject, envoys, &metrics);
-    let serve =
-        ServeConfig { listen: config.listen, endpoints, metrics: metrics.clone(), ..config.serve.clone() };
+    let endpoints = webhook::endpoints(inject, envoys, &metrics.webhook);
+    let serve = ServeConfig {
+        listen: config.listen,
+        endpoints,
+        metrics: metrics.webhook.clone(),
+        connection_metrics: metrics.connections.clone(),
+        ..config.serve.clone()
+    };
     let server = WebhookServer::bind(serve, certificate.clone())?;
     health.add_readiness("webhook", &server.readiness());
     info!(listen = %config.listen, "serving the admission webhooks");
@@ -476,7 +471,7 @@ async fn lead(
     client: Client,
     index: Arc<Index>,
     outcomes: Option<RouteOutcomes>,
-    metrics: &Metrics,
+    metrics: &OperatorMetrics,
     health: &Health,
     trust: Option<(watch::Receiver<ControlPlaneTrust>, watch::Receiver<Arc<IdentityCa>>)>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -488,7 +483,7 @@ async fn lead(
 
     let lease = LeaseConfig::new(config.namespace(), &config.identity);
     let work = {
-        let (client, metrics) = (client.clone(), metrics.clone());
+        let (client, metrics) = (client.clone(), metrics.controllers.clone());
         let (mut controller_config, cert_mode) = (config.controllers.clone(), config.cert_mode);
         if trust.is_some() {
             // The replicas' xDS reports, for the status of the fleets the control plane serves.
@@ -554,6 +549,6 @@ async fn lead(
             }
         }
     };
-    leader::lead_with_lease(client, lease, metrics.clone(), shutdown, work).await?;
+    leader::lead_with_lease(client, lease, metrics.ops.clone(), shutdown, work).await?;
     Ok(())
 }

@@ -5,7 +5,7 @@ use envoy_operator_core::inject::annotations::parse_xds;
 use envoy_operator_core::inject::{InjectConfig, ProxyResources};
 use envoy_operator_core::kube_version::{self, KubeVersion};
 use envoy_operator_core::names::{
-    DEFAULT_ENVOY_IMAGE, PROXY_CPU_REQUEST, PROXY_MEMORY_LIMIT, PROXY_MEMORY_REQUEST,
+    DEFAULT_ENVOY_IMAGE, DEFAULT_PROXY_CPU_REQUEST, DEFAULT_PROXY_MEMORY_LIMIT, DEFAULT_PROXY_MEMORY_REQUEST,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -21,11 +21,11 @@ pub struct InjectFlags {
     pub xds: Option<String>,
 
     /// Default CPU request of the sidecar (annotation sidecar.example.com/proxy-cpu); "" for none.
-    #[arg(long, value_name = "QUANTITY", default_value = PROXY_CPU_REQUEST)]
+    #[arg(long, value_name = "QUANTITY", default_value = DEFAULT_PROXY_CPU_REQUEST)]
     pub proxy_cpu: String,
 
     /// Default memory request (sidecar.example.com/proxy-memory); "" for none.
-    #[arg(long, value_name = "QUANTITY", default_value = PROXY_MEMORY_REQUEST)]
+    #[arg(long, value_name = "QUANTITY", default_value = DEFAULT_PROXY_MEMORY_REQUEST)]
     pub proxy_memory: String,
 
     /// Default CPU limit (sidecar.example.com/proxy-cpu-limit); none unless set.
@@ -33,7 +33,7 @@ pub struct InjectFlags {
     pub proxy_cpu_limit: String,
 
     /// Default memory limit (sidecar.example.com/proxy-memory-limit); "" for none.
-    #[arg(long, value_name = "QUANTITY", default_value = PROXY_MEMORY_LIMIT)]
+    #[arg(long, value_name = "QUANTITY", default_value = DEFAULT_PROXY_MEMORY_LIMIT)]
     pub proxy_memory_limit: String,
 
     /// Inject native sidecars (init containers with restartPolicy: Always; Kubernetes 1.29+)

@@ -81,7 +81,7 @@ pub enum Command {
 
 /// `envoy-operator version`.
 pub fn version() -> ExitCode {
-    use envoy_operator_core::admission::AdmittedKind;
+    use envoy_operator_core::kind::AdmittedKind;
     println!("envoy-operator {}", env!("CARGO_PKG_VERSION"));
     for kind in AdmittedKind::ALL {
         println!("  serves {} {}", kind.api_version(), kind.kind());

@@ -15,8 +15,8 @@ use super::inject_flags::InjectFlags;
 use super::usage_error;
 use crate::certs::serving;
 use crate::ops::logging::{self, LogFormat};
-use crate::ops::metrics::Metrics;
 use crate::ops::signal;
+use crate::webhook::metrics::WebhookMetrics;
 use crate::webhook::{self, inject::SharedEnvoys};
 
 #[derive(clap::Args)]
@@ -75,7 +75,8 @@ pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             Err(message) => return Ok(usage_error(&message)),
         },
     };
-    let metrics = Metrics::new();
+    // This command serves no metrics port: the families are counted in no registry.
+    let metrics = WebhookMetrics::default();
     let config = webhook::serve::ServeConfig {
         endpoints: webhook::endpoints(inject_config, envoys, &metrics),
         metrics,

@@ -10,6 +10,7 @@
 
 pub mod fleet_reports;
 pub mod identity;
+pub mod metrics;
 pub mod rejections;
 pub mod routes;
 pub mod sync;
@@ -34,6 +35,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::OnceCell;
 
 pub use self::fleet_reports::FleetReports;
+pub use self::metrics::{ControllerMetrics, NoMetrics, ReconcileMetrics};
 pub use self::watch::{ControllerConfig, run, run_with_index};
 
 /// Errors of one reconcile. Each maps to a fixed metric label.
@@ -120,10 +122,6 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(policy: BackoffPolicy) -> Self {
-        Self { policy, failures: Mutex::default() }
-    }
-
     fn failures_map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, u32>> {
         self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -153,32 +151,6 @@ impl Backoff {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Hooks for metrics; the `run` command plugs a registry in. Every method defaults to
-/// doing nothing.
-pub trait Metrics: Send + Sync {
-    /// A reconcile of `kind` finished; `error` is the failure's metric label.
-    fn reconciled(&self, _kind: &'static str, _error: Option<&'static str>, _elapsed: Duration) {}
-    /// A write request (`apply`, `apply_status`, `delete`, `publish`) about an object of `kind`.
-    fn wrote(&self, _kind: &'static str, _verb: &'static str) {}
-}
-
-/// Metrics that go nowhere.
-#[derive(Debug, Default)]
-pub struct NoMetrics;
-impl Metrics for NoMetrics {}
-
-/// The operator's Prometheus registry counts reconciles, their errors and durations:
-/// `Context::with_metrics(Arc::new(metrics.clone()))`.
-impl Metrics for crate::ops::metrics::Metrics {
-    fn reconciled(&self, kind: &'static str, error: Option<&'static str>, elapsed: Duration) {
-        crate::ops::metrics::Metrics::reconciled(self, kind, elapsed, error);
-    }
-
-    fn wrote(&self, kind: &'static str, verb: &'static str) {
-        crate::ops::metrics::Metrics::wrote(self, kind, verb);
     }
 }
 
@@ -278,7 +250,7 @@ pub struct Context {
     pub settings: Settings,
     pub stores: Stores,
     pub backoff: Backoff,
-    pub metrics: Arc<dyn Metrics>,
+    pub metrics: Arc<dyn ReconcileMetrics>,
     /// The operator's control plane, with its current CA, for Envoys without `spec.xds`; `None`
     /// where none runs (their proxies are then admin-only).
     pub control_plane: Option<tokio::sync::watch::Receiver<ControlPlaneTrust>>,
@@ -327,14 +299,8 @@ impl Context {
     }
 
     #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<dyn ReconcileMetrics>) -> Self {
         self.metrics = metrics;
-        self
-    }
-
-    #[must_use]
-    pub fn with_backoff(mut self, policy: BackoffPolicy) -> Self {
-        self.backoff = Backoff::new(policy);
         self
     }
 }
@@ -403,8 +369,10 @@ mod tests {
 
     #[test]
     fn reconciles_reach_the_prometheus_registry() {
-        let registry = crate::ops::metrics::Metrics::new();
-        let metrics: Arc<dyn Metrics> = Arc::new(registry.clone());
+        let mut builder = crate::ops::metrics::Metrics::builder();
+        let controllers = builder.register(ControllerMetrics::register);
+        let registry = builder.build();
+        let metrics: Arc<dyn ReconcileMetrics> = Arc::new(controllers);
         metrics.reconciled("Foo", Some("conflict"), Duration::from_millis(3));
         let text = registry.encode();
         // Every series starts at zero: the Foo's conflict is the one that counted.

@@ -28,8 +28,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
-use super::sync::{Parent, backoff_key, error_policy, observe, write_status};
-use super::watch::{log_result, parents};
+use super::sync::{Parent, backoff_key, error_policy, log_result, observe, parents, write_status};
 use super::{Context, Error, Result};
 use crate::index::Index;
 use crate::xds::publish::{OutcomeChange, RouteOutcomes};

@@ -1,6 +1,8 @@
 //! The reconcile functions: thin async shells over the pure builders and decisions of
 //! [`envoy_operator_core::children`]. They read children from the caches, write only what
-//! differs (server-side apply, one field manager), and report status and events.
+//! differs (server-side apply, one field manager), and report status and events. Around them,
+//! what every controller ([`super::watch`], [`super::routes`]) shares: the feed of parents to
+//! reconcile, the error policy with its per-object backoff, the logging of results.
 //!
 //! One writer per parent when several installs watch its namespace
 //! ([`envoy_operator_core::children::install`]): every child applied carries this install's
@@ -22,12 +24,14 @@ use envoy_operator_core::children::{envoy, foo};
 use envoy_operator_core::fleet::status as fleet_status;
 use envoy_operator_core::names::{EVENT_REPORTER, FIELD_MANAGER, FLEET_LABEL, STANDBY_FIELD_MANAGER};
 use envoy_operator_core::rules::{Defaulted, Rules, defaulted};
+use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -37,6 +41,7 @@ use tracing::{debug, info, warn};
 
 use super::rejections::Gate;
 use super::{Context, Error, ObjectKey, Result};
+use crate::index::{Change, Watched};
 
 /// What became of one child, with the object when it is ours.
 enum Ensured<K> {
@@ -765,4 +770,41 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
     let delay = ctx.backoff.failed(&key);
     warn!(%error, error_kind = error.metric_label(), object = %key, retry_in_s = delay.as_secs(), "reconcile failed");
     Action::requeue(delay)
+}
+
+/// A parent kind's objects to reconcile (applied ones; on a relisting, all), dropping a deleted
+/// parent's backoff record (and an Envoy's record of rejection events) on the way, so the
+/// records never outlive the object.
+pub(super) fn parents<K>(kind: &Watched<K>, ctx: Arc<Context>) -> impl Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let store = kind.store().clone();
+    kind.changes().flat_map(move |change| {
+        let objects = match change {
+            Change::Applied(object) => vec![object],
+            Change::Deleted(object) => {
+                ctx.backoff.forget(&backoff_key(object.as_ref()));
+                ctx.rejection_events.forget(&backoff_key(object.as_ref()));
+                Vec::new()
+            }
+            Change::Relisted => store.state(),
+        };
+        futures::stream::iter(objects)
+    })
+}
+
+pub(super) fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
+    kind: &'static str,
+    result: Result<(reflector::ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
+) {
+    match result {
+        Ok((object, action)) => debug!(kind, object = %object, ?action, "reconciled"),
+        // Failed reconciles are logged by the error policy, with their backoff.
+        Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(controller::Error::QueueError(error)) => {
+            warn!(kind, %error, "watch failed; retrying with backoff")
+        }
+        Err(error) => debug!(kind, %error, "controller event"),
+    }
 }

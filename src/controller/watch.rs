@@ -4,7 +4,6 @@
 //! xDS; and the EnvoyRoute status writer ([`super::routes`]), fed by the translation's
 //! outcomes. All stop gracefully, finishing running reconciles, when `shutdown` completes.
 
-use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -12,16 +11,14 @@ use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector;
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
-use tracing::{debug, info, warn};
+use tracing::info;
 
 use super::fleet_reports::watch_reports;
 use super::routes;
-use super::sync::{backoff_key, error_policy, reconcile_envoy, reconcile_foo};
+use super::sync::{error_policy, log_result, parents, reconcile_envoy, reconcile_foo};
 use super::{Context, Result, Settings, Stores};
-use crate::index::{Change, Index, Watched};
+use crate::index::Index;
 use crate::xds::publish::{self, Outputs, RouteOutcomes, inputs};
 
 /// What `envoy-operator controller` is asked to do.
@@ -51,8 +48,8 @@ where
 
 /// Runs the three controllers (Foos, Envoys, EnvoyRoutes' status) over an index of their own,
 /// with a translation of their own for the routes' outcomes, until `shutdown` completes and their
-/// running reconciles finish. `context` hooks let callers adjust the context (metrics, backoff
-/// policy); pass `|context| context` for the defaults.
+/// running reconciles finish. `context` hooks let callers adjust the context (e.g. its
+/// metrics); pass `|context| context` for the defaults.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -150,41 +147,4 @@ fn trust_changes(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
         Some(((), Some(issuer)))
     });
     futures::stream::select(trust, issuer)
-}
-
-/// A parent kind's objects to reconcile (applied ones; on a relisting, all), dropping a deleted
-/// parent's backoff record (and an Envoy's record of rejection events) on the way, so the
-/// records never outlive the object.
-pub(super) fn parents<K>(kind: &Watched<K>, ctx: Arc<Context>) -> impl Stream<Item = Arc<K>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let store = kind.store().clone();
-    kind.changes().flat_map(move |change| {
-        let objects = match change {
-            Change::Applied(object) => vec![object],
-            Change::Deleted(object) => {
-                ctx.backoff.forget(&backoff_key(object.as_ref()));
-                ctx.rejection_events.forget(&backoff_key(object.as_ref()));
-                Vec::new()
-            }
-            Change::Relisted => store.state(),
-        };
-        futures::stream::iter(objects)
-    })
-}
-
-pub(super) fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error>(
-    kind: &'static str,
-    result: Result<(reflector::ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
-) {
-    match result {
-        Ok((object, action)) => debug!(kind, object = %object, ?action, "reconciled"),
-        // Failed reconciles are logged by the error policy, with their backoff.
-        Err(controller::Error::ReconcilerFailed(..)) => {}
-        Err(controller::Error::QueueError(error)) => {
-            warn!(kind, %error, "watch failed; retrying with backoff")
-        }
-        Err(error) => debug!(kind, %error, "controller event"),
-    }
 }

@@ -51,6 +51,8 @@
 //! `header_read_timeout` also runs while a keep-alive connection waits for its next request,
 //! which would cut the API server's pooled connections after 5 s.
 
+pub mod metrics;
+
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -75,7 +77,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::ops::metrics::Metrics;
+pub use self::metrics::ConnectionMetrics;
 
 /// Bounds on the connections of one server.
 #[derive(Clone, Copy, Debug)]
@@ -145,7 +147,7 @@ pub struct ServerOptions {
     pub limits: ConnectionLimits,
     /// TLS with ALPN (`h2`, `http/1.1`); plain HTTP/1.1 when `None`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    pub metrics: Metrics,
+    pub metrics: ConnectionMetrics,
     /// After `stop`, how long connections may take to finish before they are dropped.
     pub grace: Duration,
 }
@@ -214,7 +216,7 @@ struct Shared {
     app: Router,
     tls: Option<TlsAcceptor>,
     limits: ConnectionLimits,
-    metrics: Metrics,
+    metrics: ConnectionMetrics,
     name: &'static str,
     /// The open connections, one of which closes when a client waits at the cap.
     roster: Roster,
@@ -1171,9 +1173,10 @@ mod at_the_cap {
     use tokio_rustls::TlsConnector;
     use tokio_rustls::client::TlsStream;
 
-    use super::{ConnectionLimits, ServerOptions, Shutdown, serve};
+    use prometheus_client::registry::Registry;
+
+    use super::{ConnectionLimits, ConnectionMetrics, ServerOptions, Shutdown, serve};
     use crate::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
-    use crate::ops::metrics::Metrics;
 
     /// The API server's `timeoutSeconds`: a new client must be served within it.
     const API_SERVER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -1181,7 +1184,8 @@ mod at_the_cap {
     struct Server {
         addr: std::net::SocketAddr,
         client: Arc<rustls::ClientConfig>,
-        metrics: Metrics,
+        /// The registry holding the connection families.
+        metrics: Registry,
         /// `GET /held` answers once it gets a permit from here.
         release: Arc<Semaphore>,
         _dir: tempfile::TempDir,
@@ -1213,12 +1217,13 @@ mod at_the_cap {
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let metrics = Metrics::new();
+        let mut metrics = Registry::with_prefix("envoy_operator");
+        let connections = ConnectionMetrics::register(&mut metrics);
         let options = ServerOptions {
             name: "webhook",
             limits: ConnectionLimits { max_connections, ..ConnectionLimits::webhook() },
             tls: Some(serving::server_config(certs).unwrap()),
-            metrics: metrics.clone(),
+            metrics: connections,
             grace: Duration::from_secs(1),
         };
         let task = tokio::spawn(serve(listener, app, options, Shutdown::default()));
@@ -1267,11 +1272,9 @@ mod at_the_cap {
             let prefix = format!(
                 "envoy_operator_http_connections_closed_total{{server=\"webhook\",reason=\"{reason}\"}} "
             );
-            self.metrics
-                .encode()
-                .lines()
-                .find_map(|line| line.strip_prefix(&prefix)?.parse().ok())
-                .unwrap_or(0)
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &self.metrics).unwrap();
+            text.lines().find_map(|line| line.strip_prefix(&prefix)?.parse().ok()).unwrap_or(0)
         }
 
         /// A new client's `GET /`, from connecting to the answer, within the API server's

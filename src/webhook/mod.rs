@@ -3,6 +3,7 @@
 
 pub mod handler;
 pub mod inject;
+pub mod metrics;
 pub mod review;
 pub mod router;
 pub mod serve;
@@ -10,12 +11,12 @@ pub mod serve;
 use envoy_operator_core::inject::InjectConfig;
 
 use self::inject::SharedEnvoys;
+use self::metrics::WebhookMetrics;
 use self::router::Endpoint;
-use crate::ops::metrics::Metrics;
 
 /// Every admission endpoint the operator serves: Foo and Envoy defaults (`/mutate`) and rules
 /// (`/validate`), and the sidecar injector (`/inject`). `run` and `webhook` serve the same.
-pub fn endpoints(inject: InjectConfig, envoys: SharedEnvoys, metrics: &Metrics) -> Vec<Endpoint> {
+pub fn endpoints(inject: InjectConfig, envoys: SharedEnvoys, metrics: &WebhookMetrics) -> Vec<Endpoint> {
     let mut endpoints = router::standard_endpoints();
     endpoints.push(self::inject::endpoint(inject, envoys, metrics.clone()));
     endpoints

@@ -22,8 +22,8 @@ use tokio::time::timeout_at;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use super::handler;
+use super::metrics::WebhookMetrics;
 use super::review::{AdmissionRequest, AdmissionResponse, ReviewReader, read_whole};
-use crate::ops::metrics::Metrics;
 
 /// What an endpoint decides for one request: a pure function, or a closure holding what it
 /// needs (the injector's configuration and Envoy cache).
@@ -115,7 +115,7 @@ pub use crate::ops::health::Readiness;
 /// What every admission route shares: the limits and the semaphores that enforce them.
 struct Admission {
     limits: Limits,
-    metrics: Metrics,
+    metrics: WebhookMetrics,
     /// Permits of 1 KiB of request body each.
     body_budget: Arc<Semaphore>,
     /// Reviews on the blocking pool.
@@ -123,7 +123,12 @@ struct Admission {
 }
 
 /// The webhook's router: the given admission endpoints plus health and readiness.
-pub fn router(endpoints: &[Endpoint], readiness: Readiness, limits: Limits, metrics: Metrics) -> Router {
+pub fn router(
+    endpoints: &[Endpoint],
+    readiness: Readiness,
+    limits: Limits,
+    metrics: WebhookMetrics,
+) -> Router {
     let admission = Arc::new(Admission {
         limits,
         metrics,

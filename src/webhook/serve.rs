@@ -14,10 +14,11 @@ use std::time::Duration;
 use envoy_operator_core::names;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::metrics::WebhookMetrics;
 use super::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
 use crate::certs::serving::{ReloadingCert, TlsError, server_config};
+use crate::net::metrics::ConnectionMetrics;
 use crate::net::{self, ConnectionLimits, ServerOptions, Shutdown};
-use crate::ops::metrics::Metrics;
 
 /// How to serve.
 #[derive(Clone, Debug)]
@@ -37,7 +38,9 @@ pub struct ServeConfig {
     /// Then, how long requests in flight may take before connections are dropped.
     pub shutdown_grace: Duration,
     /// Where admission answers are counted.
-    pub metrics: Metrics,
+    pub metrics: WebhookMetrics,
+    /// Where the server's connections are counted.
+    pub connection_metrics: ConnectionMetrics,
 }
 
 impl Default for ServeConfig {
@@ -50,7 +53,8 @@ impl Default for ServeConfig {
             reload_interval: Duration::from_secs(5),
             drain: DEFAULT_DRAIN,
             shutdown_grace: Duration::from_secs(15),
-            metrics: Metrics::new(),
+            metrics: WebhookMetrics::default(),
+            connection_metrics: ConnectionMetrics::default(),
         }
     }
 }
@@ -125,7 +129,7 @@ impl WebhookServer {
             name: "webhook",
             limits: config.connections,
             tls: Some(server_config(certs.clone())?),
-            metrics: config.metrics.clone(),
+            metrics: config.connection_metrics.clone(),
             grace: config.shutdown_grace,
         };
 

@@ -18,7 +18,7 @@ use super::report::{self, ReportConfig};
 use crate::certs::client_auth::ClientTrust;
 use crate::index::Index;
 use crate::ops::health::{Health, Readiness};
-use crate::ops::metrics::Metrics;
+use crate::xds::metrics::ControlPlaneMetrics;
 use crate::xds::server::{
     self, AdsConfig, AdsService, ServeConfig, ServeError, SnapshotCache, Tracker, Transport,
 };
@@ -55,7 +55,7 @@ impl ControlPlaneServer {
         index: &Index,
         outcomes: RouteOutcomes,
         identity: &str,
-        metrics: &Metrics,
+        metrics: &ControlPlaneMetrics,
         health: &Health,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(config.listen).await?;

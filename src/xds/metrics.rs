@@ -1,10 +1,134 @@
-//! The xDS server's metrics hooks, recorded in the operator's Prometheus registry. Labels are
-//! resource types and gRPC codes only: per-fleet figures are in each Envoy's status.
+//! The xDS server's metrics: connected proxies, responses pushed, ACKed (how long after the
+//! change) and NACKed, and the streams and connections refused. [`ControlPlaneMetrics`] owns
+//! these families in the operator's registry and implements the server's [`XdsMetrics`] hooks.
+//! Labels are resource types, gRPC codes and reasons only: per-fleet figures are in each
+//! Envoy's status.
 
 use std::time::Duration;
 
-use crate::ops::metrics::Metrics;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
 use crate::xds::server::{FleetKey, Protocol, XdsMetrics};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct XdsTypeLabels {
+    /// `listener`, `route`, `cluster` or `endpoint`.
+    pub r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    pub code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+/// The label values the xDS families start with, at zero.
+pub mod series {
+    /// The xDS resource types the control plane serves, as their labels.
+    pub const XDS_TYPES: [&str; 4] = ["listener", "route", "cluster", "endpoint"];
+    /// Why the xDS server closed a connection before it carried a stream.
+    pub const XDS_CONNECTION_REFUSALS: [&str; 4] =
+        ["handshake", "handshake_timeout", "no_fleet", "at_capacity"];
+    /// Why the xDS server refused a stream or ended one for a request: the gRPC codes it uses.
+    pub const XDS_REFUSALS: [&str; 8] = [
+        "permission_denied",
+        "invalid_argument",
+        "resource_exhausted",
+        "deadline_exceeded",
+        "out_of_range",
+        "internal",
+        "unavailable",
+        "other",
+    ];
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn push_buckets() -> Histogram {
+    // 100 µs to ~6.5 s: a push is a snapshot set, sent, and acknowledged by Envoy.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+/// The xDS server's families in the operator's registry; its [`XdsMetrics`] hooks record them.
+#[derive(Clone, Debug)]
+pub struct ControlPlaneMetrics {
+    connected_proxies: Gauge,
+    pushes: Family<XdsTypeLabels, Counter>,
+    push_duration: HistogramFamily<XdsTypeLabels>,
+    nacks: Family<XdsTypeLabels, Counter>,
+    streams_refused: Family<CodeLabels, Counter>,
+    connections_refused: Family<ReasonLabels, Counter>,
+}
+
+impl Default for ControlPlaneMetrics {
+    /// Families in no registry (tests).
+    fn default() -> Self {
+        Self::register(&mut Registry::default())
+    }
+}
+
+impl ControlPlaneMetrics {
+    /// Registers the xDS server's families in `registry`, every series at zero.
+    pub fn register(registry: &mut Registry) -> Self {
+        let connected_proxies = Gauge::default();
+        registry.register(
+            "xds_connected_proxies",
+            "Envoy proxies connected to this replica's xDS server",
+            connected_proxies.clone(),
+        );
+        let pushes = Family::<XdsTypeLabels, Counter>::default();
+        registry.register("xds_pushes", "xDS responses sent to proxies, per resource type", pushes.clone());
+        let push_duration: HistogramFamily<XdsTypeLabels> = Family::new_with_constructor(push_buckets);
+        registry.register(
+            "xds_push_duration_seconds",
+            "Time from a configuration change until a proxy acknowledged it, per resource type",
+            push_duration.clone(),
+        );
+        let nacks = Family::<XdsTypeLabels, Counter>::default();
+        registry.register(
+            "xds_nacks",
+            "xDS responses proxies rejected (NACK), per resource type",
+            nacks.clone(),
+        );
+        let streams_refused = Family::<CodeLabels, Counter>::default();
+        registry.register(
+            "xds_streams_refused",
+            "xDS streams refused or ended for a request, per gRPC code (permission_denied: not served the fleet it asks for; resource_exhausted: over a limit; deadline_exceeded: no first request in time; out_of_range, internal: a request over the size limit or undecodable)",
+            streams_refused.clone(),
+        );
+        let connections_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "xds_connections_refused",
+            "xDS connections closed before they could carry a stream, per reason (handshake: no valid client certificate of the identity CA, or a failed TLS handshake; handshake_timeout; no_fleet: a certificate naming no fleet; at_capacity: over the connection cap)",
+            connections_refused.clone(),
+        );
+        for r#type in series::XDS_TYPES {
+            let _ = pushes.get_or_create(&XdsTypeLabels { r#type });
+            let _ = push_duration.get_or_create(&XdsTypeLabels { r#type });
+            let _ = nacks.get_or_create(&XdsTypeLabels { r#type });
+        }
+        for code in series::XDS_REFUSALS {
+            let _ = streams_refused.get_or_create(&CodeLabels { code });
+        }
+        for reason in series::XDS_CONNECTION_REFUSALS {
+            let _ = connections_refused.get_or_create(&ReasonLabels { reason });
+        }
+        Self { connected_proxies, pushes, push_duration, nacks, streams_refused, connections_refused }
+    }
+
+    fn refused(&self, code: tonic::Code) {
+        self.streams_refused.get_or_create(&CodeLabels { code: code_label(code) }).inc();
+    }
+}
 
 /// The label of a type URL: `listener`, `route`, `cluster`, `endpoint`, else `other`.
 pub fn type_label(type_url: &str) -> &'static str {
@@ -31,47 +155,75 @@ fn code_label(code: tonic::Code) -> &'static str {
     }
 }
 
-impl XdsMetrics for Metrics {
+impl XdsMetrics for ControlPlaneMetrics {
     fn stream_opened(&self, _fleet: &FleetKey, _protocol: Protocol) {
-        self.xds_proxy_connected(true);
+        self.connected_proxies.inc();
     }
 
     fn stream_closed(&self, _fleet: &FleetKey, _protocol: Protocol) {
-        self.xds_proxy_connected(false);
+        self.connected_proxies.dec();
     }
 
     fn connection_refused(&self, reason: &'static str) {
-        self.xds_connection_refused(reason);
+        self.connections_refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     fn stream_refused(&self, code: tonic::Code) {
-        self.xds_refused(code_label(code));
+        self.refused(code);
     }
 
     fn request_refused(&self, _fleet: &FleetKey, code: tonic::Code) {
-        self.xds_refused(code_label(code));
+        self.refused(code);
     }
 
     fn response_sent(&self, _fleet: &FleetKey, type_url: &str, _since_snapshot: Duration) {
-        self.xds_pushed(type_label(type_url));
+        self.pushes.get_or_create(&XdsTypeLabels { r#type: type_label(type_url) }).inc();
     }
 
     fn response_acked(&self, _fleet: &FleetKey, type_url: &str, since_snapshot: Duration) {
-        self.xds_acknowledged(type_label(type_url), since_snapshot);
+        self.push_duration
+            .get_or_create(&XdsTypeLabels { r#type: type_label(type_url) })
+            .observe(since_snapshot.as_secs_f64());
     }
 
     fn response_nacked(&self, _fleet: &FleetKey, type_url: &str) {
-        self.xds_rejected(type_label(type_url));
+        self.nacks.get_or_create(&XdsTypeLabels { r#type: type_label(type_url) }).inc();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::metrics::Metrics;
+
+    /// The hooks, and the exposition of the registry they are in.
+    struct Registered {
+        hooks: ControlPlaneMetrics,
+        exposition: Metrics,
+    }
+
+    impl std::ops::Deref for Registered {
+        type Target = ControlPlaneMetrics;
+        fn deref(&self) -> &ControlPlaneMetrics {
+            &self.hooks
+        }
+    }
+
+    impl Registered {
+        fn new() -> Self {
+            let mut builder = Metrics::builder();
+            let hooks = builder.register(ControlPlaneMetrics::register);
+            Self { hooks, exposition: builder.build() }
+        }
+
+        fn encode(&self) -> String {
+            self.exposition.encode()
+        }
+    }
 
     #[test]
     fn the_hooks_reach_the_registry() {
-        let metrics = Metrics::new();
+        let metrics = Registered::new();
         let fleet = FleetKey::from("shop/edge");
         metrics.stream_opened(&fleet, Protocol::Delta);
         metrics.response_sent(

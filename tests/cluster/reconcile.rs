@@ -1158,10 +1158,11 @@ fn web_service() -> Service {
 /// client. Drop it before `harness.finish()`.
 fn route_context(harness: &Harness, envoys: Vec<Envoy>, services: Vec<Service>) -> Arc<RouteContext> {
     let defaulted: Vec<_> = envoys.iter().cloned().map(rules::defaulted).collect();
+    let shared: Vec<_> = services.iter().cloned().map(Arc::new).collect();
     let translated = translate_namespace(&NamespaceInputs {
         envoys: &defaulted,
-        routes: &[route()],
-        services: &services,
+        routes: &[Arc::new(route())],
+        services: &shared,
         endpoint_slices: &[],
     });
     let outcomes = RouteOutcomes::default();

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use envoy_operator::controller::{self, Context, ControllerConfig, Metrics, Settings, Stores, routes};
+use envoy_operator::controller::{
+    self, Context, ControllerConfig, ReconcileMetrics, Settings, Stores, routes,
+};
 use envoy_operator::index::Index;
 use envoy_operator::xds::publish::{self, Outputs, RouteOutcomes, inputs};
 use envoy_operator_testkit::fake_api::FakeApi;
@@ -55,7 +57,7 @@ fn service(labels: Value) -> Value {
 #[derive(Default)]
 struct RouteReconciles(AtomicUsize);
 
-impl Metrics for RouteReconciles {
+impl ReconcileMetrics for RouteReconciles {
     fn reconciled(&self, kind: &'static str, _error: Option<&'static str>, _elapsed: Duration) {
         if kind == "EnvoyRoute" {
             self.0.fetch_add(1, Ordering::SeqCst);
@@ -74,7 +76,7 @@ impl Controllers {
     /// All of them, as `controller::run` starts them.
     fn start(api: &FakeApi, namespace: Option<&str>) -> Self {
         let reconciles = Arc::new(RouteReconciles::default());
-        let metrics: Arc<dyn Metrics> = reconciles.clone();
+        let metrics: Arc<dyn ReconcileMetrics> = reconciles.clone();
         let config = ControllerConfig {
             namespace: namespace.map(str::to_owned),
             concurrency: 4,
@@ -246,5 +248,33 @@ async fn a_missing_backend_is_backend_not_found_until_the_service_appears() {
     until_condition(&api, &shop, "edge", "ResolvedRefs", ("True", "ResolvedRefs")).await;
     assert_eq!(status_writes(&api, &elsewhere), 0, "a route outside the watched namespace");
     assert!(api.get(&elsewhere).is_some_and(|route| route.get("status").is_none()));
+    controllers.stop().await;
+}
+
+/// `controller::run` (the `controller` command) holds one watch per resource its controllers
+/// read, the route statuses' translation included, and none of what only serving xDS needs
+/// (EndpointSlices, fleet pods).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controllers_hold_one_watch_per_resource_they_read() {
+    let api = FakeApi::new();
+    api.put(&envoy_path(NS, "edge"), envoy());
+    let shop = route_path(NS, "shop");
+    api.put(&shop, route(&["edge"], &["web"]));
+    let controllers = Controllers::start(&api, None);
+    until_condition(&api, &shop, "edge", "Accepted", ("True", "Accepted")).await;
+
+    let mut watches = std::collections::BTreeMap::<String, usize>::new();
+    for request in api.requests() {
+        let watching = request.query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1");
+        if request.method == "GET" && watching {
+            *watches.entry(request.target.resource.clone()).or_default() += 1;
+        }
+    }
+    let expected: std::collections::BTreeMap<String, usize> =
+        ["configmaps", "deployments", "envoyroutes", "envoys", "foos", "services"]
+            .into_iter()
+            .map(|resource| (resource.to_owned(), 1))
+            .collect();
+    assert_eq!(watches, expected, "WATCH requests per resource");
     controllers.stop().await;
 }

@@ -7,8 +7,8 @@
 //! engine never accepts what the schema rejects; and what the rule engine accepts, once
 //! defaulted, the schema accepts too.
 
-use envoy_operator_core::admission::AdmittedKind;
 use envoy_operator_core::crd;
+use envoy_operator_core::kind::AdmittedKind;
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use base64::Engine;
+use envoy_operator::webhook::handler::{self, Reviewed};
+use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse, ReviewError, read_whole};
 use serde_json::Value;
 
 pub fn fixture_path(name: &str) -> PathBuf {
@@ -31,4 +33,13 @@ pub fn patch_of(response: &Value) -> Option<json_patch::Patch> {
     assert_eq!(response["patchType"], "JSONPatch");
     let bytes = base64::engine::general_purpose::STANDARD.decode(patch).expect("valid base64");
     Some(serde_json::from_slice(&bytes).expect("a JSON Patch"))
+}
+
+/// An admission handler (`handler::mutate`, `handler::validate`), as the tests pass them around.
+pub type AdmitFn = fn(&AdmissionRequest) -> AdmissionResponse;
+
+/// A whole review, from request body to response body, as the server's `/mutate` and
+/// `/validate` endpoints answer it: the body read whole, then decided by `admit`.
+pub fn review_whole(admit: AdmitFn, body: &[u8]) -> Result<Reviewed, ReviewError> {
+    handler::review_with(admit, read_whole, body)
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
 use envoy_operator::net::ConnectionLimits;
-use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::operator::metrics::OperatorMetrics;
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
 use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
@@ -29,7 +29,7 @@ const HANG_GUARD: Duration = Duration::from_secs(30);
 struct Server {
     addr: SocketAddr,
     ca: String,
-    metrics: Metrics,
+    metrics: OperatorMetrics,
     _dir: TempDir,
     _task: tokio::task::JoinHandle<()>,
 }
@@ -50,7 +50,7 @@ async fn serve(connections: ConnectionLimits, limits: Limits) -> Server {
     let generated = serving::generate(&options).unwrap();
     serving::write(dir.path(), &generated, false).unwrap();
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path())).unwrap();
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let mut endpoints = standard_endpoints();
     endpoints.push(Endpoint::new("/big", answers_big));
     let config = ServeConfig {
@@ -59,7 +59,8 @@ async fn serve(connections: ConnectionLimits, limits: Limits) -> Server {
         limits,
         connections,
         drain: Duration::ZERO,
-        metrics: metrics.clone(),
+        metrics: metrics.webhook.clone(),
+        connection_metrics: metrics.connections.clone(),
         ..ServeConfig::default()
     };
     let server = WebhookServer::bind(config, certs).unwrap();
@@ -70,7 +71,7 @@ async fn serve(connections: ConnectionLimits, limits: Limits) -> Server {
     Server { addr, ca: generated.ca_pem, metrics, _dir: dir, _task: task }
 }
 
-fn closed(metrics: &Metrics, reason: &str) -> u64 {
+fn closed(metrics: &OperatorMetrics, reason: &str) -> u64 {
     let prefix =
         format!("envoy_operator_http_connections_closed_total{{server=\"webhook\",reason=\"{reason}\"}} ");
     metrics.encode().lines().find_map(|line| line.strip_prefix(&prefix)?.parse().ok()).unwrap_or(0)

@@ -1,13 +1,13 @@
 //! The pure handlers on golden AdmissionReviews: request bytes in, response bytes out.
 
-use envoy_operator::webhook::handler::{self, AdmitFn};
+use envoy_operator::webhook::handler;
 use envoy_operator::webhook::review::Outcome;
 use serde_json::{Value, json};
 
-use crate::common::{fixture, fixture_json, patch_of, response_of};
+use crate::common::{AdmitFn, fixture, fixture_json, patch_of, response_of, review_whole};
 
 fn answer(admit: AdmitFn, name: &str) -> (Value, Outcome) {
-    let reviewed = handler::review(admit, &fixture(name)).expect("a well-formed review");
+    let reviewed = review_whole(admit, &fixture(name)).expect("a well-formed review");
     let response = response_of(&reviewed.body);
     assert_eq!(response["uid"], fixture_json(name)["request"]["uid"], "{name}: uid echoed");
     (response, reviewed.response.outcome())
@@ -44,7 +44,7 @@ fn mutating_the_seed_envoy_adds_its_defaults_once() {
     // Reinvocation: the defaulted object gets no patch.
     let mut review = fixture_json(name);
     review["request"]["object"] = object;
-    let reviewed = handler::review(handler::mutate, &serde_json::to_vec(&review).unwrap()).unwrap();
+    let reviewed = review_whole(handler::mutate, &serde_json::to_vec(&review).unwrap()).unwrap();
     assert_eq!(response_of(&reviewed.body), json!({"uid": review["request"]["uid"], "allowed": true}));
     assert_eq!(reviewed.response.outcome(), Outcome::Allowed);
 }
@@ -173,7 +173,7 @@ fn update_rules_use_the_old_object() {
     let mut review = fixture_json("envoy-update-rename-validate.json");
     review["request"]["operation"] = json!("CREATE");
     review["request"]["oldObject"] = Value::Null;
-    let reviewed = handler::review(handler::validate, &serde_json::to_vec(&review).unwrap()).unwrap();
+    let reviewed = review_whole(handler::validate, &serde_json::to_vec(&review).unwrap()).unwrap();
     assert_eq!(reviewed.response.outcome(), Outcome::Allowed, "{:?}", reviewed.response);
 }
 
@@ -229,7 +229,7 @@ fn an_unreadable_object_is_rejected_naming_the_field() {
 fn warnings_reach_the_user() {
     let mut review = fixture_json("foo-create-validate.json");
     review["request"]["object"]["spec"]["replicas"] = json!(0);
-    let reviewed = handler::review(handler::validate, &serde_json::to_vec(&review).unwrap()).unwrap();
+    let reviewed = review_whole(handler::validate, &serde_json::to_vec(&review).unwrap()).unwrap();
     let response = response_of(&reviewed.body);
     assert_eq!(response["allowed"], true);
     assert!(response["warnings"][0].as_str().unwrap().starts_with("spec.replicas: 0"), "{response}");
@@ -240,6 +240,6 @@ fn a_missing_object_on_create_is_rejected_by_validation_and_passed_by_mutation()
     let mut review = fixture_json("foo-create-validate.json");
     review["request"]["object"] = Value::Null;
     let body = serde_json::to_vec(&review).unwrap();
-    assert_eq!(handler::review(handler::validate, &body).unwrap().response.outcome(), Outcome::Rejected);
-    assert_eq!(handler::review(handler::mutate, &body).unwrap().response.outcome(), Outcome::Allowed);
+    assert_eq!(review_whole(handler::validate, &body).unwrap().response.outcome(), Outcome::Rejected);
+    assert_eq!(review_whole(handler::mutate, &body).unwrap().response.outcome(), Outcome::Allowed);
 }

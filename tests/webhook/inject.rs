@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::operator::metrics::OperatorMetrics;
 use envoy_operator::webhook::inject::endpoint;
 use envoy_operator::webhook::router::{Limits, Readiness, router, standard_endpoints};
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
@@ -16,10 +16,10 @@ fn pod_fixture(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("fixture")).expect("JSON")
 }
 
-async fn inject(review: &Value, metrics: &Metrics) -> (StatusCode, Value) {
+async fn inject(review: &Value, metrics: &OperatorMetrics) -> (StatusCode, Value) {
     let mut endpoints = standard_endpoints();
-    endpoints.push(endpoint(InjectConfig::default(), std::sync::Arc::new(NoEnvoys), metrics.clone()));
-    let app = router(&endpoints, Readiness::default(), Limits::default(), metrics.clone());
+    endpoints.push(endpoint(InjectConfig::default(), std::sync::Arc::new(NoEnvoys), metrics.webhook.clone()));
+    let app = router(&endpoints, Readiness::default(), Limits::default(), metrics.webhook.clone());
     let request = Request::post("/inject?timeout=5s")
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(serde_json::to_vec(review).unwrap()))
@@ -32,7 +32,7 @@ async fn inject(review: &Value, metrics: &Metrics) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn a_replicaset_pod_gets_the_sidecar_and_a_second_pass_changes_nothing() {
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let review = pod_fixture("pod-create-from-replicaset-mutate.json");
     let (status, response) = inject(&review, &metrics).await;
     assert_eq!(status, StatusCode::OK);
@@ -62,7 +62,7 @@ async fn a_replicaset_pod_gets_the_sidecar_and_a_second_pass_changes_nothing() {
 
 #[tokio::test]
 async fn skips_are_allowed_untouched_and_counted_by_reason() {
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     for fixture in ["pod-host-network.json", "pod-opted-out.json", "pod-in-kube-system.json"] {
         let (status, response) = inject(&pod_fixture(fixture), &metrics).await;
         assert_eq!(status, StatusCode::OK);
@@ -80,7 +80,7 @@ async fn skips_are_allowed_untouched_and_counted_by_reason() {
 
 #[tokio::test]
 async fn a_pod_that_cannot_have_the_sidecar_it_asks_for_is_told_why() {
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let (_, response) = inject(&pod_fixture("pod-host-network.json"), &metrics).await;
     assert_eq!(response["allowed"], true);
     let warning = response["warnings"][0].as_str().unwrap_or_default();
@@ -91,7 +91,7 @@ async fn a_pod_that_cannot_have_the_sidecar_it_asks_for_is_told_why() {
 
 #[tokio::test]
 async fn an_invalid_annotation_is_denied_with_its_reason() {
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let (status, response) = inject(&pod_fixture("pod-invalid-xds-annotation.json"), &metrics).await;
     assert_eq!(status, StatusCode::OK, "a denial is an answer, not an HTTP error");
     assert_eq!(response["allowed"], false);
@@ -108,7 +108,7 @@ async fn an_invalid_annotation_is_denied_with_its_reason() {
 
 #[tokio::test]
 async fn other_kinds_and_operations_pass_untouched() {
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let mut update = pod_fixture("pod-create-direct-mutate.json");
     update["request"]["operation"] = "UPDATE".into();
     update["request"]["oldObject"] = update["request"]["object"].clone();
@@ -124,7 +124,7 @@ async fn other_kinds_and_operations_pass_untouched() {
 async fn a_pod_with_20000_volumes_is_answered_with_the_cap_it_exceeds() {
     // Many volumes, yet under the router's cap on JSON values (50,000): the injector's own
     // volume cap answers, in an AdmissionReview.
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let mut review = pod_fixture("pod-create-from-replicaset-mutate.json");
     let volumes: Vec<Value> =
         (0..20_000).map(|n| serde_json::json!({"name": format!("envoy-tmp-{n}")})).collect();
@@ -140,7 +140,7 @@ async fn a_pod_with_20000_volumes_is_answered_with_the_cap_it_exceeds() {
 
 #[tokio::test]
 async fn unknown_annotations_give_a_bounded_list_of_warnings() {
-    let metrics = Metrics::new();
+    let metrics = OperatorMetrics::new();
     let mut review = pod_fixture("pod-create-from-replicaset-mutate.json");
     let annotations: serde_json::Map<String, Value> = (0..1000)
         .map(|n| (format!("sidecar.example.com/typo-{n}-{}", "x".repeat(1000)), Value::from("1")))
@@ -150,7 +150,7 @@ async fn unknown_annotations_give_a_bounded_list_of_warnings() {
     assert_eq!(status, StatusCode::OK);
     assert!(patch_of(&response).is_some(), "injected, with warnings");
     let warnings = response["warnings"].as_array().unwrap();
-    assert_eq!(warnings.len(), envoy_operator_core::inject::limits::MAX_NOTES);
+    assert_eq!(warnings.len(), envoy_operator_core::inject::MAX_NOTES);
     assert!(warnings.iter().all(|w| w.as_str().unwrap().len() < 600));
     assert!(warnings.last().unwrap().as_str().unwrap().starts_with("and 993 more unknown"));
 }

@@ -3,15 +3,15 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use envoy_operator::ops::metrics::Metrics;
-use envoy_operator::webhook::handler::{self, AdmitFn};
+use envoy_operator::webhook::handler;
+use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator::webhook::router::{Limits, Readiness, router, standard_endpoints};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value};
 use tower::ServiceExt;
 
-use crate::common::{fixture_json, patch_of, response_of};
+use crate::common::{AdmitFn, fixture_json, patch_of, response_of, review_whole};
 
 const FIXTURES: &[&str] = &[
     "foo-create-mutate.json",
@@ -103,7 +103,7 @@ fn mutate_review(mut review: Value, mutations: &[Mutation], focus: &str) -> Valu
 /// The handler's answer is a review echoing the uid; a patch applies to the object, and the
 /// patched object needs no further patch.
 fn check_answer(admit: AdmitFn, body: &[u8]) -> Result<(), TestCaseError> {
-    let Ok(reviewed) = handler::review(admit, body) else { return Ok(()) };
+    let Ok(reviewed) = review_whole(admit, body) else { return Ok(()) };
     let response = response_of(&reviewed.body);
     prop_assert_eq!(&response["uid"], &Value::String(reviewed.request.uid.clone()));
     prop_assert!(response["allowed"].is_boolean());
@@ -127,7 +127,7 @@ fn check_answer(admit: AdmitFn, body: &[u8]) -> Result<(), TestCaseError> {
         }
         let mut again: Value = serde_json::from_slice(body).unwrap();
         again["request"]["object"] = object;
-        let second = handler::review(admit, &serde_json::to_vec(&again).unwrap()).unwrap();
+        let second = review_whole(admit, &serde_json::to_vec(&again).unwrap()).unwrap();
         prop_assert!(
             second.response.patch.is_none(),
             "a defaulted object gets no patch: {:?}",
@@ -198,7 +198,7 @@ proptest! {
         if let Some(at) = truncate {
             body.truncate(at.index(body.len()));
         }
-        let app = router(&standard_endpoints(), Readiness::default(), Limits::default(), Metrics::new());
+        let app = router(&standard_endpoints(), Readiness::default(), Limits::default(), WebhookMetrics::default());
         let request = Request::post(path).header(header::CONTENT_TYPE, "application/json").body(Body::from(body)).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let (status, body) = runtime.block_on(async {

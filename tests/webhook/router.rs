@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use envoy_operator::ops::metrics::Metrics;
+use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
 use tower::ServiceExt;
@@ -16,7 +16,7 @@ use crate::common::{fixture, patch_of, response_of};
 fn app() -> Router {
     let readiness = Readiness::default();
     readiness.set(true);
-    router(&standard_endpoints(), readiness, Limits::default(), Metrics::new())
+    router(&standard_endpoints(), readiness, Limits::default(), WebhookMetrics::default())
 }
 
 async fn send(app: Router, request: Request<Body>) -> (StatusCode, Option<String>, Vec<u8>) {
@@ -124,7 +124,7 @@ async fn malformed_http_gets_a_4xx_with_a_message() {
 #[tokio::test]
 async fn a_body_over_the_limit_gets_413_with_a_message() {
     let limits = Limits { max_body_bytes: 1024, ..Limits::default() };
-    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
+    let app = router(&standard_endpoints(), Readiness::default(), limits, WebhookMetrics::default());
     // Announced by Content-Length, and streamed without one (chunked).
     let sized = post("/validate", fixture("foo-create-validate.json"));
     let chunks = futures::stream::iter(
@@ -144,7 +144,7 @@ async fn a_body_over_the_limit_gets_413_with_a_message() {
 #[tokio::test]
 async fn health_and_readiness() {
     let readiness = Readiness::default();
-    let app = router(&standard_endpoints(), readiness.clone(), Limits::default(), Metrics::new());
+    let app = router(&standard_endpoints(), readiness.clone(), Limits::default(), WebhookMetrics::default());
     let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
     assert_eq!(send(app.clone(), get("/healthz")).await.0, StatusCode::OK);
     let (status, _, body) = send(app.clone(), get("/readyz")).await;
@@ -166,7 +166,7 @@ fn allows(request: &AdmissionRequest) -> AdmissionResponse {
 async fn a_panicking_handler_gets_500_and_the_router_keeps_serving() {
     let mut endpoints = standard_endpoints();
     endpoints.push(Endpoint::new("/panic", panics));
-    let app = router(&endpoints, Readiness::default(), Limits::default(), Metrics::new());
+    let app = router(&endpoints, Readiness::default(), Limits::default(), WebhookMetrics::default());
     let (status, _, body) = send(app.clone(), post("/panic", fixture("foo-create-validate.json"))).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(text(&body).starts_with("internal error"));
@@ -179,7 +179,7 @@ async fn a_panicking_handler_gets_500_and_the_router_keeps_serving() {
 async fn one_more_endpoint_is_one_more_entry() {
     let mut endpoints = standard_endpoints();
     endpoints.push(Endpoint::new("/inject", allows));
-    let app = router(&endpoints, Readiness::default(), Limits::default(), Metrics::new());
+    let app = router(&endpoints, Readiness::default(), Limits::default(), WebhookMetrics::default());
     let (status, _, body) = send(app, post("/inject", fixture("pod-create-direct-mutate.json"))).await;
     assert_eq!(status, StatusCode::OK);
     let response = response_of(&body);
@@ -194,7 +194,7 @@ async fn one_more_endpoint_is_one_more_entry() {
 async fn a_body_that_never_arrives_gets_408_with_a_message() {
     // The body is read under the request's deadline, before any slot is taken.
     let limits = Limits { request_timeout: Duration::from_millis(50), ..Limits::default() };
-    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
+    let app = router(&standard_endpoints(), Readiness::default(), limits, WebhookMetrics::default());
     let endless = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
     let (status, _, body) = send(app, post("/validate", Body::from_stream(endless))).await;
     assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
@@ -223,7 +223,7 @@ async fn a_review_over_the_time_limit_gets_503_with_a_message() {
     // Every review goes to the blocking pool, and none may take more than 50 ms.
     let limits =
         Limits { request_timeout: Duration::from_millis(50), inline_review_bytes: 0, ..Limits::default() };
-    let app = router(&endpoints, Readiness::default(), limits, Metrics::new());
+    let app = router(&endpoints, Readiness::default(), limits, WebhookMetrics::default());
     let (status, _, body) = send(app, post("/stall", fixture("foo-create-validate.json"))).await;
     RELEASE.store(true, Ordering::SeqCst);
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -238,7 +238,7 @@ async fn a_long_review_does_not_hold_up_health_or_other_reviews() {
     endpoints.push(Endpoint::new("/stall", stalls_until(&RELEASE)));
     let limits =
         Limits { inline_review_bytes: 1024, request_timeout: Duration::from_secs(60), ..Limits::default() };
-    let app = router(&endpoints, Readiness::default(), limits, Metrics::new());
+    let app = router(&endpoints, Readiness::default(), limits, WebhookMetrics::default());
     let big = {
         let mut review = crate::common::fixture_json("foo-create-validate.json");
         review["request"]["object"]["metadata"]["annotations"] = serde_json::json!({"pad": "x".repeat(4096)});
@@ -280,7 +280,7 @@ async fn fifteen_thousand_bad_ports_get_a_short_answer() {
 #[tokio::test]
 async fn a_review_of_too_many_json_values_is_refused_before_parsing() {
     let limits = Limits { max_json_values: 1000, ..Limits::default() };
-    let app = router(&standard_endpoints(), Readiness::default(), limits, Metrics::new());
+    let app = router(&standard_endpoints(), Readiness::default(), limits, WebhookMetrics::default());
     let mut review = crate::common::fixture_json("foo-create-validate.json");
     review["request"]["object"]["metadata"]["annotations"] =
         serde_json::json!({"a": serde_json::Value::Array(vec![serde_json::json!([]); 2000])});

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::admission::AdmittedKind;
+use crate::kind::AdmittedKind;
 use crate::manifest::{Outcome, display_name, type_meta};
 
 /// Defaults and validates one object; other kinds are passed through with a note.

@@ -19,6 +19,7 @@ pub mod fleet;
 pub mod identity;
 pub mod inject;
 pub mod ir;
+pub mod kind;
 pub mod kube_version;
 pub mod manifest;
 pub mod names;

@@ -84,6 +84,10 @@ pub const LOCAL_CA_FILE: &str = "certs/ca.crt";
 /// The operator's name as a Gateway API controller: what it writes as `controllerName` in the
 /// `status.parents` entries of EnvoyRoutes.
 pub const CONTROLLER_NAME: &str = "example.com/envoy-operator";
+/// Reason of a condition that holds because the object was accepted: an Envoy's
+/// `ConfigAccepted` (its proxies applied the configuration) and a route's `Accepted` per parent
+/// (Gateway API's word).
+pub const REASON_ACCEPTED: &str = "Accepted";
 /// The label every EndpointSlice carries with the name of its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -95,11 +99,14 @@ pub const DEFAULT_ENVOY_IMAGE: &str = "envoyproxy/envoy:v1.34.1";
 /// The nginx image a Foo's Deployment runs unless `--nginx-image` says otherwise. Pinned.
 pub const DEFAULT_NGINX_IMAGE: &str = "nginx:1.27.3";
 
+/// Replicas of a Foo or an Envoy whose spec does not say.
+pub const DEFAULT_REPLICAS: i32 = 1;
+
 /// Requests and limits of every Envoy container (fleet and sidecar) unless told otherwise.
 /// No CPU limit: throttling a proxy adds latency to every request behind it.
-pub const PROXY_CPU_REQUEST: &str = "100m";
-pub const PROXY_MEMORY_REQUEST: &str = "64Mi";
-pub const PROXY_MEMORY_LIMIT: &str = "256Mi";
+pub const DEFAULT_PROXY_CPU_REQUEST: &str = "100m";
+pub const DEFAULT_PROXY_MEMORY_REQUEST: &str = "64Mi";
+pub const DEFAULT_PROXY_MEMORY_LIMIT: &str = "256Mi";
 
 /// Annotation on every child naming the operator install that manages it
 /// ([`crate::children::install`]): an install leaves alone the children another one marked.

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
-use crate::admission::AdmittedKind;
+use crate::kind::AdmittedKind;
 use crate::rules::{FieldError, FieldErrors};
 
 /// What structural validation made of an object.

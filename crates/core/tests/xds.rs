@@ -14,6 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use common::{TempDir, TempFile, static_resources, tool};
 
@@ -56,9 +57,9 @@ fn golden_dir(case: &str) -> PathBuf {
 /// The objects of one case, as a translation reads them.
 struct Fixture {
     envoy: Defaulted<Envoy>,
-    routes: Vec<EnvoyRoute>,
-    services: Vec<Service>,
-    endpoint_slices: Vec<EndpointSlice>,
+    routes: Vec<Arc<EnvoyRoute>>,
+    services: Vec<Arc<Service>>,
+    endpoint_slices: Vec<Arc<EndpointSlice>>,
 }
 
 impl Fixture {
@@ -80,9 +81,9 @@ impl Fixture {
         assert_eq!(envoys.len(), 1, "one Envoy per case");
         Self {
             envoy: defaulted(envoys.remove(0)),
-            routes: of_kind(&objects, "EnvoyRoute"),
-            services: of_kind(&objects, "Service"),
-            endpoint_slices: of_kind(&objects, "EndpointSlice"),
+            routes: shared(of_kind(&objects, "EnvoyRoute")),
+            services: shared(of_kind(&objects, "Service")),
+            endpoint_slices: shared(of_kind(&objects, "EndpointSlice")),
         }
     }
 
@@ -94,6 +95,11 @@ impl Fixture {
             endpoint_slices: &self.endpoint_slices,
         })
     }
+}
+
+/// Objects as the operator's caches hold them.
+fn shared<K>(objects: Vec<K>) -> Vec<Arc<K>> {
+    objects.into_iter().map(Arc::new).collect()
 }
 
 /// The objects of one kind, typed.
@@ -301,10 +307,10 @@ fn large_regexes_need_the_fleets_runtime_to_allow_them() {
     let mut fixture = Fixture::load(CASES[0].1);
     let alternatives: Vec<String> = (0..40).map(|i| format!("segment{i}")).collect();
     let regex = format!("^/({})/[a-z0-9]{{1,64}}$", alternatives.join("|"));
-    fixture.routes[0].spec.rules[0].matches[0].path =
+    Arc::make_mut(&mut fixture.routes[0]).spec.rules[0].matches[0].path =
         Some(serde_json::from_value(json!({"type": "RegularExpression", "value": regex})).unwrap());
     // A prefix rewrite needs a PathPrefix match: the rule keeps its path as it is.
-    fixture.routes[0].spec.rules[0].filters.clear();
+    Arc::make_mut(&mut fixture.routes[0]).spec.rules[0].filters.clear();
     let translation = fixture.translate();
     assert!(
         translation.route_statuses.iter().all(|s| s.accepted.status),

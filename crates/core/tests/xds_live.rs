@@ -7,6 +7,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -143,9 +145,9 @@ fn envoy_routes_as_translated() {
     let envoy = defaulted(envoy);
     let translation = translate(&Inputs {
         envoy: &envoy,
-        routes: &[route],
-        services: &[service("web"), service("canary")],
-        endpoint_slices: &[slice("web", web_port), slice("canary", canary_port)],
+        routes: &[Arc::new(route)],
+        services: &[Arc::new(service("web")), Arc::new(service("canary"))],
+        endpoint_slices: &[Arc::new(slice("web", web_port)), Arc::new(slice("canary", canary_port))],
     });
 
     let mut resources =

@@ -52,36 +52,49 @@ pub enum Touched {
 /// The index's caches of what the control plane reads, and the namespaces the translation's
 /// inputs' changes touch.
 pub fn from_index(index: &Index) -> (Caches, impl Stream<Item = Touched> + Send + 'static) {
-    translation_inputs(index, index.fleet_pods().store().clone())
-}
-
-/// [`from_index`] for a process that only translates (for the routes' statuses) and serves no
-/// xDS: no pods are watched, and the pod cache is empty.
-pub fn translation_from_index(index: &Index) -> (Caches, impl Stream<Item = Touched> + Send + 'static) {
-    let (pods, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    translation_inputs(index, pods)
-}
-
-fn translation_inputs(
-    index: &Index,
-    pods: Store<Pod>,
-) -> (Caches, impl Stream<Item = Touched> + Send + 'static) {
+    let slices = index.endpoint_slices();
     let caches = Caches {
         envoys: index.envoys().store().clone(),
         routes: index.routes().store().clone(),
         services: index.services().store().clone(),
-        endpoint_slices: index.endpoint_slices().store().clone(),
-        pods,
+        endpoint_slices: slices.store().clone(),
+        pods: index.fleet_pods().store().clone(),
     };
+    let mut touched = route_inputs_touched(index);
+    touched.push(touches(slices.changes()));
+    // Pods matter to the authorizer only, which reads the cache as connections come.
+    (caches, touched)
+}
+
+/// [`from_index`] for a process that translates only for the routes' outcomes and serves no
+/// xDS (`envoy-operator controller`): the outcomes depend on Envoys, routes and Services alone,
+/// so neither EndpointSlices nor pods are watched, and their caches are empty.
+pub fn translation_from_index(index: &Index) -> (Caches, impl Stream<Item = Touched> + Send + 'static) {
+    let caches = Caches {
+        envoys: index.envoys().store().clone(),
+        routes: index.routes().store().clone(),
+        services: index.services().store().clone(),
+        endpoint_slices: listed_empty(),
+        pods: listed_empty(),
+    };
+    (caches, route_inputs_touched(index))
+}
+
+/// The namespaces the changes of Envoys, routes and Services touch.
+fn route_inputs_touched(index: &Index) -> SelectAll<BoxStream<'static, Touched>> {
     let mut touched = SelectAll::<BoxStream<'static, Touched>>::new();
     touched.push(touches(index.envoys().changes()));
     touched.push(touches(index.routes().changes()));
     touched.push(touches(index.services().changes()));
-    touched.push(touches(index.endpoint_slices().changes()));
-    // Pods matter to the authorizer only, which reads the cache as connections come.
-    (caches, touched)
+    touched
+}
+
+/// A cache of nothing, listed.
+fn listed_empty<K: Resource<DynamicType = ()> + Clone + 'static>() -> Store<K> {
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    store
 }
 
 /// The namespaces a kind's changes touch.

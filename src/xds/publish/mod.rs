@@ -87,13 +87,14 @@ impl Scope {
     }
 }
 
-/// The objects of one namespace a batch rebuilds, taken from the caches at once.
+/// The objects of one namespace a batch rebuilds, taken from the caches at once: shared with
+/// them, never copied (but for the Envoys, which are defaulted).
 #[derive(Default)]
 struct Namespaced {
     envoys: Vec<Defaulted<Envoy>>,
-    routes: Vec<EnvoyRoute>,
-    services: Vec<Service>,
-    endpoint_slices: Vec<EndpointSlice>,
+    routes: Vec<Arc<EnvoyRoute>>,
+    services: Vec<Arc<Service>>,
+    endpoint_slices: Vec<Arc<EndpointSlice>>,
 }
 
 impl Namespaced {
@@ -108,17 +109,17 @@ impl Namespaced {
         }
         for route in caches.routes.state() {
             if let Some(namespace) = route.namespace().filter(|namespace| scope.covers(namespace)) {
-                namespaces.entry(namespace).or_default().routes.push(Arc::unwrap_or_clone(route));
+                namespaces.entry(namespace).or_default().routes.push(route);
             }
         }
         for service in caches.services.state() {
             if let Some(objects) = service.namespace().and_then(|ns| namespaces.get_mut(&ns)) {
-                objects.services.push(Arc::unwrap_or_clone(service));
+                objects.services.push(service);
             }
         }
         for slice in caches.endpoint_slices.state() {
             if let Some(objects) = slice.namespace().and_then(|ns| namespaces.get_mut(&ns)) {
-                objects.endpoint_slices.push(Arc::unwrap_or_clone(slice));
+                objects.endpoint_slices.push(slice);
             }
         }
         namespaces
@@ -274,10 +275,9 @@ mod tests {
     use super::*;
     use crate::xds::server::TypeResources;
 
-    const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-    const ROUTES: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-    const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-    const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+    use envoy_operator_core::envoy::type_urls::{
+        CLUSTER, CLUSTER_LOAD_ASSIGNMENT as ENDPOINTS, LISTENER, ROUTE_CONFIGURATION as ROUTES,
+    };
 
     struct Fixture {
         caches: Caches,

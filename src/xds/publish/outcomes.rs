@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;
 
 /// Route changes a subscriber may fall behind by before it is told to look at every route.
-const FEED_CAPACITY: usize = 1024;
+const OUTCOME_FEED_CAPACITY: usize = 1024;
 
 /// A change of outcomes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct RouteOutcomes {
 
 impl Default for RouteOutcomes {
     fn default() -> Self {
-        Self { outcomes: Arc::default(), changes: broadcast::channel(FEED_CAPACITY).0 }
+        Self { outcomes: Arc::default(), changes: broadcast::channel(OUTCOME_FEED_CAPACITY).0 }
     }
 }
 

@@ -1,5 +1,6 @@
-//! Hooks for the embedding application's metrics (the operator implements them with
-//! prometheus-client). They are called on the stream tasks: keep them cheap and non-blocking.
+//! Hooks for the embedding application's metrics (the operator's `xds::metrics::ControlPlaneMetrics`
+//! records them in its Prometheus registry). They are called on the stream tasks: keep them cheap
+//! and non-blocking.
 
 use std::time::Duration;
 

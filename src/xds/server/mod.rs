@@ -66,6 +66,7 @@
 //! ```
 
 mod accept;
+mod authorizer;
 mod cache;
 mod delta;
 mod metrics;
@@ -83,6 +84,7 @@ mod tracker;
 mod tests;
 
 pub use accept::{XdsConnectInfo, server_config};
+pub use authorizer::{Authorizer, Peer};
 pub use cache::{FleetKey, SnapshotCache};
 pub use metrics::{NoMetrics, XdsMetrics};
 #[doc(hidden)]
@@ -94,9 +96,7 @@ pub use serve::{
     STREAM_WINDOW, ServeConfig, ServeError, Transport, WORST_CASE_PER_CONNECTION, connection_cap,
     memory_limit, open_files_limit, serve,
 };
-pub use service::{
-    AdsConfig, AdsService, AdsServiceBuilder, Authorizer, MAX_REQUEST_BYTES, Peer, ResponseStream,
-};
+pub use service::{AdsConfig, AdsService, AdsServiceBuilder, MAX_REQUEST_BYTES, ResponseStream};
 pub use snapshot::{Snapshot, SnapshotBuilder, SnapshotError, TypeResources};
 pub use tracker::{
     ChangeFeed, Disconnect, FleetStatus, Nack, Protocol, ProxyNack, ProxyStatus, RECENT_DISCONNECTS,

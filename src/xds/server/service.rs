@@ -1,14 +1,13 @@
 //! The ADS gRPC service: both RPCs of `envoy.service.discovery.v3.AggregatedDiscoveryService`,
-//! each stream run by its own task (`stream.rs`), and the authorization hook that binds a
-//! stream to one fleet.
+//! each stream run by its own task (`stream.rs`), bound to one fleet by the [`Authorizer`]
+//! (`authorizer.rs`).
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
+use envoy_types::pb::envoy::config::core::v3::ControlPlane;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
 };
@@ -22,40 +21,14 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::accept::XdsConnectInfo;
-use super::cache::{FleetKey, SnapshotCache};
+use super::authorizer::{Authorizer, Peer};
+use super::cache::SnapshotCache;
 use super::delta::Delta;
 use super::metrics::{NoMetrics, XdsMetrics};
 use super::plan::SubscriptionBudget;
 use super::sotw::Sotw;
-use super::stream::{SUBSCRIPTION_BUDGET, StreamContext, Wire, run};
+use super::stream::{SUBSCRIPTION_BUDGET, Shared, StreamContext, Wire, run};
 use super::tracker::{StreamId, Tracker};
-use envoy_operator_core::identity::FleetIdentity;
-
-/// Who is at the other end of a stream: its address, and the fleet its client certificate
-/// proved (none on a connection without client certificates).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Peer {
-    pub address: Option<SocketAddr>,
-    pub identity: Option<FleetIdentity>,
-}
-
-/// Decides which fleet a proxy belongs to, from the node of its first request and its peer.
-/// A stream only ever receives the snapshot of the key returned here. Refuse with
-/// `Status::permission_denied` and a message saying why: the stream ends with it, and Envoy
-/// logs it and retries with backoff.
-pub trait Authorizer: Send + Sync + 'static {
-    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status>;
-}
-
-/// A closure over the node and the peer's address (tests, benchmarks).
-impl<F> Authorizer for F
-where
-    F: Fn(&Node, Option<SocketAddr>) -> Result<FleetKey, Status> + Send + Sync + 'static,
-{
-    fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status> {
-        self(node, peer.address)
-    }
-}
 
 /// Tuning of the service.
 #[derive(Clone, Debug)]
@@ -96,20 +69,6 @@ impl Default for AdsConfig {
             first_request_timeout: Duration::from_secs(15),
         }
     }
-}
-
-/// What every stream task shares.
-pub(crate) struct Shared {
-    pub cache: SnapshotCache,
-    pub tracker: Tracker,
-    pub metrics: Arc<dyn XdsMetrics>,
-    pub authorizer: Arc<dyn Authorizer>,
-    pub control_plane: Option<ControlPlane>,
-    pub first_request_timeout: Duration,
-    pub subscriptions: SubscriptionBudget,
-    max_request_bytes: usize,
-    response_buffer: usize,
-    next_stream: AtomicU64,
 }
 
 /// The ADS service. Cheap to clone; clones share everything.
@@ -215,7 +174,7 @@ impl AdsService {
     pub(crate) fn open_sotw<S>(
         &self,
         requests: S,
-        address: Option<SocketAddr>,
+        address: Option<std::net::SocketAddr>,
     ) -> ResponseStream<DiscoveryResponse>
     where
         S: Stream<Item = Result<DiscoveryRequest, Status>> + Unpin + Send + 'static,
@@ -228,7 +187,7 @@ impl AdsService {
     pub(crate) fn open_delta<S>(
         &self,
         requests: S,
-        address: Option<SocketAddr>,
+        address: Option<std::net::SocketAddr>,
     ) -> ResponseStream<DeltaDiscoveryResponse>
     where
         S: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Unpin + Send + 'static,

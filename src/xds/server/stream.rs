@@ -7,7 +7,8 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
 
 use envoy_operator_core::bounded;
 use envoy_operator_core::fleet::report::{MAX_MESSAGE_CHARS, MAX_NODE_CHARS};
@@ -19,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use tracing::{debug, info, warn};
 
-use super::cache::FleetKey;
-use super::plan::{PlanError, Push, Settled, StreamState};
-use super::service::{Peer, Shared};
-use super::tracker::{Protocol, StreamId};
+use super::authorizer::{Authorizer, Peer};
+use super::cache::{FleetKey, SnapshotCache};
+use super::metrics::XdsMetrics;
+use super::plan::{PlanError, Push, Settled, StreamState, SubscriptionBudget};
+use super::tracker::{Protocol, StreamId, Tracker};
 
 /// Bytes of subscribed resource names every stream together may hold: a stream whose
 /// subscriptions would take more ends with `RESOURCE_EXHAUSTED` (each stream also has its own
@@ -81,6 +83,20 @@ pub(crate) trait Wire: Send + 'static {
     fn apply(state: &mut StreamState, request: Self::Request) -> Result<Option<Answer>, RequestError>;
 
     fn response(push: Push, control_plane: Option<&ControlPlane>) -> Self::Response;
+}
+
+/// What every stream task shares.
+pub(crate) struct Shared {
+    pub cache: SnapshotCache,
+    pub tracker: Tracker,
+    pub metrics: Arc<dyn XdsMetrics>,
+    pub authorizer: Arc<dyn Authorizer>,
+    pub control_plane: Option<ControlPlane>,
+    pub first_request_timeout: Duration,
+    pub subscriptions: SubscriptionBudget,
+    pub(super) max_request_bytes: usize,
+    pub(super) response_buffer: usize,
+    pub(super) next_stream: AtomicU64,
 }
 
 /// Where a stream task starts from.

@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::envoy::ControlPlaneTrust;
 use super::{envoy, foo, status};
-use crate::admission::{Admitted, AdmittedKind, defaulted_valid};
+use crate::admission::{Admitted, defaulted_valid};
 use crate::api::{Envoy, Foo};
+use crate::kind::AdmittedKind;
 use crate::manifest::{Outcome, display_name, to_yaml, type_meta};
 use crate::rules::{Defaulted, FieldErrors};
 

@@ -29,11 +29,11 @@ use super::report::{Applied, FleetReport, Rejection};
 use crate::api::envoy::CONFIG_ACCEPTED;
 use crate::api::{EnvoyStatus, EnvoyXdsStatus};
 use crate::bounded;
+use crate::names::REASON_ACCEPTED;
 
 pub const REASON_NO_PROXIES: &str = "NoProxies";
 pub const REASON_PENDING: &str = "Pending";
 pub const REASON_REJECTED: &str = "Rejected";
-pub const REASON_ACCEPTED: &str = "Accepted";
 pub const REASON_SIDECARS_REJECTED: &str = "SidecarsRejected";
 /// Reason of the Warning event on an Envoy whose configuration a proxy rejected.
 pub const EVENT_CONFIG_REJECTED: &str = "ConfigRejected";
@@ -292,7 +292,7 @@ mod tests {
     use super::*;
     use crate::fleet::report::{FleetReport, ProxyEntry};
 
-    const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    const CDS: &str = crate::envoy::type_urls::CLUSTER;
 
     fn at(second: i64) -> Time {
         Time(Timestamp::from_second(second).unwrap())
@@ -306,7 +306,7 @@ mod tests {
         FleetReport::new(applied, Some(served), Some(Rejection::new(node, CDS, served, message)))
     }
 
-    const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    const LDS: &str = crate::envoy::type_urls::LISTENER;
     const LDS_BIND: &str = "cannot bind '0.0.0.0:8080': Address already in use";
 
     fn entry(

@@ -28,10 +28,10 @@ pub const XDS: &str = "sidecar.example.com/xds";
 /// Pod annotation naming an `Envoy` of the pod's namespace whose `spec.xds` to use.
 pub const ENVOY: &str = "sidecar.example.com/envoy";
 /// Pod annotations overriding the sidecar's requests and limits.
-pub const PROXY_CPU: &str = "sidecar.example.com/proxy-cpu";
-pub const PROXY_MEMORY: &str = "sidecar.example.com/proxy-memory";
-pub const PROXY_CPU_LIMIT: &str = "sidecar.example.com/proxy-cpu-limit";
-pub const PROXY_MEMORY_LIMIT: &str = "sidecar.example.com/proxy-memory-limit";
+pub const PROXY_CPU_ANNOTATION: &str = "sidecar.example.com/proxy-cpu";
+pub const PROXY_MEMORY_ANNOTATION: &str = "sidecar.example.com/proxy-memory";
+pub const PROXY_CPU_LIMIT_ANNOTATION: &str = "sidecar.example.com/proxy-cpu-limit";
+pub const PROXY_MEMORY_LIMIT_ANNOTATION: &str = "sidecar.example.com/proxy-memory-limit";
 /// Pod annotation `"true"`/`"false"`: inject as a native sidecar (init container with
 /// `restartPolicy: Always`) or as a regular container, overriding the operator's default.
 pub const NATIVE_SIDECAR: &str = "sidecar.example.com/native-sidecar";
@@ -92,10 +92,10 @@ impl Overrides {
         Ok(Self {
             xds,
             envoy,
-            cpu_request: quantity(PROXY_CPU)?,
-            memory_request: quantity(PROXY_MEMORY)?,
-            cpu_limit: quantity(PROXY_CPU_LIMIT)?,
-            memory_limit: quantity(PROXY_MEMORY_LIMIT)?,
+            cpu_request: quantity(PROXY_CPU_ANNOTATION)?,
+            memory_request: quantity(PROXY_MEMORY_ANNOTATION)?,
+            cpu_limit: quantity(PROXY_CPU_LIMIT_ANNOTATION)?,
+            memory_limit: quantity(PROXY_MEMORY_LIMIT_ANNOTATION)?,
             native_sidecar,
         })
     }
@@ -114,13 +114,21 @@ impl Overrides {
 /// Prefix of every key this operator reads on pods.
 pub const PREFIX: &str = "sidecar.example.com/";
 /// Every annotation this operator reads on pods.
-pub const POD_ANNOTATIONS: [&str; 8] =
-    [STATUS, XDS, ENVOY, PROXY_CPU, PROXY_MEMORY, PROXY_CPU_LIMIT, PROXY_MEMORY_LIMIT, NATIVE_SIDECAR];
+pub const POD_ANNOTATIONS: [&str; 8] = [
+    STATUS,
+    XDS,
+    ENVOY,
+    PROXY_CPU_ANNOTATION,
+    PROXY_MEMORY_ANNOTATION,
+    PROXY_CPU_LIMIT_ANNOTATION,
+    PROXY_MEMORY_LIMIT_ANNOTATION,
+    NATIVE_SIDECAR,
+];
 
 /// Warnings for annotations with [`PREFIX`] that this operator does not read: most likely
 /// typos (`proxy-mem`) or the opt-out label written as an annotation, which would otherwise
 /// be silently ignored.
-/// At most [`MAX_NOTES`](super::limits::MAX_NOTES) of them, the last counting the rest, each
+/// At most [`MAX_NOTES`](super::MAX_NOTES) of them, the last counting the rest, each
 /// quoting at most a cut key.
 pub fn warnings(annotations: Option<&Map<String, Value>>) -> Vec<String> {
     let unknown: Vec<&String> = annotations
@@ -128,7 +136,7 @@ pub fn warnings(annotations: Option<&Map<String, Value>>) -> Vec<String> {
         .flat_map(|a| a.keys())
         .filter(|key| key.starts_with(PREFIX) && !POD_ANNOTATIONS.contains(&key.as_str()))
         .collect();
-    let max = super::limits::MAX_NOTES;
+    let max = super::MAX_NOTES;
     let shown = if unknown.len() > max { max - 1 } else { unknown.len() };
     let mut notes: Vec<String> = unknown[..shown]
         .iter()
@@ -210,7 +218,7 @@ mod tests {
     #[test]
     fn overrides_are_read_and_checked() {
         let annotations = json!({
-            XDS: "xds.mesh:18000", ENVOY: "edge", PROXY_CPU: "250m", PROXY_MEMORY_LIMIT: "1Gi",
+            XDS: "xds.mesh:18000", ENVOY: "edge", PROXY_CPU_ANNOTATION: "250m", PROXY_MEMORY_LIMIT_ANNOTATION: "1Gi",
             NATIVE_SIDECAR: "true", "unrelated/key": "x"
         });
         let overrides = Overrides::parse(annotations.as_object()).unwrap();
@@ -236,7 +244,7 @@ mod tests {
         }
         annotations.insert(format!("{PREFIX}{}", "k".repeat(100_000)), json!("x"));
         let warnings = warnings(Some(&annotations));
-        assert_eq!(warnings.len(), super::super::limits::MAX_NOTES);
+        assert_eq!(warnings.len(), super::super::MAX_NOTES);
         assert!(warnings.iter().all(|w| w.len() < 600), "{warnings:?}");
         assert_eq!(
             warnings.last().unwrap(),
@@ -251,10 +259,10 @@ mod tests {
         for (key, value) in [
             (XDS, json!("nowhere")),
             (ENVOY, json!("Not_A_Name")),
-            (PROXY_CPU, json!("fast")),
-            (PROXY_MEMORY, json!("-1Gi")),
+            (PROXY_CPU_ANNOTATION, json!("fast")),
+            (PROXY_MEMORY_ANNOTATION, json!("-1Gi")),
             (NATIVE_SIDECAR, json!("yes")),
-            (PROXY_CPU_LIMIT, json!(2)),
+            (PROXY_CPU_LIMIT_ANNOTATION, json!(2)),
         ] {
             let annotations = json!({ key: value });
             let error = Overrides::parse(annotations.as_object()).unwrap_err();

@@ -4,8 +4,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::bootstrap::{ControlPlane, XdsTarget};
 use crate::names::{
-    DEFAULT_ENVOY_IMAGE, OPERATOR_NAMESPACE, PROXY_CPU_REQUEST, PROXY_MEMORY_LIMIT, PROXY_MEMORY_REQUEST,
-    SYSTEM_NAMESPACES,
+    DEFAULT_ENVOY_IMAGE, DEFAULT_PROXY_CPU_REQUEST, DEFAULT_PROXY_MEMORY_LIMIT, DEFAULT_PROXY_MEMORY_REQUEST,
+    OPERATOR_NAMESPACE, SYSTEM_NAMESPACES,
 };
 use crate::rules::{format, quantity};
 
@@ -23,10 +23,10 @@ impl Default for ProxyResources {
     fn default() -> Self {
         let quantity = |value: &str| Some(Quantity(value.to_owned()));
         Self {
-            cpu_request: quantity(PROXY_CPU_REQUEST),
-            memory_request: quantity(PROXY_MEMORY_REQUEST),
+            cpu_request: quantity(DEFAULT_PROXY_CPU_REQUEST),
+            memory_request: quantity(DEFAULT_PROXY_MEMORY_REQUEST),
             cpu_limit: None,
-            memory_limit: quantity(PROXY_MEMORY_LIMIT),
+            memory_limit: quantity(DEFAULT_PROXY_MEMORY_LIMIT),
         }
     }
 }

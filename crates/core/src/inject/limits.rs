@@ -13,11 +13,9 @@ pub const MAX_CONTAINERS: usize = 256;
 /// Volumes of the pod.
 pub const MAX_VOLUMES: usize = 1024;
 /// Ports declared by all containers together.
-pub const MAX_PORTS: usize = 1024;
+pub const MAX_CONTAINER_PORTS: usize = 1024;
 /// Annotations of the pod (the API server caps their total size at 256 KiB, not their count).
 pub const MAX_ANNOTATIONS: usize = 1024;
-/// Notes (admission warnings) about one pod; more are counted in the last one.
-pub const MAX_NOTES: usize = 8;
 
 /// `Err` naming the first cap `pod` exceeds. Counting is cheap (list lengths, one pass over
 /// the containers' port lists); nothing is allocated per item.
@@ -33,7 +31,7 @@ pub fn check(pod: &PodView<'_>) -> Result<(), InjectError> {
         .filter_map(|container| container.get("ports").and_then(serde_json::Value::as_array))
         .map(Vec::len)
         .sum();
-    exceeds("container ports", ports, MAX_PORTS)?;
+    exceeds("container ports", ports, MAX_CONTAINER_PORTS)?;
     exceeds("annotations", pod.annotations.map_or(0, serde_json::Map::len), MAX_ANNOTATIONS)
 }
 
@@ -72,7 +70,7 @@ mod tests {
             ),
             (
                 pod_with(json!({"containers": [{"name": "app",
-                    "ports": many(MAX_PORTS + 1, &|i| json!({"containerPort": i}))}]})),
+                    "ports": many(MAX_CONTAINER_PORTS + 1, &|i| json!({"containerPort": i}))}]})),
                 "container ports",
             ),
         ];

@@ -19,7 +19,6 @@ pub mod pod;
 pub mod sidecar;
 pub mod status;
 pub mod uninject;
-pub mod webhook_config;
 pub mod workload;
 
 use std::collections::{HashSet, VecDeque};
@@ -66,9 +65,12 @@ pub struct Summary {
     pub native: bool,
     /// Things worth telling the user (the webhook returns them as admission warnings, which
     /// `kubectl` prints): an unknown `sidecar.example.com/` annotation, a volume name that was
-    /// taken, an Envoy without an xDS server.
+    /// taken, an Envoy without an xDS server. At most [`MAX_NOTES`].
     pub notes: Vec<String>,
 }
+
+/// Notes (admission warnings) about one pod; more are counted in the last one.
+pub const MAX_NOTES: usize = 8;
 
 /// Where the bootstrap's xDS server came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -378,7 +380,7 @@ fn plan<'p>(
         fleet.identity_volume = free_volume_name(&taken, IDENTITY_VOLUME, &mut notes);
         adds_label = needs_fleet_label(&view, &fleet.envoy)?;
     }
-    let notes = crate::bounded::capped(notes, limits::MAX_NOTES, |n| format!("and {n} more notes"));
+    let notes = crate::bounded::capped(notes, MAX_NOTES, |n| format!("and {n} more notes"));
 
     let (target, fleet) = match &xds {
         SidecarXds::None => (None, None),

@@ -144,10 +144,6 @@ impl<'a> PodView<'a> {
         self.all_containers().any(|c| name_of(c) == Some(name))
     }
 
-    pub fn has_volume(&self, name: &str) -> bool {
-        self.volumes.into_iter().flatten().any(|v| name_of(v) == Some(name))
-    }
-
     /// The names of the pod's volumes, as a set: one pass, then every lookup is O(1), so
     /// searching for a free name stays linear however many volumes the pod has.
     pub fn volume_names(&self) -> HashSet<&'a str> {

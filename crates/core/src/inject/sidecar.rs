@@ -13,7 +13,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::InjectError;
-use super::annotations::{Overrides, PROXY_CPU, PROXY_CPU_LIMIT, PROXY_MEMORY, PROXY_MEMORY_LIMIT};
+use super::annotations::{
+    Overrides, PROXY_CPU_ANNOTATION, PROXY_CPU_LIMIT_ANNOTATION, PROXY_MEMORY_ANNOTATION,
+    PROXY_MEMORY_LIMIT_ANNOTATION,
+};
 use super::config::ProxyResources;
 use super::status::{InjectionStatus, STATUS_VERSION};
 use crate::bootstrap::{ControlPlane, Xds, XdsTarget, bootstrap};
@@ -367,9 +370,9 @@ pub fn resolve_resources(
     let (requests, limits) = resolved.as_maps();
     if let Some((resource, request, limit)) = quantity::requests_over_limits(&requests, &limits).first() {
         let keys = if *resource == "cpu" {
-            (PROXY_CPU, PROXY_CPU_LIMIT)
+            (PROXY_CPU_ANNOTATION, PROXY_CPU_LIMIT_ANNOTATION)
         } else {
-            (PROXY_MEMORY, PROXY_MEMORY_LIMIT)
+            (PROXY_MEMORY_ANNOTATION, PROXY_MEMORY_LIMIT_ANNOTATION)
         };
         return Err(InjectError::RequestOverLimit {
             resource: (*resource).to_owned(),

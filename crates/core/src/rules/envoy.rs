@@ -14,8 +14,6 @@ use crate::names;
 
 /// Name of the static cluster for the xDS server when the spec does not name it.
 pub const DEFAULT_XDS_CLUSTER_NAME: &str = "xds_cluster";
-/// Replicas of an Envoy that does not say.
-pub const DEFAULT_REPLICAS: i32 = 1;
 /// Suffix of the bootstrap ConfigMap's default name.
 pub const CONFIG_MAP_SUFFIX: &str = "-bootstrap";
 
@@ -30,10 +28,10 @@ pub fn default_resources() -> ResourceRequirements {
     };
     ResourceRequirements {
         requests: Some(quantities(&[
-            ("cpu", names::PROXY_CPU_REQUEST),
-            ("memory", names::PROXY_MEMORY_REQUEST),
+            ("cpu", names::DEFAULT_PROXY_CPU_REQUEST),
+            ("memory", names::DEFAULT_PROXY_MEMORY_REQUEST),
         ])),
-        limits: Some(quantities(&[("memory", names::PROXY_MEMORY_LIMIT)])),
+        limits: Some(quantities(&[("memory", names::DEFAULT_PROXY_MEMORY_LIMIT)])),
         ..Default::default()
     }
 }
@@ -80,7 +78,7 @@ impl Rules for Envoy {
         EffectiveEnvoy {
             name: spec.name.clone().unwrap_or_default(),
             config_map_name: spec.config_map_name.clone().unwrap_or_default(),
-            replicas: *spec.replicas.get_or_insert(DEFAULT_REPLICAS),
+            replicas: *spec.replicas.get_or_insert(names::DEFAULT_REPLICAS),
             xds,
             image: spec.image.get_or_insert_with(|| names::DEFAULT_ENVOY_IMAGE.to_owned()).clone(),
             ports: spec.ports.clone(),

@@ -1,8 +1,6 @@
 use super::{FieldErrors, Rules, Warnings, check_format, check_name_fits_label, check_replicas, format};
 use crate::api::Foo;
-
-/// Replicas of a Foo that does not say.
-pub const DEFAULT_REPLICAS: i32 = 1;
+use crate::names::DEFAULT_REPLICAS;
 
 /// A defaulted Foo's spec.
 #[derive(Clone, Debug, PartialEq, Eq)]

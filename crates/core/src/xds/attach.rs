@@ -2,14 +2,15 @@
 //! why not when it does not. A route is first defaulted and validated by the rule engine (it
 //! may have been stored while the webhook was down): an invalid route attaches nowhere.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Service;
 
 use super::backends::{self, ClusterKey, Unresolved};
-use super::conditions::{
-    ConditionState, REASON_ACCEPTED, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE,
-};
+use super::conditions::{ConditionState, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE};
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
+use crate::names::REASON_ACCEPTED;
 use crate::rules::{Defaulted, FieldErrors, Rules, defaulted};
 
 /// A route read for translation: defaulted, judged by the rule engine, its backends resolved.
@@ -23,7 +24,7 @@ pub struct CheckedRoute {
 }
 
 impl CheckedRoute {
-    pub fn new(route: &EnvoyRoute, services: &[Service]) -> Self {
+    pub fn new(route: &EnvoyRoute, services: &[Arc<Service>]) -> Self {
         let route = defaulted(route.clone());
         let invalid = route.validate(None).err();
         let namespace = route.metadata.namespace.clone().unwrap_or_default();

@@ -2,6 +2,8 @@
 //! the Envoy cluster that stands for it. A backend that does not resolve says why, in words a
 //! user can act on (they become the route's `ResolvedRefs` condition).
 
+use std::sync::Arc;
+
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
@@ -46,7 +48,7 @@ pub const REASON_INVALID_KIND: &str = "InvalidKind";
 pub fn resolve(
     namespace: &str,
     backend: &EffectiveBackendRef,
-    services: &[Service],
+    services: &[Arc<Service>],
 ) -> Result<ClusterKey, Unresolved> {
     if !backend.is_service() {
         let group_kind = if backend.group.is_empty() {
@@ -81,11 +83,14 @@ pub fn resolve(
 }
 
 /// The Service `name` of `namespace` (a Service without a namespace is taken to be in it).
-pub fn find_service<'a>(namespace: &str, name: &str, services: &'a [Service]) -> Option<&'a Service> {
-    services.iter().find(|service| {
-        service.metadata.name.as_deref() == Some(name)
-            && service.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
-    })
+pub fn find_service<'a>(namespace: &str, name: &str, services: &'a [Arc<Service>]) -> Option<&'a Service> {
+    services
+        .iter()
+        .find(|service| {
+            service.metadata.name.as_deref() == Some(name)
+                && service.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
+        })
+        .map(AsRef::as_ref)
 }
 
 /// The port `port` of `service`'s `spec.ports`.
@@ -104,8 +109,8 @@ mod tests {
 
     use super::*;
 
-    fn service(name: &str, ports: &[i32]) -> Service {
-        Service {
+    fn service(name: &str, ports: &[i32]) -> Arc<Service> {
+        Arc::new(Service {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("shop".into()),
@@ -116,7 +121,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
-        }
+        })
     }
 
     fn backend(kind: &str, name: &str, port: Option<i32>) -> EffectiveBackendRef {

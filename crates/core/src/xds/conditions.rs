@@ -7,8 +7,8 @@ use serde::Serialize;
 pub const ACCEPTED: &str = "Accepted";
 pub const RESOLVED_REFS: &str = "ResolvedRefs";
 
-/// Reasons of `Accepted`.
-pub const REASON_ACCEPTED: &str = "Accepted";
+// Reasons of `Accepted`; the positive one, which an Envoy's `ConfigAccepted` shares, is
+// `crate::names::REASON_ACCEPTED`.
 /// The Envoy, or the listener `sectionName` names, does not exist.
 pub const REASON_NO_MATCHING_PARENT: &str = "NoMatchingParent";
 /// The route breaks the rule engine's rules (stored while the webhook was down).

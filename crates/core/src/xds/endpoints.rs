@@ -3,6 +3,8 @@
 //! addresses on the port the Service port targets. A Service without ready endpoints is a
 //! backend without endpoints, and Envoy answers 503 for it.
 
+use std::sync::Arc;
+
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -15,7 +17,11 @@ use crate::ir;
 use crate::names::SERVICE_NAME_LABEL;
 
 /// The backends of `keys`, sorted by name, without duplicates.
-pub fn backends(keys: &[ClusterKey], services: &[Service], slices: &[EndpointSlice]) -> Vec<ir::Backend> {
+pub fn backends(
+    keys: &[ClusterKey],
+    services: &[Arc<Service>],
+    slices: &[Arc<EndpointSlice>],
+) -> Vec<ir::Backend> {
     let mut backends: Vec<ir::Backend> = keys.iter().map(|key| backend(key, services, slices)).collect();
     backends.sort_by(|a, b| a.name.cmp(&b.name));
     backends.dedup_by(|a, b| a.name == b.name);
@@ -23,7 +29,7 @@ pub fn backends(keys: &[ClusterKey], services: &[Service], slices: &[EndpointSli
 }
 
 /// One backend: every ready endpoint of its Service port, sorted, each once.
-pub fn backend(key: &ClusterKey, services: &[Service], slices: &[EndpointSlice]) -> ir::Backend {
+pub fn backend(key: &ClusterKey, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) -> ir::Backend {
     let port = find_service(&key.namespace, &key.service, services).and_then(|s| service_port(s, key.port));
     let mut endpoints: BTreeSet<ir::Endpoint> = BTreeSet::new();
     if let Some(port) = port {
@@ -92,8 +98,8 @@ mod tests {
     use super::super::to_envoy::cluster::{cluster, cluster_load_assignment};
     use super::*;
 
-    fn service(ports: Vec<ServicePort>) -> Service {
-        Service {
+    fn service(ports: Vec<ServicePort>) -> Arc<Service> {
+        Arc::new(Service {
             metadata: ObjectMeta {
                 name: Some("web".into()),
                 namespace: Some("shop".into()),
@@ -101,7 +107,7 @@ mod tests {
             },
             spec: Some(ServiceSpec { ports: Some(ports), ..Default::default() }),
             status: None,
-        }
+        })
     }
 
     fn service_port(name: Option<&str>, port: i32, target: Option<IntOrString>) -> ServicePort {
@@ -113,8 +119,8 @@ mod tests {
         address_type: &str,
         ports: &[(Option<&str>, i32)],
         endpoints: &[(&str, Option<bool>)],
-    ) -> EndpointSlice {
-        EndpointSlice {
+    ) -> Arc<EndpointSlice> {
+        Arc::new(EndpointSlice {
             metadata: ObjectMeta {
                 name: Some(format!("{service}-abc")),
                 namespace: Some("shop".into()),
@@ -140,7 +146,7 @@ mod tests {
                     ..Default::default()
                 })
                 .collect(),
-        }
+        })
     }
 
     fn key(port: i32) -> ClusterKey {

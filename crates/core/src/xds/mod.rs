@@ -14,6 +14,8 @@
 //! - [`namespace`]: every fleet and route of a namespace in one pass;
 //! - [`render`]: the translations of a set of manifests, for `render --xds`.
 
+use std::sync::Arc;
+
 pub mod attach;
 pub mod backends;
 pub mod conditions;
@@ -45,10 +47,10 @@ use crate::rules::Defaulted;
 pub struct Inputs<'a> {
     pub envoy: &'a Defaulted<Envoy>,
     /// Every EnvoyRoute of the namespace: those whose parentRefs name this Envoy are translated.
-    pub routes: &'a [EnvoyRoute],
-    pub services: &'a [Service],
+    pub routes: &'a [Arc<EnvoyRoute>],
+    pub services: &'a [Arc<Service>],
     /// Every EndpointSlice of the namespace (found per Service by `kubernetes.io/service-name`).
-    pub endpoint_slices: &'a [EndpointSlice],
+    pub endpoint_slices: &'a [Arc<EndpointSlice>],
 }
 
 /// The fleet's configuration, and what it makes of each route that names it.
@@ -77,7 +79,7 @@ fn fleet(inputs: &Inputs) -> (ir::Fleet, Vec<RouteStatus>) {
     let mut listeners = listener::listeners(envoy);
     let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
 
-    let names_this_envoy = |route: &&EnvoyRoute| {
+    let names_this_envoy = |route: &&Arc<EnvoyRoute>| {
         route.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
             && route.spec.parent_refs.iter().any(|parent| parent.name == envoy_name)
     };

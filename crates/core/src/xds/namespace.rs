@@ -2,6 +2,8 @@
 //! the outcome of every route there, so that the snapshots served and the statuses written can
 //! never disagree (Envoy Gateway's translator returns its IR and every object's status together).
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
@@ -16,9 +18,9 @@ use crate::rules::Defaulted;
 pub struct NamespaceInputs<'a> {
     /// Every Envoy of the namespace, defaulted.
     pub envoys: &'a [Defaulted<Envoy>],
-    pub routes: &'a [EnvoyRoute],
-    pub services: &'a [Service],
-    pub endpoint_slices: &'a [EndpointSlice],
+    pub routes: &'a [Arc<EnvoyRoute>],
+    pub services: &'a [Arc<Service>],
+    pub endpoint_slices: &'a [Arc<EndpointSlice>],
 }
 
 /// A fleet the operator serves (an Envoy without `spec.xds`), translated.
@@ -110,11 +112,13 @@ mod tests {
         )
     }
 
-    fn route(parents: serde_json::Value) -> EnvoyRoute {
-        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+    fn route(parents: serde_json::Value) -> Arc<EnvoyRoute> {
+        Arc::new(
+            serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
             "metadata": {"name": "shop", "namespace": "shop", "generation": 3, "uid": "route-uid"},
             "spec": {"parentRefs": parents, "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))
-        .unwrap()
+            .unwrap(),
+        )
     }
 
     /// The outcomes of the pass are those the status writer computed on its own before, for

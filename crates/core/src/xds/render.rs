@@ -7,6 +7,8 @@
 //! `DiscoveryResponse`s (`type_url` and `resources`, each resource with its `@type`), one per
 //! type in the order the server pushes them, so a response can be handed to an Envoy as is.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{Value, json};
@@ -24,9 +26,9 @@ use crate::rules::Defaulted;
 #[derive(Debug, Default)]
 pub struct Manifests {
     envoys: Vec<Defaulted<Envoy>>,
-    routes: Vec<EnvoyRoute>,
-    services: Vec<Service>,
-    endpoint_slices: Vec<EndpointSlice>,
+    routes: Vec<Arc<EnvoyRoute>>,
+    services: Vec<Arc<Service>>,
+    endpoint_slices: Vec<Arc<EndpointSlice>>,
 }
 
 /// One Envoy's configuration.
@@ -70,11 +72,11 @@ impl Manifests {
             self.envoys.retain(|other| fleet_key(other) != fleet_key(&envoy));
             self.envoys.push(envoy);
         } else if route {
-            self.routes.push(admitted::<EnvoyRoute>(&object)?.into_inner());
+            self.routes.push(Arc::new(admitted::<EnvoyRoute>(&object)?.into_inner()));
         } else if service {
-            self.services.push(typed(object, &kind)?);
+            self.services.push(Arc::new(typed(object, &kind)?));
         } else {
-            self.endpoint_slices.push(typed(object, &kind)?);
+            self.endpoint_slices.push(Arc::new(typed(object, &kind)?));
         }
         Ok(())
     }

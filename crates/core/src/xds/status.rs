@@ -3,6 +3,8 @@
 //! user can act on ([`super::conditions`]); and the route's whole `status.parents` computed
 //! from them.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
@@ -65,7 +67,7 @@ pub fn resolved_refs(checked: &CheckedRoute) -> ConditionState {
 pub fn route_parents(
     route: &EnvoyRoute,
     envoys: &[Defaulted<Envoy>],
-    services: &[Service],
+    services: &[Arc<Service>],
 ) -> Vec<RouteStatus> {
     let checked = CheckedRoute::new(route, services);
     let resolved = resolved_refs(&checked);
@@ -216,8 +218,8 @@ mod tests {
         })
     }
 
-    fn web() -> Service {
-        Service {
+    fn web() -> Arc<Service> {
+        Arc::new(Service {
             metadata: ObjectMeta {
                 name: Some("web".into()),
                 namespace: Some("shop".into()),
@@ -228,7 +230,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
-        }
+        })
     }
 
     #[test]
