@@ -72,6 +72,9 @@ pub async fn run_with_index(
 ) -> Result<()> {
     let client = index.client().clone();
     let shutdown = shutdown.boxed().shared();
+    // Every kind the controllers read, started before anything waits for the caches' listing.
+    let (foos, envoys) = (index.foos(), index.envoys());
+    index.routes();
     let stores = Stores::of_index(&index);
     let mut ctx = Context::new(client.clone(), config.settings.clone(), stores);
     // The reports live in the operator's namespace, which may not be the watched one.
@@ -105,7 +108,6 @@ pub async fn run_with_index(
         "starting controllers"
     );
 
-    let (foos, envoys) = (index.foos(), index.envoys());
     let foo_controller = Controller::for_shared_stream(parents(foos, ctx.clone()), foos.store().clone())
         .owns_shared_stream(index.deployments().touched())
         .with_config(controller_config.clone())

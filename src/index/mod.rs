@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
-use envoy_operator_core::names::{FLEET_LABEL, MANAGED_BY, MANAGED_BY_KEY, SERVICE_NAME_LABEL};
+use envoy_operator_core::names::{FLEET_LABEL, SERVICE_NAME_LABEL};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Service};
@@ -87,7 +87,12 @@ impl Index {
 
     /// The Deployments the operator manages (Foos' and Envoys' alike).
     pub fn deployments(&self) -> &Watched<Deployment> {
-        self.deployments.get_or_init(|| self.watch(managed_by_the_operator(), strip_metadata_of))
+        self.deployments.get_or_init(|| {
+            self.watch(
+                watcher::Config::default().labels_from(&labels::managed_children_selector()),
+                strip_metadata_of,
+            )
+        })
     }
 
     /// The fleets' bootstrap ConfigMaps (not the replicas' reports, which the Envoy controller
@@ -172,12 +177,6 @@ impl Drop for Index {
     fn drop(&mut self) {
         self.stop.cancel();
     }
-}
-
-/// The children the operator applies carry `app.kubernetes.io/managed-by: envoy-operator`:
-/// one selector for the Deployments of Foos and of Envoys.
-fn managed_by_the_operator() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{MANAGED_BY_KEY}={MANAGED_BY}"))
 }
 
 fn strip_metadata_of<K: Resource>(object: &mut K) {

@@ -31,13 +31,10 @@ fn equal(key: &str, value: &str) -> Expression {
     Expression::Equal(key.to_owned(), value.to_owned())
 }
 
-/// Watch selector of the Deployments Foos own.
-pub fn foo_children_selector() -> Selector {
-    Selector::from_iter([
-        equal(MANAGED_BY_KEY, MANAGED_BY),
-        equal(FOO_APP_KEY, FOO_APP),
-        Expression::Exists(FOO_CONTROLLER_KEY.to_owned()),
-    ])
+/// Watch selector of every child the operator applies: one watch of Deployments serves the
+/// Foos' and the Envoys'.
+pub fn managed_children_selector() -> Selector {
+    Selector::from_iter([equal(MANAGED_BY_KEY, MANAGED_BY)])
 }
 
 /// Watch selector of the ConfigMaps, Deployments and Services Envoys own.
@@ -93,14 +90,11 @@ mod tests {
 
     #[test]
     fn children_match_their_watch_selectors() {
-        assert!(foo_children_selector().matches(&foo_labels("x")));
+        assert!(managed_children_selector().matches(&foo_labels("x")));
+        assert!(managed_children_selector().matches(&envoy_labels("x")));
         assert!(envoy_children_selector().matches(&envoy_labels("x")));
-        assert!(!foo_children_selector().matches(&envoy_labels("x")));
         assert!(!envoy_children_selector().matches(&foo_labels("x")));
-        assert_eq!(
-            foo_children_selector().to_string(),
-            "app.kubernetes.io/managed-by=envoy-operator,app=nginx,controller"
-        );
+        assert_eq!(managed_children_selector().to_string(), "app.kubernetes.io/managed-by=envoy-operator");
         assert_eq!(selector_string(&foo_selector("x")), "app=nginx,controller=x");
     }
 }
