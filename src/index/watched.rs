@@ -129,20 +129,6 @@ where
         start.chain(live)
     }
 
-    /// Objects created or changed; on a relisting, every object in the cache. What a
-    /// controller's own kind triggers.
-    pub fn applied(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        let store = self.store.clone();
-        self.changes().flat_map(move |change| {
-            let objects = match change {
-                Change::Applied(object) => vec![object],
-                Change::Deleted(_) => Vec::new(),
-                Change::Relisted => store.state(),
-            };
-            futures::stream::iter(objects)
-        })
-    }
-
     /// Objects created, changed or deleted; on a relisting, every object in the cache. What
     /// the owners of children, or the dependents of an object, are triggered by.
     pub fn touched(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {

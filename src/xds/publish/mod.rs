@@ -268,7 +268,7 @@ async fn rebuild(caches: &Caches, scope: Scope, outputs: &Outputs) {
 
 #[cfg(test)]
 mod tests {
-    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::reflector::{self, ObjectRef, store::Writer};
     use kube::runtime::watcher;
     use serde_json::{Value, json};
 
@@ -287,6 +287,7 @@ mod tests {
         endpoint_slices: Writer<EndpointSlice>,
         cache: SnapshotCache,
         tracker: Tracker,
+        outcomes: RouteOutcomes,
     }
 
     fn apply<K>(writer: &mut Writer<K>, object: Value)
@@ -353,6 +354,7 @@ mod tests {
             endpoint_slices,
             cache: SnapshotCache::new(),
             tracker: Tracker::new(),
+            outcomes: RouteOutcomes::default(),
         }
     }
 
@@ -360,7 +362,7 @@ mod tests {
         fn publish(&self, scope: Scope) -> Published {
             let outputs = Outputs {
                 snapshots: Some((self.cache.clone(), self.tracker.clone())),
-                outcomes: RouteOutcomes::default(),
+                outcomes: self.outcomes.clone(),
             };
             publish(&self.caches, &scope, &outputs)
         }
@@ -435,6 +437,29 @@ mod tests {
         apply(&mut f.envoys, envoy("blog", "edge", true));
         assert_eq!(f.publish(Scope::Everything).removed, [FleetKey::from("blog/edge")]);
         assert!(f.cache.keys().is_empty());
+    }
+
+    /// The pass that builds a fleet's snapshot judges its routes too, those of Envoys it does
+    /// not serve and of missing ones included; a namespace's last route gone, its outcomes go.
+    #[test]
+    fn every_route_of_a_translated_namespace_gets_its_outcome_from_the_same_pass() {
+        let mut f = fixture();
+        apply(&mut f.envoys, envoy("shop", "edge", false));
+        apply(&mut f.routes, route("shop", "api"));
+        apply(&mut f.routes, route("blog", "api"));
+        f.publish(Scope::Everything);
+        let outcome = |namespace: &str| f.outcomes.get(&ObjectRef::new("shop").within(namespace));
+        let served = outcome("shop").expect("the route of the served fleet");
+        assert_eq!(served.generation, Some(1));
+        assert!(served.parents[0].accepted.status, "{served:?}");
+        assert!(!served.parents[0].resolved_refs.status, "no Service api: {served:?}");
+        let orphan = outcome("blog").expect("a route naming no Envoy is judged too");
+        assert_eq!(orphan.parents[0].accepted.reason, "NoMatchingParent");
+
+        delete(&mut f.routes, route("blog", "api"));
+        f.publish(namespaces(&["blog"]));
+        assert!(outcome("blog").is_none(), "the route is gone");
+        assert!(outcome("shop").is_some(), "another namespace keeps its outcomes");
     }
 
     #[test]
