@@ -19,6 +19,7 @@ use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::Response;
 use envoy_operator_core::api::{Foo, FooSpec};
 use envoy_operator_core::children::foo::{desired_deployment, selector};
+use envoy_operator_core::children::install::{self, InstallId};
 use envoy_operator_core::children::status;
 use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
@@ -82,7 +83,9 @@ fn state(count: usize, fresh: bool) -> State {
         foo.metadata.generation = Some(1);
         foo.metadata.resource_version = Some(format!("{}", 5000 + i));
         let defaulted = envoy_operator_core::rules::defaulted(foo.clone());
-        let deployment = desired_deployment(&defaulted, DEFAULT_NGINX_IMAGE);
+        let mut deployment = desired_deployment(&defaulted, DEFAULT_NGINX_IMAGE);
+        // Applied by the install `controller` is here (its namespace's, by default).
+        install::mark(&mut deployment.metadata, &InstallId::of_namespace(NAMESPACE));
         let served = served(deployment, i);
         if !fresh {
             let typed: Deployment = serde_json::from_value(served.clone()).unwrap_or_default();
@@ -143,7 +146,8 @@ async fn handle(state: Arc<State>, method: Method, uri: Uri, body: Bytes) -> Res
                 if path.ends_with("/foos") {
                     return json_response(StatusCode::OK, &page(&state.foos, query));
                 }
-                if path.ends_with("/deployments") && query.contains("controller") {
+                // The operator's watch of the children it manages (every one here is a Foo's).
+                if path.ends_with("/deployments") && query.contains("managed-by") {
                     return json_response(StatusCode::OK, &page(&state.deployments, query));
                 }
                 return json_response(StatusCode::OK, &state.empty);
