@@ -17,8 +17,8 @@
 
 use std::sync::{Arc, LazyLock};
 
-use envoy_operator::ops::metrics::Metrics;
 use envoy_operator::webhook::handler;
+use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator::webhook::review::{ReviewReader, read_whole};
 use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
 use envoy_operator_core::inject::{InjectConfig, Injection, Injector, NoEnvoys, SkipReason, inject};
@@ -29,7 +29,7 @@ static ENDPOINTS: LazyLock<Vec<Endpoint>> = LazyLock::new(|| {
     endpoints.push(envoy_operator::webhook::inject::endpoint(
         InjectConfig::default(),
         Arc::new(NoEnvoys),
-        Metrics::new(),
+        WebhookMetrics::default(),
     ));
     endpoints
 });
