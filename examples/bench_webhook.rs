@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
-use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
+use envoy_operator::certs::serving::{self, CertPaths, ReloadingCert};
 use envoy_operator::webhook::metrics::WebhookMetrics;
 use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
+use envoy_operator_harness::write_bench_certificate;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
@@ -73,14 +74,7 @@ async fn main() -> Result<(), Failure> {
         Some(url) => (loopback_addr(url)?, std::fs::read(&args.ca_file)?),
         None => {
             let dir = tempfile::tempdir()?;
-            let options = CertOptions {
-                service_name: "bench".into(),
-                namespace: "bench".into(),
-                days: 1,
-                extra_names: Vec::new(),
-            };
-            let generated = serving::generate(&options)?;
-            serving::write(dir.path(), &generated, false)?;
+            let ca_pem = write_bench_certificate(dir.path())?;
             let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
             let mut config =
                 ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
@@ -94,7 +88,7 @@ async fn main() -> Result<(), Failure> {
             let addr = server.local_addr()?;
             tokio::spawn(server.run(std::future::pending()));
             _cert_dir = dir;
-            (addr, generated.ca_pem.into_bytes())
+            (addr, ca_pem.into_bytes())
         }
     };
 

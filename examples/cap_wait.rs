@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
-use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert};
+use envoy_operator::certs::serving::{self, CertPaths, ReloadingCert};
 use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
+use envoy_operator_harness::write_bench_certificate;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
@@ -60,14 +61,7 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 async fn main() -> Result<(), Failure> {
     let args = Args::parse();
     let dir = tempfile::tempdir()?;
-    let options = CertOptions {
-        service_name: "bench".into(),
-        namespace: "bench".into(),
-        days: 1,
-        extra_names: Vec::new(),
-    };
-    let generated = serving::generate(&options)?;
-    serving::write(dir.path(), &generated, false)?;
+    let ca_pem = write_bench_certificate(dir.path())?;
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
     let config = ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
     let server = WebhookServer::bind(config, certs)?;
@@ -75,7 +69,7 @@ async fn main() -> Result<(), Failure> {
     tokio::spawn(server.run(std::future::pending()));
 
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(generated.ca_pem.as_bytes()) {
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert?)?;
     }
     let client = rustls::ClientConfig::builder_with_provider(serving::provider())

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
-use envoy_operator::certs::serving::{self, CertOptions};
+use envoy_operator::certs::serving;
+use envoy_operator_harness::write_bench_certificate;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
@@ -75,14 +76,7 @@ impl Drop for Server {
 async fn main() -> Result<(), Failure> {
     let args = Args::parse();
     let dir = tempfile::tempdir()?;
-    let options = CertOptions {
-        service_name: "bench".into(),
-        namespace: "bench".into(),
-        days: 1,
-        extra_names: Vec::new(),
-    };
-    let generated = serving::generate(&options)?;
-    serving::write(&dir.path().join("certs"), &generated, false)?;
+    let ca_pem = write_bench_certificate(&dir.path().join("certs"))?;
     let (webhook, operations) = (free_port()?, free_port()?);
     let server = Server(
         Command::new(&args.binary)
@@ -107,7 +101,7 @@ async fn main() -> Result<(), Failure> {
     let webhook = SocketAddr::from(([127, 0, 0, 1], webhook));
     let operations = SocketAddr::from(([127, 0, 0, 1], operations));
     wait_ready(operations).await?;
-    let client = client_config(generated.ca_pem.as_bytes())?;
+    let client = client_config(ca_pem.as_bytes())?;
     let baseline_rss = rss_kib(pid).unwrap_or(0);
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_operator::certs::serving::{self, CertOptions};
+use envoy_operator::certs::serving::{self, CertOptions, TlsError};
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::operator::{self, CertMode, RunConfig, RunError};
 use envoy_operator::webhook::serve::ServeConfig;
@@ -47,9 +47,7 @@ impl Launcher for InProcess {
             days,
             extra_names,
         };
-        let generated = serving::generate(&options).expect("generating certificates");
-        serving::write(dir, &generated, false).expect("writing certificates");
-        generated.ca_pem
+        write_serving_certificate(dir, &options).expect("writing certificates")
     }
 
     fn run(
@@ -92,6 +90,26 @@ impl Launcher for InProcess {
             .map(|ended| ended.map_err(|error| error.to_string()))
             .boxed()
     }
+}
+
+/// A CA and a serving certificate as `options` say, written to `dir` as the webhook server reads
+/// them (the key readable by its owner only); returns the CA as PEM, for clients to trust.
+pub fn write_serving_certificate(dir: &Path, options: &CertOptions) -> Result<String, TlsError> {
+    let generated = serving::generate(options)?;
+    serving::write(dir, &generated, false)?;
+    Ok(generated.ca_pem)
+}
+
+/// A day's certificate for a benchmark's local server (service and namespace `bench`) in `dir`;
+/// returns its CA as PEM.
+pub fn write_bench_certificate(dir: &Path) -> Result<String, TlsError> {
+    let options = CertOptions {
+        service_name: "bench".into(),
+        namespace: "bench".into(),
+        days: 1,
+        extra_names: Vec::new(),
+    };
+    write_serving_certificate(dir, &options)
 }
 
 /// Sets everything up with the operator in-process, runs `test`, and always cleans up.
