@@ -187,12 +187,12 @@ pub const EXPOSED_ADMIN_PATHS: [&str; 2] = ["/ready", "/stats/prometheus"];
 fn readiness_listener() -> Listener {
     let routes = EXPOSED_ADMIN_PATHS
         .iter()
-        .map(|path| Route {
-            name: String::new(),
-            route_match: RouteMatch::path(*path),
-            action: Action::Route(RouteAction::to_cluster(ADMIN_CLUSTER)),
-            request_headers_to_add: Vec::new(),
-            request_headers_to_remove: Vec::new(),
+        .map(|path| {
+            Route::new(
+                String::new(),
+                RouteMatch::path(*path),
+                Action::Route(RouteAction::to_cluster(ADMIN_CLUSTER)),
+            )
         })
         .collect();
     let manager = HttpConnectionManager {
@@ -215,7 +215,8 @@ fn readiness_listener() -> Listener {
     Listener {
         name: "readiness".to_owned(),
         address: Address::socket("0.0.0.0", READINESS_PORT as u32),
-        filter_chains: vec![FilterChain { filters: vec![Filter::http_connection_manager(manager)] }],
+        listener_filters: Vec::new(),
+        filter_chains: vec![FilterChain::of(vec![Filter::http_connection_manager(manager)])],
     }
 }
 
@@ -274,7 +275,7 @@ fn upstream_tls(server_name: &str, ca_sds_path: &str, identity_sds_path: &str) -
                     identity::SDS_SECRET_NAME,
                     identity_sds_path,
                 )],
-                validation_context_sds_secret_config: from_file(CA_SECRET_NAME, ca_sds_path),
+                validation_context_sds_secret_config: Some(from_file(CA_SECRET_NAME, ca_sds_path)),
             },
         },
     }

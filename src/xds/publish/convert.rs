@@ -9,30 +9,37 @@ use envoy_operator_core::envoy::type_urls;
 use envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, access_log};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, AggregatedConfigSource, ApiVersion, ConfigSource, HeaderValue, HeaderValueOption,
-    Http2ProtocolOptions, PathConfigSource, SocketAddress, TransportSocket, WatchedDirectory, address,
-    config_source, header_value_option, socket_address, transport_socket,
+    Address, AggregatedConfigSource, ApiVersion, ConfigSource, DataSource, HeaderValue, HeaderValueOption,
+    Http2ProtocolOptions, PathConfigSource, RuntimeFractionalPercent, SocketAddress, TransportSocket,
+    WatchedDirectory, address, config_source, data_source, header_value_option, socket_address,
+    transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
-use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
+};
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, Route, RouteAction,
     RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
     redirect_action, route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, SdsSecretConfig, UpstreamTlsContext, common_tls_context,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, Secret,
+    SubjectAltNameMatcher, TlsCertificate, UpstreamTlsContext, common_tls_context, secret,
+    subject_alt_name_matcher,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher,
 };
+use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
 use std::collections::BTreeMap;
 
 use envoy_types::pb::google::protobuf::{self, Any, BoolValue, Struct, UInt32Value, value};
@@ -43,7 +50,61 @@ pub fn listener(from: &m::Listener) -> Listener {
     Listener {
         name: from.name.clone(),
         address: Some(address_of(&from.address)),
+        listener_filters: from.listener_filters.iter().map(listener_filter).collect(),
         filter_chains: from.filter_chains.iter().map(filter_chain).collect(),
+        ..Default::default()
+    }
+}
+
+/// A secret as SDS serves it. The private key is copied into the message, which is encoded
+/// once into the snapshot and never printed (prost's `Debug` would show it).
+pub fn secret(from: &m::Secret) -> Secret {
+    let kind = match &from.kind {
+        m::SecretKind::TlsCertificate(certificate) => secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: Some(data_source(&certificate.certificate_chain)),
+            private_key: Some(data_source(&certificate.private_key)),
+            ..Default::default()
+        }),
+        m::SecretKind::ValidationContext(context) => {
+            secret::Type::ValidationContext(certificate_validation_context(context))
+        }
+    };
+    Secret { name: from.name.clone(), r#type: Some(kind) }
+}
+
+fn certificate_validation_context(from: &m::CertificateValidationContext) -> CertificateValidationContext {
+    CertificateValidationContext {
+        trusted_ca: Some(data_source(&from.trusted_ca)),
+        match_typed_subject_alt_names: from
+            .match_typed_subject_alt_names
+            .iter()
+            .map(|matcher| SubjectAltNameMatcher {
+                san_type: match matcher.san_type {
+                    m::SanType::Dns => subject_alt_name_matcher::SanType::Dns,
+                    m::SanType::IpAddress => subject_alt_name_matcher::SanType::IpAddress,
+                } as i32,
+                matcher: Some(string_matcher_of(&matcher.matcher)),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn data_source(from: &m::DataSource) -> DataSource {
+    DataSource {
+        specifier: Some(data_source::Specifier::InlineString(from.inline_string.clone())),
+        ..Default::default()
+    }
+}
+
+fn listener_filter(from: &m::ListenerFilter) -> ListenerFilter {
+    let config = match &from.typed_config {
+        m::ListenerFilterConfig::TlsInspector(m::TlsInspector {}) => pack_any(TlsInspector::default()),
+    };
+    ListenerFilter {
+        name: from.name.clone(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(config)),
         ..Default::default()
     }
 }
@@ -105,28 +166,42 @@ fn http_protocol_options_of(from: &m::HttpProtocolOptions) -> HttpProtocolOption
 
 fn transport_socket_of(from: &m::TransportSocket) -> TransportSocket {
     let tls = &from.typed_config;
-    let context = &tls.common_tls_context;
     let upstream = UpstreamTlsContext {
         sni: tls.sni.clone().unwrap_or_default(),
-        common_tls_context: Some(CommonTlsContext {
-            alpn_protocols: context.alpn_protocols.clone(),
-            tls_certificate_sds_secret_configs: context
-                .tls_certificate_sds_secret_configs
-                .iter()
-                .map(sds_secret_config)
-                .collect(),
-            validation_context_type: Some(
-                common_tls_context::ValidationContextType::ValidationContextSdsSecretConfig(
-                    sds_secret_config(&context.validation_context_sds_secret_config),
-                ),
-            ),
-            ..Default::default()
-        }),
+        common_tls_context: Some(common_tls_context_of(&tls.common_tls_context)),
         ..Default::default()
     };
     TransportSocket {
         name: from.name.clone(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(upstream))),
+    }
+}
+
+fn downstream_transport_socket(from: &m::TransportSocket<m::DownstreamTlsContext>) -> TransportSocket {
+    let downstream = DownstreamTlsContext {
+        common_tls_context: Some(common_tls_context_of(&from.typed_config.common_tls_context)),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: from.name.clone(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(downstream))),
+    }
+}
+
+fn common_tls_context_of(from: &m::CommonTlsContext) -> CommonTlsContext {
+    CommonTlsContext {
+        alpn_protocols: from.alpn_protocols.clone(),
+        tls_certificate_sds_secret_configs: from
+            .tls_certificate_sds_secret_configs
+            .iter()
+            .map(sds_secret_config)
+            .collect(),
+        validation_context_type: from.validation_context_sds_secret_config.as_ref().map(|validation| {
+            common_tls_context::ValidationContextType::ValidationContextSdsSecretConfig(sds_secret_config(
+                validation,
+            ))
+        }),
+        ..Default::default()
     }
 }
 
@@ -200,6 +275,12 @@ fn config_source_of(from: &m::ConfigSource) -> ConfigSource {
 
 fn filter_chain(from: &m::FilterChain) -> FilterChain {
     FilterChain {
+        name: from.name.clone(),
+        filter_chain_match: from.filter_chain_match.as_ref().map(|matching| FilterChainMatch {
+            server_names: matching.server_names.clone(),
+            ..Default::default()
+        }),
+        transport_socket: from.transport_socket.as_ref().map(downstream_transport_socket),
         filters: from
             .filters
             .iter()
@@ -308,6 +389,8 @@ fn route_of(from: &m::Route) -> Route {
         action: Some(action),
         request_headers_to_add: from.request_headers_to_add.iter().map(header_value_option).collect(),
         request_headers_to_remove: from.request_headers_to_remove.clone(),
+        response_headers_to_add: from.response_headers_to_add.iter().map(header_value_option).collect(),
+        response_headers_to_remove: from.response_headers_to_remove.clone(),
         ..Default::default()
     }
 }
@@ -383,6 +466,23 @@ fn route_action(from: &m::RouteAction) -> RouteAction {
             .host_rewrite_literal
             .clone()
             .map(route_action::HostRewriteSpecifier::HostRewriteLiteral),
+        request_mirror_policies: from.request_mirror_policies.iter().map(request_mirror_policy).collect(),
+        ..Default::default()
+    }
+}
+
+fn request_mirror_policy(from: &m::RequestMirrorPolicy) -> route_action::RequestMirrorPolicy {
+    route_action::RequestMirrorPolicy {
+        cluster: from.cluster.clone(),
+        runtime_fraction: from.runtime_fraction.as_ref().map(|fraction| RuntimeFractionalPercent {
+            default_value: Some(FractionalPercent {
+                numerator: fraction.default_value.numerator,
+                denominator: match fraction.default_value.denominator {
+                    m::FractionalPercentDenominator::Hundred => fractional_percent::DenominatorType::Hundred,
+                } as i32,
+            }),
+            runtime_key: String::new(),
+        }),
         ..Default::default()
     }
 }
@@ -494,6 +594,106 @@ mod tests {
         assert_eq!(StdoutAccessLog::decode(packed.value.as_slice()).unwrap(), expected);
         let keys_at = |key: &str| packed.value.windows(key.len()).position(|w| w == key.as_bytes()).unwrap();
         assert!(keys_at("code") < keys_at("method") && keys_at("method") < keys_at("start_time"));
+    }
+
+    /// An HTTPS listener of the core's rendering, as the server encodes it: the TLS inspector,
+    /// a chain per server name with its SDS certificates over ADS, and the secrets with their
+    /// keys inline; the snapshot knows the listener's route configurations and certificates.
+    #[test]
+    fn an_https_listener_and_its_secrets_survive_the_copy() {
+        use envoy_operator_core::ir;
+        use envoy_operator_core::xds::to_envoy::resources;
+
+        let server = |name: &str, server_name, certificate: &str| ir::TlsServer {
+            name: name.into(),
+            server_name,
+            certificates: vec![certificate.into()],
+            virtual_hosts: Vec::new(),
+        };
+        let tls_secret = |name: &str| ir::TlsSecret {
+            name: name.into(),
+            certificate_chain: format!("chain of {name}"),
+            private_key: format!("key of {name}"),
+        };
+        let fleet = ir::Fleet {
+            listeners: vec![ir::Listener {
+                name: "https".into(),
+                port: 8443,
+                access_log: false,
+                virtual_hosts: Vec::new(),
+                tls_servers: vec![
+                    server("a", ir::Domain::Exact("a.example.test".into()), "ns/a"),
+                    server("other", ir::Domain::Any, "ns/b"),
+                ],
+            }],
+            backends: Vec::new(),
+            secrets: vec![tls_secret("ns/a"), tls_secret("ns/b")],
+        };
+        let model = resources(&fleet);
+        let converted = listener(&model.listeners[0]);
+
+        let inspector = &converted.listener_filters[0];
+        assert_eq!(inspector.name, "envoy.filters.listener.tls_inspector");
+        let Some(listener_filter::ConfigType::TypedConfig(config)) = &inspector.config_type else {
+            panic!("a typed config");
+        };
+        assert_eq!(config.type_url, type_urls::TLS_INSPECTOR);
+
+        let [a, other] = &converted.filter_chains[..] else { panic!("two chains") };
+        assert_eq!(a.filter_chain_match.as_ref().unwrap().server_names, ["a.example.test"]);
+        assert_eq!(other.filter_chain_match, None, "the chain for any other name");
+        let socket = a.transport_socket.as_ref().unwrap();
+        assert_eq!(socket.name, "envoy.transport_sockets.tls");
+        let Some(transport_socket::ConfigType::TypedConfig(tls)) = &socket.config_type else {
+            panic!("a typed TLS context");
+        };
+        assert_eq!(tls.type_url, type_urls::DOWNSTREAM_TLS_CONTEXT);
+        let context = DownstreamTlsContext::decode(tls.value.as_slice()).unwrap().common_tls_context.unwrap();
+        assert_eq!(context.alpn_protocols, ["h2", "http/1.1"]);
+        assert_eq!(context.validation_context_type, None, "no client certificate asked for");
+        let [certificate] = &context.tls_certificate_sds_secret_configs[..] else { panic!("one") };
+        assert_eq!(certificate.name, "ns/a");
+        assert!(matches!(
+            certificate.sds_config.as_ref().and_then(|source| source.config_source_specifier.as_ref()),
+            Some(config_source::ConfigSourceSpecifier::Ads(_))
+        ));
+        let Some(filter::ConfigType::TypedConfig(manager)) = &a.filters[0].config_type else {
+            panic!("a connection manager");
+        };
+        let manager = HttpConnectionManager::decode(manager.value.as_slice()).unwrap();
+        let Some(http_connection_manager::RouteSpecifier::Rds(rds)) = manager.route_specifier else {
+            panic!("RDS");
+        };
+        assert_eq!(rds.route_config_name, "https/a");
+
+        let converted = secret(&model.secrets[0]);
+        assert_eq!(converted.name, "ns/a");
+        let Some(secret::Type::TlsCertificate(certificate)) = converted.r#type else {
+            panic!("a certificate")
+        };
+        let inline = |source: Option<DataSource>| match source.and_then(|source| source.specifier) {
+            Some(data_source::Specifier::InlineString(text)) => text,
+            other => panic!("inline, not {other:?}"),
+        };
+        assert_eq!(inline(certificate.certificate_chain), "chain of ns/a");
+        assert_eq!(inline(certificate.private_key), "key of ns/a");
+
+        let snapshot = crate::xds::publish::snapshot(&model).expect("a consistent snapshot");
+        let listener = snapshot.resources(type_urls::LISTENER).get("https").unwrap();
+        let mut references: Vec<(&str, &str)> =
+            listener.references().iter().map(|r| (r.type_url, r.name.as_str())).collect();
+        references.sort();
+        assert_eq!(
+            references,
+            [
+                (type_urls::ROUTE_CONFIGURATION, "https/a"),
+                (type_urls::ROUTE_CONFIGURATION, "https/other"),
+                (type_urls::SECRET, "ns/a"),
+                (type_urls::SECRET, "ns/b"),
+            ]
+        );
+        assert_eq!(snapshot.resources(type_urls::SECRET).len(), 2);
+        assert!(!format!("{snapshot:?}").contains("key of"), "the snapshot's Debug shows no key");
     }
 
     /// The bootstrap's clusters are the same model: their TLS and HTTP/2 survive the copy, and

@@ -6,8 +6,8 @@
 //!   fleet's streams, which only ever see the newest.
 //! - [`AdsService`]: the gRPC service. The [`Authorizer`] binds each stream, on its first
 //!   request, to one fleet; the stream then moves its proxy to that fleet's newest snapshot in
-//!   make-before-break order (clusters and endpoints first, listeners and routes next, removed
-//!   clusters last; see `plan.rs`).
+//!   make-before-break order (secrets, clusters and endpoints first, listeners and routes next,
+//!   removed clusters last; see `plan.rs`).
 //! - [`Tracker`]: connected proxies, ACKed versions and NACKs (Envoy's text) per fleet, with a
 //!   [`ChangeFeed`] telling which fleets changed.
 //! - [`XdsMetrics`]: hooks for the embedding application's metrics.

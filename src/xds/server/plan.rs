@@ -12,8 +12,9 @@
 //!    target's endpoints, so a new cluster is warm before any route can point at it.
 //! 2. **Downstream**: listeners (additions, changes and removals in one response, so Envoy can
 //!    replace a listener by another on the same address) then route configurations. Settled also
-//!    requires every listener's route configuration to be delivered, so a replacing listener is
-//!    warm (and the one it replaces gone) before phase 3.
+//!    requires every listener's route configurations and certificates (secrets, which Envoy
+//!    requests once it has the listener, and which are pushed as upstream additions) to be
+//!    delivered, so a replacing listener is warm (and the one it replaces gone) before phase 3.
 //! 3. **Upstream removals**: clusters the target no longer has, now that no route uses them.
 //!
 //! In state-of-the-world a CDS response is the full set, so during phases 1 and 2 the set is

@@ -1,8 +1,8 @@
 //! Resources as the server keeps them: encoded once into an `Any`, named, versioned by content,
 //! and annotated with the other resources Envoy will request because of them (a cluster's
-//! endpoints, read from the cluster; a listener's route configurations, given by whoever built
-//! the listener, since the encoded listener hides them in an `Any`), which the push ordering
-//! relies on.
+//! endpoints, read from the cluster; a listener's route configurations and certificates, given
+//! by whoever built the listener, since the encoded listener hides them in `Any`s), which the
+//! snapshot's consistency check and the push ordering rely on.
 
 use std::fmt;
 use std::sync::Arc;
@@ -61,8 +61,9 @@ pub(crate) fn stage(type_url: &str) -> Stage {
 }
 
 /// A resource another resource makes Envoy request: the endpoints of an EDS cluster, the
-/// route configuration of a listener's HTTP connection manager (both only when delivered over
-/// ADS; other config sources are not this server's business).
+/// route configuration of a listener's HTTP connection manager, the certificate (secret) a
+/// listener's filter chain presents (all only when delivered over ADS; other config sources are
+/// not this server's business).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Reference {
     pub type_url: &'static str,
@@ -159,10 +160,20 @@ impl Resource {
     /// holds them in an `Any`, and whoever built the listener knows them from its model
     /// ([`envoy_operator_core::envoy::Listener::ads_route_configurations`]).
     pub fn listener(listener: &Listener, route_configurations: impl IntoIterator<Item = String>) -> Self {
-        let references = route_configurations
-            .into_iter()
-            .map(|name| Reference { type_url: type_url::ROUTE, name })
-            .collect();
+        let references =
+            route_configurations.into_iter().map(|name| Reference { type_url: type_url::ROUTE, name });
+        Self::listener_referencing(listener, references)
+    }
+
+    /// Encodes a listener that makes Envoy request `references` over ADS: its route
+    /// configurations and, for a listener terminating TLS, the secrets its filter chains present
+    /// ([`envoy_operator_core::envoy::Listener::ads_secrets`]). As for [`Resource::listener`],
+    /// they are given by whoever built the listener.
+    pub fn listener_referencing(
+        listener: &Listener,
+        references: impl IntoIterator<Item = Reference>,
+    ) -> Self {
+        let references = references.into_iter().collect();
         let body = Any { type_url: Listener::type_url(), value: listener.encode_to_vec() };
         Self::from_parts(&listener.name, body, references, same_content::<Listener>)
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
 use sha2::{Digest, Sha256};
 
-use super::resource::{Resource, XdsResource, short_hex, type_url};
+use super::resource::{Reference, Resource, XdsResource, short_hex, type_url};
 
 /// Why a set of resources is not a usable snapshot.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -130,9 +130,21 @@ impl SnapshotBuilder {
         self
     }
 
+    /// Adds a listener and everything it makes Envoy request over ADS: its route
+    /// configurations and the secrets its filter chains present (see
+    /// [`Resource::listener_referencing`]).
+    pub fn add_listener_referencing(
+        &mut self,
+        listener: &Listener,
+        references: impl IntoIterator<Item = Reference>,
+    ) -> &mut Self {
+        self.resources.push(Resource::listener_referencing(listener, references));
+        self
+    }
+
     /// Checks names and references (go-control-plane's consistency rule: every route
-    /// configuration a listener uses and every endpoint set an EDS cluster uses, over ADS, must
-    /// be present) and computes the version.
+    /// configuration and secret a listener uses and every endpoint set an EDS cluster uses, over
+    /// ADS, must be present) and computes the version.
     pub fn build(self) -> Result<Snapshot, SnapshotError> {
         let mut types: BTreeMap<String, TypeResources> = BTreeMap::new();
         for resource in self.resources {

@@ -1,5 +1,6 @@
-//! Listeners (LDS) and what they hold: filter chains, the HTTP connection manager, its HTTP
-//! filters and access logs.
+//! Listeners (LDS) and what they hold: listener filters, filter chains (chosen by the name a
+//! TLS client asks for, each terminating TLS with its certificates), the HTTP connection
+//! manager, its HTTP filters and access logs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,6 +9,7 @@ use serde::{Serialize, Serializer};
 use super::any::{Packable, packed};
 use super::core::{Address, ConfigSource};
 use super::route::RouteConfiguration;
+use super::tls::{DownstreamTlsContext, TransportSocket};
 use super::{extension_names, type_urls};
 
 fn is_false(value: &bool) -> bool {
@@ -19,6 +21,9 @@ fn is_false(value: &bool) -> bool {
 pub struct Listener {
     pub name: String,
     pub address: Address,
+    /// Run on each new connection before a filter chain is chosen.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listener_filters: Vec<ListenerFilter>,
     pub filter_chains: Vec<FilterChain>,
 }
 
@@ -46,12 +51,89 @@ impl Listener {
             .collect();
         names.into_iter().collect()
     }
+
+    /// The secrets Envoy requests over the ADS stream because of this listener (the
+    /// certificates its filter chains present), sorted, each once: like
+    /// [`ads_route_configurations`](Self::ads_route_configurations), for the xDS server.
+    pub fn ads_secrets(&self) -> Vec<&str> {
+        let configs =
+            self.filter_chains.iter().filter_map(|chain| chain.transport_socket.as_ref()).flat_map(
+                |socket| &socket.typed_config.common_tls_context.tls_certificate_sds_secret_configs,
+            );
+        let names: BTreeSet<&str> =
+            configs.filter(|config| config.is_ads()).map(|config| config.name.as_str()).collect();
+        names.into_iter().collect()
+    }
+}
+
+/// `envoy.config.listener.v3.ListenerFilter`, with the oneof `config_type` set to
+/// `typed_config`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ListenerFilter {
+    pub name: String,
+    pub typed_config: ListenerFilterConfig,
+}
+
+impl ListenerFilter {
+    /// Reads the TLS ClientHello (SNI, ALPN) so a filter chain can be chosen by server name.
+    pub fn tls_inspector() -> Self {
+        Self {
+            name: extension_names::TLS_INSPECTOR.to_owned(),
+            typed_config: ListenerFilterConfig::TlsInspector(TlsInspector {}),
+        }
+    }
+}
+
+/// The `google.protobuf.Any` of a listener filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenerFilterConfig {
+    TlsInspector(TlsInspector),
+}
+
+impl Serialize for ListenerFilterConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::TlsInspector(inspector) => packed(inspector, serializer),
+        }
+    }
+}
+
+/// `envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector`, all defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TlsInspector {}
+
+impl Packable for TlsInspector {
+    const TYPE_URL: &'static str = type_urls::TLS_INSPECTOR;
 }
 
 /// `envoy.config.listener.v3.FilterChain`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FilterChain {
+    /// Unique in the listener when set (it names the chain in stats and config dumps).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Which connections the chain takes; `None`: any (that no other chain matches better).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_chain_match: Option<FilterChainMatch>,
     pub filters: Vec<Filter>,
+    /// TLS terminated by the chain; `None`: plain TCP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport_socket: Option<TransportSocket<DownstreamTlsContext>>,
+}
+
+impl FilterChain {
+    /// A chain for every connection, plain TCP, through `filters`.
+    pub fn of(filters: Vec<Filter>) -> Self {
+        Self { name: String::new(), filter_chain_match: None, filters, transport_socket: None }
+    }
+}
+
+/// `envoy.config.listener.v3.FilterChainMatch`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FilterChainMatch {
+    /// SNI names (`shop.example.com`, `*.example.com`); empty: any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_names: Vec<String>,
 }
 
 /// `envoy.config.listener.v3.Filter`, with the oneof `config_type` set to `typed_config`.
@@ -202,6 +284,7 @@ pub struct SubstitutionFormatString {
 #[cfg(test)]
 mod tests {
     use super::super::core::ConfigSource;
+    use super::super::tls::{CommonTlsContext, SdsSecretConfig};
     use super::*;
 
     fn manager(route_specifier: RouteSpecifier) -> Filter {
@@ -230,18 +313,48 @@ mod tests {
         let listener = Listener {
             name: "http".into(),
             address: Address::socket("0.0.0.0", 8080),
+            listener_filters: Vec::new(),
             filter_chains: vec![
-                FilterChain { filters: vec![rds(ConfigSource::ads(), "b")] },
-                FilterChain {
-                    filters: vec![
-                        rds(ConfigSource::ads(), "a"),
-                        rds(ConfigSource::ads(), "b"),
-                        rds(ConfigSource::watched_file("/etc/envoy/routes.yaml"), "from-a-file"),
-                        manager(RouteSpecifier::RouteConfig(inline)),
-                    ],
-                },
+                FilterChain::of(vec![rds(ConfigSource::ads(), "b")]),
+                FilterChain::of(vec![
+                    rds(ConfigSource::ads(), "a"),
+                    rds(ConfigSource::ads(), "b"),
+                    rds(ConfigSource::watched_file("/etc/envoy/routes.yaml"), "from-a-file"),
+                    manager(RouteSpecifier::RouteConfig(inline)),
+                ]),
             ],
         };
         assert_eq!(listener.ads_route_configurations(), ["a", "b"]);
+        assert!(listener.ads_secrets().is_empty(), "plain chains present no certificate");
+    }
+
+    #[test]
+    fn a_listener_references_the_certificates_its_chains_present_over_ads() {
+        let presenting = |names: &[&str]| {
+            let mut certificates: Vec<SdsSecretConfig> =
+                names.iter().map(|name| SdsSecretConfig::ads(*name)).collect();
+            certificates.push(SdsSecretConfig {
+                name: "from-a-file".into(),
+                sds_config: ConfigSource::watched_file("/etc/envoy/cert.yaml"),
+            });
+            FilterChain {
+                transport_socket: Some(TransportSocket::downstream_tls(DownstreamTlsContext {
+                    common_tls_context: CommonTlsContext {
+                        alpn_protocols: Vec::new(),
+                        tls_certificate_sds_secret_configs: certificates,
+                        validation_context_sds_secret_config: None,
+                    },
+                })),
+                ..FilterChain::of(vec![rds(ConfigSource::ads(), "r")])
+            }
+        };
+        let listener = Listener {
+            name: "https".into(),
+            address: Address::socket("0.0.0.0", 8443),
+            listener_filters: vec![ListenerFilter::tls_inspector()],
+            filter_chains: vec![presenting(&["shop/b", "shop/a"]), presenting(&["shop/a"])],
+        };
+        assert_eq!(listener.ads_secrets(), ["shop/a", "shop/b"]);
+        assert_eq!(listener.ads_route_configurations(), ["r"]);
     }
 }

@@ -68,9 +68,12 @@ mod tests {
                 prefix_rewrite: None,
                 regex_rewrite: None,
                 host_rewrite_literal: None,
+                request_mirror_policies: Vec::new(),
             }),
             request_headers_to_add: Vec::new(),
             request_headers_to_remove: Vec::new(),
+            response_headers_to_add: Vec::new(),
+            response_headers_to_remove: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&route).unwrap(),

@@ -54,6 +54,25 @@ pub struct Route {
     pub request_headers_to_add: Vec<HeaderValueOption>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub request_headers_to_remove: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_add: Vec<HeaderValueOption>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_remove: Vec<String>,
+}
+
+impl Route {
+    /// A route matching `route_match` that does `action`, changing no header.
+    pub fn new(name: impl Into<String>, route_match: RouteMatch, action: Action) -> Self {
+        Self {
+            name: name.into(),
+            route_match,
+            action,
+            request_headers_to_add: Vec::new(),
+            request_headers_to_remove: Vec::new(),
+            response_headers_to_add: Vec::new(),
+            response_headers_to_remove: Vec::new(),
+        }
+    }
 }
 
 /// The oneof `action` of [`Route`].
@@ -135,6 +154,8 @@ pub struct RouteAction {
     /// A member of the oneof `host_rewrite_specifier`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_rewrite_literal: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub request_mirror_policies: Vec<RequestMirrorPolicy>,
 }
 
 impl RouteAction {
@@ -147,8 +168,40 @@ impl RouteAction {
             prefix_rewrite: None,
             regex_rewrite: None,
             host_rewrite_literal: None,
+            request_mirror_policies: Vec::new(),
         }
     }
+}
+
+/// `envoy.config.route.v3.RouteAction.RequestMirrorPolicy`: a copy of the requests goes to
+/// `cluster` too, its answer dropped (Envoy appends `-shadow` to the copy's `Host`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequestMirrorPolicy {
+    pub cluster: String,
+    /// The share of the requests copied; none: every request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_fraction: Option<RuntimeFractionalPercent>,
+}
+
+/// `envoy.config.core.v3.RuntimeFractionalPercent`, without a runtime key: the default is the
+/// value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuntimeFractionalPercent {
+    pub default_value: FractionalPercent,
+}
+
+/// `envoy.type.v3.FractionalPercent` with the denominator `HUNDRED`: `numerator` percent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FractionalPercent {
+    pub numerator: u32,
+    pub denominator: FractionalPercentDenominator,
+}
+
+/// `envoy.type.v3.FractionalPercent.DenominatorType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FractionalPercentDenominator {
+    Hundred,
 }
 
 /// The oneof `cluster_specifier` of [`RouteAction`].

@@ -30,6 +30,12 @@ pub const STDOUT_ACCESS_LOG: &str =
 /// `envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`.
 pub const UPSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
+/// `envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext`.
+pub const DOWNSTREAM_TLS_CONTEXT: &str =
+    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
+/// `envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector`.
+pub const TLS_INSPECTOR: &str =
+    "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector";
 /// `envoy.extensions.upstreams.http.v3.HttpProtocolOptions`.
 pub const HTTP_PROTOCOL_OPTIONS: &str =
     "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions";

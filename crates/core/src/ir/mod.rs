@@ -17,7 +17,7 @@ use std::net::IpAddr;
 
 pub use self::domain::Domain;
 pub use self::route::{
-    Action, Forward, Header, HeaderChanges, PathMatch, PathModifier, Redirect, Route, StringMatch,
+    Action, Forward, Header, HeaderChanges, Mirror, PathMatch, PathModifier, Redirect, Route, StringMatch,
     ValueMatch, WeightedBackend,
 };
 
@@ -28,10 +28,13 @@ pub struct Fleet {
     pub listeners: Vec<Listener>,
     /// Every backend a route of the fleet forwards to, sorted by name, each once.
     pub backends: Vec<Backend>,
+    /// Every certificate a TLS server of the fleet presents, sorted by name, each once:
+    /// delivered to the proxies over SDS, never written anywhere.
+    pub secrets: Vec<TlsSecret>,
 }
 
-/// An HTTP listener: one port of the fleet's proxies. (HTTPS listeners will add their
-/// certificates here, delivered to the proxies over SDS.)
+/// A listener: one port of the fleet's proxies, serving plain HTTP ([`Listener::virtual_hosts`])
+/// or, when [`Listener::tls_servers`] is not empty, HTTPS.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listener {
     /// Unique in the fleet: the Envoy's port name.
@@ -40,9 +43,48 @@ pub struct Listener {
     pub port: u16,
     /// Whether each request is logged (one JSON line on the proxy's standard output).
     pub access_log: bool,
-    /// One per domain of the routes attached to the listener, sorted by domain. None: every
-    /// request is answered 404.
+    /// Plain HTTP: one per domain of the routes attached to the listener, sorted by domain.
+    /// None: every request is answered 404. Empty when the listener terminates TLS.
     pub virtual_hosts: Vec<VirtualHost>,
+    /// HTTPS: the servers sharing the port, chosen by the name the client asks for (SNI),
+    /// sorted by name. Empty for plain HTTP.
+    pub tls_servers: Vec<TlsServer>,
+}
+
+/// One HTTPS server of a listener (a Gateway listener with `protocol: HTTPS` and `tls.mode:
+/// Terminate`): the certificates it presents to clients asking for its hostname, and the
+/// virtual hosts it serves once TLS is terminated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsServer {
+    /// Unique in the listener (the Gateway listener's name).
+    pub name: String,
+    /// The SNI names it serves (`shop.example.com`, `*.example.com`); `Domain::Any` serves
+    /// every name no other server of the listener claims, and clients sending none.
+    pub server_name: Domain,
+    /// Names of [`Fleet::secrets`], at least one.
+    pub certificates: Vec<String>,
+    /// As [`Listener::virtual_hosts`].
+    pub virtual_hosts: Vec<VirtualHost>,
+}
+
+/// A certificate chain and its private key, in PEM: a `kubernetes.io/tls` Secret's `tls.crt`
+/// and `tls.key`. `Debug` never prints the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TlsSecret {
+    /// Unique in the fleet, and stable while the Secret exists: `<namespace>/<secret>`.
+    pub name: String,
+    pub certificate_chain: String,
+    pub private_key: String,
+}
+
+impl std::fmt::Debug for TlsSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSecret")
+            .field("name", &self.name)
+            .field("certificate_chain", &format_args!("{} bytes", self.certificate_chain.len()))
+            .field("private_key", &format_args!("<redacted>"))
+            .finish()
+    }
 }
 
 /// The routes of one domain of a listener.

@@ -19,6 +19,9 @@ pub struct Route {
     pub query_params: Vec<ValueMatch>,
     /// Changes to the request's headers before it goes on.
     pub request_headers: HeaderChanges,
+    /// Changes to the response's headers before the client gets it (Gateway API's
+    /// `ResponseHeaderModifier`).
+    pub response_headers: HeaderChanges,
     pub action: Action,
 }
 
@@ -46,7 +49,7 @@ pub enum StringMatch {
     RegularExpression(String),
 }
 
-/// Gateway API's `RequestHeaderModifier`; names lowercase.
+/// Gateway API's `RequestHeaderModifier` or `ResponseHeaderModifier`; names lowercase.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeaderChanges {
     /// The header with this value only.
@@ -83,6 +86,17 @@ pub struct Forward {
     /// The `Host` the backend sees instead of the request's.
     pub host_rewrite: Option<String>,
     pub path_rewrite: Option<PathModifier>,
+    /// Backends that get a copy of the requests too (Gateway API's `RequestMirror`), in the
+    /// order of the rule; their answers are dropped.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A backend ([`super::Backend`], by name) that gets a copy of a share of the requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mirror {
+    pub backend: String,
+    /// The share of the requests copied, 0 to 100. None: every request.
+    pub percent: Option<u32>,
 }
 
 /// A backend ([`super::Backend`], by name) and its share of the requests.

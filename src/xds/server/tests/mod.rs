@@ -7,6 +7,7 @@
 mod delta;
 mod fuzzing;
 mod limits;
+mod secrets;
 mod sotw;
 
 use std::fmt::Debug;

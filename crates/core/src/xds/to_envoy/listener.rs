@@ -1,12 +1,17 @@
-//! Listeners: each an HTTP connection manager on all addresses of its port, taking its routes by
-//! RDS over the ADS stream (the route configuration of the listener's name) and, unless the
-//! fleet turns it off, writing a JSON access log.
+//! Listeners: each on all addresses of its port. Plain HTTP: one HTTP connection manager
+//! taking its routes by RDS over the ADS stream (the route configuration of the listener's
+//! name). HTTPS: the TLS inspector reads the name the client asks for (SNI), and each TLS
+//! server has its own filter chain for that name, terminating TLS with its certificates and
+//! routing by its own route configuration ([`tls::route_configuration_name`]). Unless the fleet
+//! turns it off, every connection manager writes a JSON access log.
 
 use std::collections::BTreeMap;
 
+use super::tls;
 use crate::envoy::{
     AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
-    HttpFilter, Listener, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString, extension_names,
+    HttpFilter, Listener, ListenerFilter, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString,
+    extension_names,
 };
 use crate::ir;
 
@@ -34,23 +39,47 @@ pub const ACCESS_LOG_FIELDS: [(&str, &str); 18] = [
 ];
 
 pub fn listener(listener: &ir::Listener) -> Listener {
-    let manager = HttpConnectionManager {
+    let address = Address::socket("0.0.0.0", u32::from(listener.port));
+    if listener.tls_servers.is_empty() {
+        let manager = http_connection_manager(listener, listener.name.clone());
+        return Listener {
+            name: listener.name.clone(),
+            address,
+            listener_filters: Vec::new(),
+            filter_chains: vec![FilterChain::of(vec![Filter::http_connection_manager(manager)])],
+        };
+    }
+    let filter_chains = tls::distinct_servers(listener)
+        .map(|server| {
+            let routes = tls::route_configuration_name(&listener.name, &server.name);
+            FilterChain {
+                name: server.name.clone(),
+                filter_chain_match: tls::filter_chain_match(server),
+                filters: vec![Filter::http_connection_manager(http_connection_manager(listener, routes))],
+                transport_socket: Some(tls::downstream_tls(server)),
+            }
+        })
+        .collect();
+    Listener {
+        name: listener.name.clone(),
+        address,
+        listener_filters: vec![ListenerFilter::tls_inspector()],
+        filter_chains,
+    }
+}
+
+/// The connection manager of the listener's requests routed by the route configuration
+/// `route_config_name`.
+fn http_connection_manager(listener: &ir::Listener, route_config_name: String) -> HttpConnectionManager {
+    HttpConnectionManager {
         stat_prefix: listener.name.clone(),
-        route_specifier: RouteSpecifier::Rds(Rds {
-            config_source: ConfigSource::ads(),
-            route_config_name: listener.name.clone(),
-        }),
+        route_specifier: RouteSpecifier::Rds(Rds { config_source: ConfigSource::ads(), route_config_name }),
         http_filters: vec![HttpFilter::router()],
         access_log: if listener.access_log { vec![json_access_log()] } else { Vec::new() },
         // Route on the normalized path, as Gateway API implementations do: `/a/../admin` and
         // `//admin` must not slip past a match on `/admin`.
         normalize_path: Some(true),
         merge_slashes: true,
-    };
-    Listener {
-        name: listener.name.clone(),
-        address: Address::socket("0.0.0.0", u32::from(listener.port)),
-        filter_chains: vec![FilterChain { filters: vec![Filter::http_connection_manager(manager)] }],
     }
 }
 

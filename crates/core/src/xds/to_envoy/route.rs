@@ -1,11 +1,14 @@
-//! Route configurations: one per listener (of the same name), a virtual host per domain, and
-//! each IR route as Envoy's route: its match, and forwarding, redirecting or answering 500.
+//! Route configurations: one per plain listener (of the same name) or per TLS server of an
+//! HTTPS listener, a virtual host per domain, and each IR route as Envoy's route: its match,
+//! and forwarding, redirecting or answering 500.
 
+use super::tls;
 use crate::envoy::{
     Action, ClusterNotFoundResponseCode, ClusterSpecifier, ClusterWeight, DirectResponseAction,
-    HeaderAppendAction, HeaderMatcher, HeaderValue, HeaderValueOption, PathSpecifier, QueryParameterMatcher,
-    RedirectAction, RedirectPathRewrite, RedirectResponseCode, RegexMatchAndSubstitute, RegexMatcher, Route,
-    RouteAction, RouteConfiguration, RouteMatch, StringMatcher, VirtualHost, WeightedCluster,
+    FractionalPercent, FractionalPercentDenominator, HeaderAppendAction, HeaderMatcher, HeaderValue,
+    HeaderValueOption, PathSpecifier, QueryParameterMatcher, RedirectAction, RedirectPathRewrite,
+    RedirectResponseCode, RegexMatchAndSubstitute, RegexMatcher, RequestMirrorPolicy, Route, RouteAction,
+    RouteConfiguration, RouteMatch, RuntimeFractionalPercent, StringMatcher, VirtualHost, WeightedCluster,
 };
 use crate::ir;
 
@@ -18,20 +21,42 @@ pub const INVALID_BACKEND_CLUSTER: &str = "envoy-operator.invalid-backend";
 /// What Gateway API answers for a rule that has nowhere to send requests.
 pub const NO_BACKEND_STATUS: u32 = 500;
 
-/// The listener's route configuration, named after it. A listener without virtual hosts still
-/// has one: it waits for its route configuration before it serves (then answers 404).
+/// The plain HTTP listener's route configuration, named after it. A listener without virtual
+/// hosts still has one: it waits for its route configuration before it serves (then answers
+/// 404).
 pub fn route_configuration(listener: &ir::Listener) -> RouteConfiguration {
+    named_route_configuration(listener.name.clone(), &listener.virtual_hosts)
+}
+
+/// Every route configuration the listener's connection managers use: for plain HTTP, the
+/// listener's ([`route_configuration`]); for HTTPS, one per TLS server with a filter chain
+/// ([`tls::route_configuration_name`]).
+pub fn route_configurations(listener: &ir::Listener) -> Vec<RouteConfiguration> {
+    if listener.tls_servers.is_empty() {
+        return vec![route_configuration(listener)];
+    }
+    tls::distinct_servers(listener)
+        .map(|server| {
+            let name = tls::route_configuration_name(&listener.name, &server.name);
+            named_route_configuration(name, &server.virtual_hosts)
+        })
+        .collect()
+}
+
+fn named_route_configuration(name: String, hosts: &[ir::VirtualHost]) -> RouteConfiguration {
     RouteConfiguration {
-        name: listener.name.clone(),
-        virtual_hosts: listener.virtual_hosts.iter().map(|host| virtual_host(&listener.name, host)).collect(),
+        virtual_hosts: hosts.iter().map(|host| virtual_host(&name, host)).collect(),
+        name,
         ignore_port_in_host_matching: true,
         validate_clusters: None,
     }
 }
 
-fn virtual_host(listener: &str, host: &ir::VirtualHost) -> VirtualHost {
+/// Named after its route configuration and domain (unique in the configuration, as Envoy
+/// requires).
+fn virtual_host(configuration: &str, host: &ir::VirtualHost) -> VirtualHost {
     VirtualHost {
-        name: format!("{listener}/{}", host.domain),
+        name: format!("{configuration}/{}", host.domain),
         domains: vec![host.domain.to_string()],
         routes: host.routes.iter().map(route).collect(),
     }
@@ -39,12 +64,15 @@ fn virtual_host(listener: &str, host: &ir::VirtualHost) -> VirtualHost {
 
 pub fn route(route: &ir::Route) -> Route {
     let (request_headers_to_add, request_headers_to_remove) = header_changes(&route.request_headers);
+    let (response_headers_to_add, response_headers_to_remove) = header_changes(&route.response_headers);
     Route {
         name: route.name.clone(),
         route_match: route_match(route),
         action: action(&route.action, &route.path),
         request_headers_to_add,
         request_headers_to_remove,
+        response_headers_to_add,
+        response_headers_to_remove,
     }
 }
 
@@ -125,7 +153,21 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
         prefix_rewrite,
         regex_rewrite,
         host_rewrite_literal: forward.host_rewrite.clone(),
+        request_mirror_policies: forward.mirrors.iter().map(mirror_policy).collect(),
     })
+}
+
+/// A mirror as Envoy's policy; every request when no share is given.
+fn mirror_policy(mirror: &ir::Mirror) -> RequestMirrorPolicy {
+    RequestMirrorPolicy {
+        cluster: mirror.backend.clone(),
+        runtime_fraction: mirror.percent.map(|percent| RuntimeFractionalPercent {
+            default_value: FractionalPercent {
+                numerator: percent.min(100),
+                denominator: FractionalPercentDenominator::Hundred,
+            },
+        }),
+    }
 }
 
 fn redirect_action(redirect: &ir::Redirect, path: &ir::PathMatch) -> RedirectAction {
@@ -224,7 +266,8 @@ fn re2_escape(text: &str) -> String {
     escaped
 }
 
-/// Header changes as Envoy's header options: `set` replaces, `add` appends, `remove` removes.
+/// Header changes (of a request or a response) as Envoy's header options: `set` replaces, `add`
+/// appends, `remove` removes.
 fn header_changes(changes: &ir::HeaderChanges) -> (Vec<HeaderValueOption>, Vec<String>) {
     let option = |header: &ir::Header, append_action| HeaderValueOption {
         header: HeaderValue { key: header.name.clone(), value: header.value.clone() },
@@ -238,6 +281,58 @@ fn header_changes(changes: &ir::HeaderChanges) -> (Vec<HeaderValueOption>, Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Response header changes become the route's response header options; mirrors its
+    /// mirror policies, with a share only where one is given (capped at 100%).
+    #[test]
+    fn response_headers_and_mirrors_are_rendered_on_the_route() {
+        let header = |name: &str, value: &str| ir::Header { name: name.into(), value: value.into() };
+        let mirror = |backend: &str, percent| ir::Mirror { backend: backend.into(), percent };
+        let ir_route = ir::Route {
+            name: "shop/web/rule/0/match/0".into(),
+            path: ir::PathMatch::Prefix("/".into()),
+            method: None,
+            headers: Vec::new(),
+            query_params: Vec::new(),
+            request_headers: ir::HeaderChanges::default(),
+            response_headers: ir::HeaderChanges {
+                set: vec![header("x-set", "1")],
+                add: vec![header("x-add", "2")],
+                remove: vec!["x-remove".into()],
+            },
+            action: ir::Action::Forward(ir::Forward {
+                backends: vec![ir::WeightedBackend { backend: "shop/v1/80".into(), weight: 1 }],
+                unresolved_weight: 0,
+                timeout: None,
+                host_rewrite: None,
+                path_rewrite: None,
+                mirrors: vec![
+                    mirror("shop/v2/80", None),
+                    mirror("shop/v3/80", Some(20)),
+                    mirror("shop/v4/80", Some(500)),
+                ],
+            }),
+        };
+        let rendered = serde_json::to_value(route(&ir_route)).unwrap();
+        assert_eq!(
+            rendered["response_headers_to_add"],
+            serde_json::json!([
+                {"header": {"key": "x-set", "value": "1"}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"},
+                {"header": {"key": "x-add", "value": "2"}, "append_action": "APPEND_IF_EXISTS_OR_ADD"},
+            ])
+        );
+        assert_eq!(rendered["response_headers_to_remove"], serde_json::json!(["x-remove"]));
+        let share = |numerator: u32| serde_json::json!({"default_value": {"numerator": numerator, "denominator": "HUNDRED"}});
+        assert_eq!(
+            rendered["route"]["request_mirror_policies"],
+            serde_json::json!([
+                {"cluster": "shop/v2/80"},
+                {"cluster": "shop/v3/80", "runtime_fraction": share(20)},
+                {"cluster": "shop/v4/80", "runtime_fraction": share(100)},
+            ])
+        );
+        assert_eq!(rendered["route"]["cluster"], "shop/v1/80");
+    }
 
     #[test]
     fn prefix_replacement_follows_gateway_apis_table() {
