@@ -16,6 +16,7 @@ pub mod children;
 pub mod crd;
 pub mod envoy;
 pub mod fleet;
+pub mod gateway;
 pub mod identity;
 pub mod inject;
 pub mod ir;

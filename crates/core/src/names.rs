@@ -54,6 +54,9 @@ pub const INJECT_PATH: &str = "/inject";
 /// pods whose injected sidecar names an Envoy. The fleets' status tells sidecars from the
 /// fleet's own proxies by these pods.
 pub const FLEET_LABEL: &str = "envoy-operator.example.com/fleet";
+/// Label of the Envoy that is a Gateway's fleet, naming the Gateway: its configuration comes
+/// from the Gateway API translation, never from EnvoyRoutes.
+pub const GATEWAY_LABEL: &str = "envoy-operator.example.com/gateway";
 
 /// The Service fleets reach the operator's xDS server through, and its port.
 pub const XDS_SERVICE: &str = "envoy-operator-xds";

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Service;
 
 use super::backends::{self, ClusterKey, Unresolved};
 use super::conditions::{ConditionState, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE};
+use super::rule::RuleExtensions;
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
 use crate::names::REASON_ACCEPTED;
@@ -21,14 +22,17 @@ pub struct CheckedRoute {
     pub invalid: Option<FieldErrors>,
     /// For each rule, for each of its backendRefs: the Service port it names, or why none.
     pub backends: Vec<Vec<Result<ClusterKey, Unresolved>>>,
+    /// For each rule, what an HTTPRoute's rule does that an EnvoyRoute's cannot say (response
+    /// header changes, mirrors); empty for an EnvoyRoute.
+    pub extensions: Vec<RuleExtensions>,
 }
 
 impl CheckedRoute {
     pub fn new(route: &EnvoyRoute, services: &[Arc<Service>]) -> Self {
-        let route = defaulted(route.clone());
-        let invalid = route.validate(None).err();
-        let namespace = route.metadata.namespace.clone().unwrap_or_default();
-        let backends = route
+        let mut checked = Self::with_backends(route, Vec::new());
+        let namespace = checked.namespace().to_owned();
+        checked.backends = checked
+            .route
             .effective()
             .rules
             .iter()
@@ -36,7 +40,16 @@ impl CheckedRoute {
                 rule.backend_refs.iter().map(|b| backends::resolve(&namespace, b, services)).collect()
             })
             .collect();
-        Self { route, invalid, backends }
+        checked
+    }
+
+    /// A route whose backends were resolved by other rules than an EnvoyRoute's (an HTTPRoute's
+    /// may name Services of other namespaces where a ReferenceGrant allows it): `backends` holds,
+    /// for each rule, for each of its backendRefs, the Service port or why none.
+    pub fn with_backends(route: &EnvoyRoute, backends: Vec<Vec<Result<ClusterKey, Unresolved>>>) -> Self {
+        let route = defaulted(route.clone());
+        let invalid = route.validate(None).err();
+        Self { route, invalid, backends, extensions: Vec::new() }
     }
 
     pub fn name(&self) -> &str {

@@ -22,6 +22,7 @@ pub fn listener(port: &ServicePort, access_log: bool) -> Option<ir::Listener> {
         port: port.bound_port()?,
         access_log,
         virtual_hosts: Vec::new(),
+        tls_servers: Vec::new(),
     })
 }
 

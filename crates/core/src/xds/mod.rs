@@ -118,5 +118,5 @@ fn fleet(inputs: &Inputs) -> (ir::Fleet, Vec<RouteStatus>) {
     routes::add_virtual_hosts(&mut listeners, &attached);
     let used: Vec<_> = attached.iter().flat_map(|a| rule::used_clusters(a.checked)).collect();
     let backends = endpoints::backends(&used, inputs.services, inputs.endpoint_slices);
-    (ir::Fleet { listeners, backends }, route_statuses)
+    (ir::Fleet { listeners, backends, secrets: Vec::new() }, route_statuses)
 }

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use super::conditions::{ConditionState, REASON_NO_MATCHING_PARENT};
 use super::status::{RouteStatus, route_parents};
 use super::{Inputs, Translation, translate};
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
+use crate::names::GATEWAY_LABEL;
 use crate::rules::Defaulted;
 
 /// The objects of one namespace.
@@ -55,7 +57,7 @@ pub fn translate_namespace(inputs: &NamespaceInputs) -> NamespaceTranslation {
     let fleets: Vec<FleetTranslation> = inputs
         .envoys
         .iter()
-        .filter(|envoy| envoy.spec.xds.is_none())
+        .filter(|envoy| envoy.spec.xds.is_none() && gateway_of(envoy).is_none())
         .map(|envoy| FleetTranslation {
             envoy: envoy.metadata.name.clone().unwrap_or_default(),
             translation: translate(&Inputs {
@@ -68,6 +70,28 @@ pub fn translate_namespace(inputs: &NamespaceInputs) -> NamespaceTranslation {
         .collect();
     let routes = inputs.routes.iter().map(|route| route_outcome(route, &fleets, inputs)).collect();
     NamespaceTranslation { fleets, routes }
+}
+
+/// The Gateway whose fleet `envoy` is ([`GATEWAY_LABEL`]), if any.
+fn gateway_of(envoy: &Envoy) -> Option<&str> {
+    envoy.metadata.labels.as_ref()?.get(GATEWAY_LABEL).map(String::as_str)
+}
+
+/// A Gateway's fleet takes its configuration from the Gateway's HTTPRoutes: an EnvoyRoute
+/// naming it is refused, and told where to go instead.
+fn refused_by_gateway_fleet(mut outcome: RouteStatus, envoys: &[Defaulted<Envoy>]) -> RouteStatus {
+    let fleet = envoys.iter().find(|envoy| envoy.metadata.name.as_deref() == Some(&outcome.parent_ref.name));
+    if let Some(gateway) = fleet.and_then(|envoy| gateway_of(envoy)) {
+        outcome.accepted = ConditionState {
+            status: false,
+            reason: REASON_NO_MATCHING_PARENT,
+            message: format!(
+                "Envoy {:?} is the fleet of Gateway {gateway:?}: attach an HTTPRoute to the Gateway",
+                outcome.parent_ref.name
+            ),
+        };
+    }
+    outcome
 }
 
 fn route_outcome(route: &EnvoyRoute, fleets: &[FleetTranslation], inputs: &NamespaceInputs) -> RouteOutcome {
@@ -83,7 +107,11 @@ fn route_outcome(route: &EnvoyRoute, fleets: &[FleetTranslation], inputs: &Names
         parent_refs.iter().filter_map(|parent_ref| served(parent_ref).cloned()).collect()
     } else {
         let judged = route_parents(route, inputs.envoys, inputs.services);
-        judged.into_iter().map(|outcome| served(&outcome.parent_ref).cloned().unwrap_or(outcome)).collect()
+        judged
+            .into_iter()
+            .map(|outcome| served(&outcome.parent_ref).cloned().unwrap_or(outcome))
+            .map(|outcome| refused_by_gateway_fleet(outcome, inputs.envoys))
+            .collect()
     };
     RouteOutcome {
         route: name,
@@ -137,6 +165,29 @@ mod tests {
         assert_eq!((outcome.uid.as_deref(), outcome.generation), (Some("route-uid"), Some(3)));
         assert_eq!(outcome.parents, route_parents(&routes[0], &envoys, &[]));
         assert_eq!(outcome.parents.len(), 3, "one outcome per distinct parentRef");
+    }
+
+    /// A Gateway's fleet is configured from the Gateway: EnvoyRoutes naming it are refused.
+    #[test]
+    fn a_gateways_fleet_is_not_an_envoyroute_parent() {
+        let mut fleet = envoy("gw", None).into_inner();
+        fleet.metadata.labels = Some([(GATEWAY_LABEL.to_owned(), "gw".to_owned())].into());
+        let envoys = [defaulted(fleet), envoy("edge", None)];
+        let routes = [route(json!([{"name": "gw"}, {"name": "edge"}]))];
+        let inputs =
+            NamespaceInputs { envoys: &envoys, routes: &routes, services: &[], endpoint_slices: &[] };
+        let translated = translate_namespace(&inputs);
+        assert_eq!(translated.fleets.iter().map(|f| f.envoy.as_str()).collect::<Vec<_>>(), ["edge"]);
+        let parents = &translated.routes[0].parents;
+        assert_eq!(parents.len(), 2);
+        let edge = parents.iter().find(|p| p.parent_ref.name == "edge").expect("edge");
+        assert!(edge.accepted.status);
+        let gw = parents.iter().find(|p| p.parent_ref.name == "gw").expect("gw");
+        assert_eq!((gw.accepted.status, gw.accepted.reason), (false, REASON_NO_MATCHING_PARENT));
+        assert_eq!(
+            gw.accepted.message,
+            "Envoy \"gw\" is the fleet of Gateway \"gw\": attach an HTTPRoute to the Gateway"
+        );
     }
 
     #[test]

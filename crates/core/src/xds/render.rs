@@ -6,6 +6,10 @@
 //! Each fleet is one document: its key, the route statuses, and the resources as
 //! `DiscoveryResponse`s (`type_url` and `resources`, each resource with its `@type`), one per
 //! type in the order the server pushes them, so a response can be handed to an Envoy as is.
+//!
+//! The Gateway API objects of the same manifests are rendered per Gateway ([`gateway`]).
+
+pub mod gateway;
 
 use std::sync::Arc;
 
@@ -21,6 +25,9 @@ use crate::envoy::{Packable, Packed};
 use crate::manifest::{Outcome, display_name, type_meta};
 use crate::rules::Defaulted;
 
+use self::gateway::{GatewayDocument, GatewayObjects, TLS_SECRET_TYPE};
+use crate::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+
 /// The objects of the manifests a translation reads, defaulted and checked as the API server
 /// would store them.
 #[derive(Debug, Default)]
@@ -29,6 +36,7 @@ pub struct Manifests {
     routes: Vec<Arc<EnvoyRoute>>,
     services: Vec<Arc<Service>>,
     endpoint_slices: Vec<Arc<EndpointSlice>>,
+    gateway: GatewayObjects,
 }
 
 /// One Envoy's configuration.
@@ -49,6 +57,9 @@ impl Manifests {
         let is = |group_version: &str, name: &str| api_version == group_version && kind == name;
         let (envoy, route) = (is("example.com/v1", "Envoy"), is("example.com/v1", "EnvoyRoute"));
         let (service, slice) = (is("v1", "Service"), is("discovery.k8s.io/v1", "EndpointSlice"));
+        if let Some(kind) = GatewayKind::of(api_version, kind) {
+            return self.add_gateway_object(kind, object, default_namespace);
+        }
         if !(envoy || route || service || slice) {
             return Ok(());
         }
@@ -60,6 +71,9 @@ impl Manifests {
         }
         if envoy {
             let envoy = admitted::<Envoy>(&object)?;
+            // The last of the same name wins, as with `kubectl apply`.
+            self.gateway.envoys.retain(|other| fleet_key(other) != fleet_key(&envoy));
+            self.gateway.envoys.push(Arc::new(Envoy::clone(&envoy)));
             if envoy.effective().xds.is_some() {
                 return Err(Outcome::Skipped {
                     note: format!(
@@ -68,7 +82,6 @@ impl Manifests {
                     ),
                 });
             }
-            // The last of the same name wins, as with `kubectl apply`.
             self.envoys.retain(|other| fleet_key(other) != fleet_key(&envoy));
             self.envoys.push(envoy);
         } else if route {
@@ -79,6 +92,53 @@ impl Manifests {
             self.endpoint_slices.push(Arc::new(typed(object, &kind)?));
         }
         Ok(())
+    }
+
+    /// A Gateway API object (or a Namespace, or a Secret a listener may present), typed, in
+    /// `default_namespace` if it is namespaced and names none.
+    fn add_gateway_object(
+        &mut self,
+        kind: GatewayKind,
+        mut object: Value,
+        default_namespace: &str,
+    ) -> Result<(), Outcome> {
+        let kind_name = kind.name();
+        if object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+            return Err(Outcome::Rejected {
+                message: format!("{kind_name} {}: metadata.name is required", display_name(&object)),
+            });
+        }
+        if kind.is_namespaced()
+            && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+            && metadata.get("namespace").and_then(Value::as_str).is_none_or(str::is_empty)
+        {
+            metadata.insert("namespace".to_owned(), Value::String(default_namespace.to_owned()));
+        }
+        let objects = &mut self.gateway;
+        match kind {
+            GatewayKind::Class => objects.classes.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::Gateway => objects.gateways.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::Route => objects.routes.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::Grant => objects.grants.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::Namespace => objects.namespaces.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::Secret => {
+                // The operator reads `kubernetes.io/tls` Secrets only; others play no part.
+                if object["type"].as_str() == Some(TLS_SECRET_TYPE) {
+                    objects.secrets.push(Arc::new(typed(object, kind_name)?));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each Gateway of the operator's GatewayClasses, sorted by namespace and name, and notes
+    /// on the Gateway API objects of the manifests that no document shows.
+    pub fn gateways(&self) -> (Vec<GatewayDocument>, Vec<String>) {
+        if self.gateway.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let translation = self.gateway.translate(&self.services, &self.endpoint_slices);
+        (gateway::documents(&translation), self.gateway.unrendered(&translation))
     }
 
     /// Each Envoy's configuration, in the order of the manifests.
@@ -122,6 +182,47 @@ impl Manifests {
             }
         }
         notes
+    }
+}
+
+/// The kinds of the Gateway API translation reads, besides Services and EndpointSlices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GatewayKind {
+    Class,
+    Gateway,
+    Route,
+    Grant,
+    Namespace,
+    Secret,
+}
+
+impl GatewayKind {
+    fn of(api_version: &str, kind: &str) -> Option<Self> {
+        use kube::Resource;
+        match kind {
+            "GatewayClass" if GatewayClass::api_version(&()) == api_version => Some(Self::Class),
+            "Gateway" if Gateway::api_version(&()) == api_version => Some(Self::Gateway),
+            "HTTPRoute" if HTTPRoute::api_version(&()) == api_version => Some(Self::Route),
+            "ReferenceGrant" if ReferenceGrant::api_version(&()) == api_version => Some(Self::Grant),
+            "Namespace" if api_version == "v1" => Some(Self::Namespace),
+            "Secret" if api_version == "v1" => Some(Self::Secret),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Class => "GatewayClass",
+            Self::Gateway => "Gateway",
+            Self::Route => "HTTPRoute",
+            Self::Grant => "ReferenceGrant",
+            Self::Namespace => "Namespace",
+            Self::Secret => "Secret",
+        }
+    }
+
+    fn is_namespaced(self) -> bool {
+        !matches!(self, Self::Class | Self::Namespace)
     }
 }
 
@@ -314,6 +415,46 @@ metadata: {name: unrelated}
                 "EnvoyRoute default/web: its parent Envoy external is not rendered here (not in the manifests, or it has spec.xds)"
             ]
         );
+    }
+
+    /// Gateway API objects beside them change nothing of the Envoys' documents.
+    #[test]
+    fn gateways_leave_the_envoys_documents_as_they_were() {
+        let gateway_api = "
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: envoy-operator}
+spec: {controllerName: example.com/envoy-operator}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec: {gatewayClassName: envoy-operator, listeners: [{name: http, port: 80, protocol: HTTP}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web}
+spec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: web, port: 80}]}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: default}
+";
+        let (alone, _) = manifests(INPUT);
+        let (beside, reported) = manifests(&format!("{INPUT}{gateway_api}"));
+        assert_eq!(reported.len(), 1, "the Envoy with spec.xds, as before: {reported:?}");
+        let documents = |m: &Manifests| -> Vec<(String, Value)> {
+            m.fleets().iter().map(|fleet| (fleet.comment(), fleet.document())).collect()
+        };
+        assert_eq!(documents(&alone), documents(&beside));
+        assert_eq!(alone.unrendered_parents(), beside.unrendered_parents());
+        let (gateways, notes) = beside.gateways();
+        assert_eq!((gateways.len(), notes), (1, Vec::<String>::new()));
+        assert_eq!(gateways[0].key(), "default/gw");
+        // The Gateway's route is served the same Service as the Envoy's.
+        assert_eq!(gateways[0].document()["xds"][0]["resources"][0]["name"], "default/web/80");
+        assert_eq!(alone.gateways(), (Vec::new(), Vec::new()));
     }
 
     #[test]

@@ -30,43 +30,69 @@ pub fn add_virtual_hosts(listeners: &mut [ir::Listener], attached: &[AttachedRou
     }
 }
 
+/// How the routes serving one host are ordered by their matching hostnames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostnameOrder {
+    /// Routes with a more specific matching hostname first, before any other criterion: an
+    /// EnvoyRoute's documented order.
+    MostSpecificFirst,
+    /// The hostname picks the virtual host only; in it, every route that serves the host is
+    /// ordered by its matches alone, as Gateway API's conformance suite checks for HTTPRoutes
+    /// (`HTTPRouteMatchingAcrossRoutes`: `/v2` of a `*.com` route before `/` of an
+    /// `example.com` route), and as Envoy Gateway does.
+    Ignored,
+}
+
 /// One virtual host per domain of the routes, sorted, each with the routes that serve it.
-fn virtual_hosts(routes: &[&CheckedRoute]) -> Vec<ir::VirtualHost> {
-    let domains: BTreeSet<Domain> =
-        routes.iter().flat_map(|checked| Domain::of_route(&checked.route.effective().hostnames)).collect();
-    domains
-        .into_iter()
-        .map(|domain| {
-            let mut entries: Vec<(Precedence, ir::Route)> = Vec::new();
-            for checked in routes {
-                let effective = checked.route.effective();
-                let Some(hostname) = Domain::of_route(&effective.hostnames)
-                    .into_iter()
-                    .filter(|hostname| hostname.covers(&domain))
-                    .max_by_key(Domain::specificity)
-                else {
-                    continue;
-                };
-                for (i, rule) in effective.rules.iter().enumerate() {
-                    for (j, route_match) in rule.matches.iter().enumerate() {
-                        if let Some(route) = rule::route(checked, i, j) {
-                            entries.push((Precedence::of(&hostname, route_match, checked, i, j), route));
-                        }
-                    }
+pub fn virtual_hosts(routes: &[&CheckedRoute]) -> Vec<ir::VirtualHost> {
+    ordered_virtual_hosts(routes, HostnameOrder::MostSpecificFirst)
+}
+
+/// [`virtual_hosts`], with routes ordered by `order`.
+pub fn ordered_virtual_hosts(routes: &[&CheckedRoute], order: HostnameOrder) -> Vec<ir::VirtualHost> {
+    domains(routes).into_iter().map(|domain| virtual_host(domain, routes, order)).collect()
+}
+
+/// The domains of the routes' hostnames, sorted, each once.
+pub fn domains(routes: &[&CheckedRoute]) -> BTreeSet<Domain> {
+    routes.iter().flat_map(|checked| Domain::of_route(&checked.route.effective().hostnames)).collect()
+}
+
+/// The virtual host of `domain`: every rule × match of the routes whose hostnames cover it, in
+/// precedence order (none: every request for it is answered 404).
+pub fn virtual_host(domain: Domain, routes: &[&CheckedRoute], order: HostnameOrder) -> ir::VirtualHost {
+    let mut entries: Vec<(Precedence, ir::Route)> = Vec::new();
+    for checked in routes {
+        let effective = checked.route.effective();
+        let Some(hostname) = Domain::of_route(&effective.hostnames)
+            .into_iter()
+            .filter(|hostname| hostname.covers(&domain))
+            .max_by_key(Domain::specificity)
+        else {
+            continue;
+        };
+        let hostname = match order {
+            HostnameOrder::MostSpecificFirst => hostname,
+            HostnameOrder::Ignored => Domain::Any,
+        };
+        for (i, rule) in effective.rules.iter().enumerate() {
+            for (j, route_match) in rule.matches.iter().enumerate() {
+                if let Some(route) = rule::route(checked, i, j) {
+                    entries.push((Precedence::of(&hostname, route_match, checked, i, j), route));
                 }
             }
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            ir::VirtualHost { domain, routes: entries.into_iter().map(|(_, route)| route).collect() }
-        })
-        .collect()
+        }
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    ir::VirtualHost { domain, routes: entries.into_iter().map(|(_, route)| route).collect() }
 }
 
 /// Gateway API's precedence of a rule's match, most precedent first: the route's matching
 /// hostname (non-wildcard characters, then characters); an `Exact` path, then a
 /// `RegularExpression` path (Gateway API leaves its place to implementations; Envoy Gateway
 /// puts it here too), then a `PathPrefix` path, longer paths first; a method; more header
-/// matches; more query parameter matches; then the oldest route, the route first by name, and
-/// the rule and match first in the route. Fields compare in this order.
+/// matches; more query parameter matches; then the oldest route, the route first by
+/// `<namespace>/<name>`, and the rule and match first in the route. Fields compare in this order.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Precedence {
     hostname: Reverse<(usize, usize)>,
@@ -77,7 +103,8 @@ struct Precedence {
     query_params: Reverse<usize>,
     /// Routes without a creation time (not stored yet) come after every stored one.
     created: (bool, Option<Timestamp>),
-    route: String,
+    /// Namespace and name (HTTPRoutes of several namespaces may share a host).
+    route: (String, String),
     rule: usize,
     route_match: usize,
 }
@@ -119,7 +146,7 @@ impl Precedence {
             headers: Reverse(header_names.len()),
             query_params: Reverse(query_names.len()),
             created: (created.is_none(), created),
-            route: checked.name().to_owned(),
+            route: (checked.namespace().to_owned(), checked.name().to_owned()),
             rule,
             route_match: index,
         }
@@ -144,6 +171,7 @@ mod tests {
                 port: 8080,
                 access_log: false,
                 virtual_hosts: Vec::new(),
+                tls_servers: Vec::new(),
             })
             .collect();
         add_virtual_hosts(&mut listeners, attached);

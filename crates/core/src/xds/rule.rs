@@ -10,11 +10,30 @@ use crate::api::route::{
 use crate::ir;
 use crate::rules::route::{EffectiveMatch, EffectiveRedirect, EffectiveRule, ValueMatch};
 
+/// What a rule of an HTTPRoute does that an EnvoyRoute's rule cannot say. EnvoyRoutes have
+/// none: their routes change no response header and mirror nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleExtensions {
+    /// `ResponseHeaderModifier`, names lowercase.
+    pub response_headers: ir::HeaderChanges,
+    /// The `RequestMirror`s whose backend resolves, in the order of the rule.
+    pub mirrors: Vec<ResolvedMirror>,
+}
+
+/// A `RequestMirror` whose backend resolves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedMirror {
+    pub cluster: ClusterKey,
+    /// 0 to 100; none: every request.
+    pub percent: Option<u32>,
+}
+
 /// The route for match `match_index` of rule `rule_index` of a (valid) route.
 pub fn route(checked: &CheckedRoute, rule_index: usize, match_index: usize) -> Option<ir::Route> {
     let rule = checked.route.effective().rules.get(rule_index)?;
     let route_match = rule.matches.get(match_index)?;
     let backends = checked.backends.get(rule_index).map(Vec::as_slice).unwrap_or_default();
+    let extensions = checked.extensions.get(rule_index);
     Some(ir::Route {
         name: format!("{}/{}/rule/{rule_index}/match/{match_index}", checked.namespace(), checked.name()),
         path: path_match(route_match),
@@ -22,17 +41,21 @@ pub fn route(checked: &CheckedRoute, rule_index: usize, match_index: usize) -> O
         headers: value_matches(&route_match.headers, str::to_ascii_lowercase),
         query_params: value_matches(&route_match.query_params, str::to_owned),
         request_headers: header_changes(rule.header_modifier.as_ref()),
-        action: action(rule, backends),
+        response_headers: extensions.map(|e| e.response_headers.clone()).unwrap_or_default(),
+        action: action(rule, backends, extensions.map(|e| e.mirrors.as_slice()).unwrap_or_default()),
     })
 }
 
-/// The clusters a (valid) route sends requests to.
+/// The clusters a (valid) route sends requests to, or copies of them.
 pub fn used_clusters(checked: &CheckedRoute) -> Vec<ClusterKey> {
-    let rules = checked.route.effective().rules.iter().zip(&checked.backends);
-    rules
-        .filter(|(rule, _)| rule.redirect.is_none())
-        .flat_map(|(rule, backends)| weighted(rule, backends).0.into_iter().map(|(key, _)| key))
-        .collect()
+    let mut used = Vec::new();
+    let rules = checked.route.effective().rules.iter().zip(&checked.backends).enumerate();
+    for (i, (rule, backends)) in rules.filter(|(_, (rule, _))| rule.redirect.is_none()) {
+        used.extend(weighted(rule, backends).0.into_iter().map(|(key, _)| key));
+        let mirrors = checked.extensions.get(i).map(|e| e.mirrors.as_slice()).unwrap_or_default();
+        used.extend(mirrors.iter().map(|mirror| mirror.cluster.clone()));
+    }
+    used
 }
 
 fn path_match(route_match: &EffectiveMatch) -> ir::PathMatch {
@@ -63,7 +86,11 @@ fn value_matches(matches: &[ValueMatch], normalize: fn(&str) -> String) -> Vec<i
     unique
 }
 
-fn action(rule: &EffectiveRule, backends: &[Result<ClusterKey, Unresolved>]) -> ir::Action {
+fn action(
+    rule: &EffectiveRule,
+    backends: &[Result<ClusterKey, Unresolved>],
+    mirrors: &[ResolvedMirror],
+) -> ir::Action {
     if let Some(redirect) = &rule.redirect {
         return ir::Action::Redirect(redirect_of(redirect));
     }
@@ -78,6 +105,10 @@ fn action(rule: &EffectiveRule, backends: &[Result<ClusterKey, Unresolved>]) -> 
         timeout: rule.request_timeout,
         host_rewrite: rewrite.and_then(|r| r.hostname.clone()),
         path_rewrite: rewrite.and_then(|r| r.path.as_ref()).and_then(path_modifier),
+        mirrors: mirrors
+            .iter()
+            .map(|mirror| ir::Mirror { backend: mirror.cluster.cluster_name(), percent: mirror.percent })
+            .collect(),
     })
 }
 

@@ -160,7 +160,9 @@ pub fn summary(hostnames: &[String], parent_refs: &[&ParentReference], accepted:
     }
 }
 
-fn condition(
+/// The condition `type_` in the state `state`, judging `generation`: its `lastTransitionTime`
+/// is kept from `before` unless its status changes.
+pub fn condition(
     type_: &str,
     state: &ConditionState,
     before: &[Condition],

@@ -1,0 +1,414 @@
+//! The Gateway API kinds the operator reads and whose status it writes: `GatewayClass`,
+//! `Gateway`, `HTTPRoute` (`gateway.networking.k8s.io/v1`) and `ReferenceGrant` (`v1beta1`).
+//!
+//! Written here rather than taken from the `gateway-api` crate: its releases are built on
+//! another major version of kube and k8s-openapi than ours (0.22: kube 4, k8s-openapi 0.28),
+//! so its types would not be `kube::Resource`s for our client. Only the fields the operator
+//! reads are declared; the rest are ignored when read, and never written (the operator writes
+//! the status subresource only). The user installs the Gateway API's CRDs from its release,
+//! which hold the schema and its validation: nothing here is a CRD the operator ships.
+//!
+//! Reading is lenient where the API is open-ended (filter types, kinds, protocols are strings),
+//! so an object using a feature the operator does not implement is still read, and reported
+//! as such in its status, rather than failing the watch.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+use crate::api::route::{HeaderModifier, RequestRedirect, RouteMatch, RouteTimeouts, UrlRewrite};
+
+/// The API group of every kind here.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
+/// A class of Gateways, and the controller that implements them.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "GatewayClass",
+    status = "GatewayClassStatus",
+    schema = "disabled",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    pub controller_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<ParametersReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// Where a GatewayClass's settings for its Gateways' fleets are.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParametersReference {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Where traffic enters: listeners on ports, served by a fleet of the operator's proxies.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "Gateway",
+    namespaced,
+    status = "GatewayStatus",
+    schema = "disabled",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    pub gateway_class_name: String,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    /// Addresses the user asks for; the operator assigns none of its own choosing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewaySpecAddress>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    pub port: i32,
+    /// `HTTP`, `HTTPS`, `TLS`, `TCP`, `UDP` or an implementation's own.
+    pub protocol: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTls>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_routes: Option<AllowedRoutes>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// `Terminate` (the default) or `Passthrough`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificate_refs: Vec<SecretObjectReference>,
+}
+
+/// A reference to a Secret (by default), possibly in another namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretObjectReference {
+    /// Defaults to `""` (the core group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Defaults to `Secret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedRoutes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<RouteNamespaces>,
+    /// Empty: the kinds the listener's protocol supports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteNamespaces {
+    /// `Same` (the default), `All` or `Selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteGroupKind {
+    /// Defaults to `gateway.networking.k8s.io`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    pub kind: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpecAddress {
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub address_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewayStatusAddress>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatusAddress {
+    /// `IPAddress` or `Hostname`.
+    #[serde(rename = "type")]
+    pub address_type: String,
+    pub value: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    pub supported_kinds: Vec<RouteGroupKind>,
+    pub attached_routes: i32,
+    pub conditions: Vec<Condition>,
+}
+
+/// HTTP routing from Gateways' listeners to Services: Gateway API's `HTTPRoute`. Its matches,
+/// header modifiers, redirects, rewrites and timeouts are EnvoyRoute's own types: EnvoyRoute is
+/// shaped after it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "HTTPRoute",
+    namespaced,
+    status = "HTTPRouteStatus",
+    schema = "disabled",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPRouteSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<HTTPRouteRule>,
+}
+
+/// A parent of a route: a Gateway by default, optionally one listener of it (`sectionName`,
+/// `port`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentReference {
+    /// Defaults to `gateway.networking.k8s.io`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Defaults to `Gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Defaults to the route's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPRouteRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Empty: one match on the path prefix `/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<RouteMatch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<HTTPRouteFilter>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_refs: Vec<HTTPBackendRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<RouteTimeouts>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPRouteFilter {
+    /// `RequestHeaderModifier`, `ResponseHeaderModifier`, `RequestMirror`, `RequestRedirect`,
+    /// `URLRewrite`, `ExtensionRef`, or one a later release adds.
+    #[serde(rename = "type")]
+    pub filter_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header_modifier: Option<HeaderModifier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_header_modifier: Option<HeaderModifier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_mirror: Option<RequestMirror>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_redirect: Option<RequestRedirect>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_rewrite: Option<UrlRewrite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension_ref: Option<LocalObjectReference>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMirror {
+    pub backend_ref: BackendObjectReference,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectReference {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+/// A backend: a Service port by default, possibly in another namespace (where a
+/// ReferenceGrant there allows it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendObjectReference {
+    /// Defaults to `""` (the core group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Defaults to `Service`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub name: String,
+    /// Defaults to the route's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPBackendRef {
+    #[serde(flatten)]
+    pub backend: BackendObjectReference,
+    /// Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Filters for the requests sent to this backend only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<HTTPRouteFilter>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPRouteStatus {
+    /// One entry per parentRef a controller implements; the operator writes only those with its
+    /// own `controllerName` and keeps the others'.
+    #[serde(default)]
+    pub parents: Vec<RouteParentStatus>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteParentStatus {
+    pub parent_ref: ParentReference,
+    pub controller_name: String,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// Allows references from objects of other namespaces to objects of this one (Gateway API's
+/// `ReferenceGrant`, `v1beta1`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1beta1",
+    kind = "ReferenceGrant",
+    namespaced,
+    schema = "disabled",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantSpec {
+    #[serde(default)]
+    pub from: Vec<ReferenceGrantFrom>,
+    #[serde(default)]
+    pub to: Vec<ReferenceGrantTo>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantFrom {
+    /// `""` for the core group.
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceGrantTo {
+    /// `""` for the core group.
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    /// Absent: every object of the kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A route using a filter the operator does not know is still read: its status says so.
+    #[test]
+    fn routes_with_unknown_filters_and_fields_are_read() {
+        let route: HTTPRoute = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "ns"},
+            "spec": {"parentRefs": [{"name": "gw", "sectionName": "http", "port": 80}],
+                "rules": [{"filters": [{"type": "CORS", "cors": {"allowOrigins": ["*"]}}],
+                    "sessionPersistence": {"sessionName": "s"},
+                    "backendRefs": [{"name": "web", "namespace": "other", "port": 8080, "weight": 2}]}]}
+        }))
+        .unwrap();
+        let rule = &route.spec.rules[0];
+        assert_eq!(rule.filters[0].filter_type, "CORS");
+        assert_eq!(rule.backend_refs[0].backend.namespace.as_deref(), Some("other"));
+        assert_eq!(rule.backend_refs[0].weight, Some(2));
+        assert_eq!(route.spec.parent_refs[0].port, Some(80));
+    }
+
+    #[test]
+    fn the_kinds_are_gateway_apis() {
+        use kube::Resource;
+        assert_eq!(Gateway::api_version(&()), "gateway.networking.k8s.io/v1");
+        assert_eq!(HTTPRoute::plural(&()), "httproutes");
+        assert_eq!(GatewayClass::plural(&()), "gatewayclasses");
+        assert_eq!(ReferenceGrant::api_version(&()), "gateway.networking.k8s.io/v1beta1");
+    }
+}

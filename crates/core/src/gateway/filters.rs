@@ -1,0 +1,141 @@
+//! The HTTPRoute filters an EnvoyRoute's rule cannot carry, read beside it into the rule's
+//! [`RuleExtensions`]: `ResponseHeaderModifier` (Gateway API's extended feature
+//! `HTTPRouteResponseHeaderModification`) and `RequestMirror` (`HTTPRouteRequestMirror`), whose
+//! backendRef resolves as a backendRef does. The rule engine never sees them, so their checks
+//! are here.
+
+use std::collections::HashMap;
+
+use super::api::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule};
+use crate::api::route::{HeaderModifier, HttpHeader, MAX_LIST_ITEMS};
+use crate::ir;
+use crate::rules::format;
+use crate::xds::backends::{ClusterKey, Unresolved};
+use crate::xds::rule::{ResolvedMirror, RuleExtensions};
+
+pub const RESPONSE_HEADER_MODIFIER: &str = "ResponseHeaderModifier";
+pub const REQUEST_MIRROR: &str = "RequestMirror";
+
+/// Whether `filter` is read here rather than as an EnvoyRoute's filter.
+pub fn is_extension(filter: &HTTPRouteFilter) -> bool {
+    matches!(filter.filter_type.as_str(), RESPONSE_HEADER_MODIFIER | REQUEST_MIRROR)
+}
+
+/// A rule's extensions (`path` is the rule's, `spec.rules[i]`). What is wrong with them goes to
+/// `problems` (the route is then refused); the mirrors whose backendRef does not resolve are
+/// returned with their field path (they make `ResolvedRefs` false and mirror nothing).
+pub fn read_rule(
+    path: &str,
+    rule: &HTTPRouteRule,
+    resolve: impl Fn(&HTTPBackendRef) -> Result<ClusterKey, Unresolved>,
+    problems: &mut Vec<String>,
+) -> (RuleExtensions, Vec<(String, Unresolved)>) {
+    let mut extensions = RuleExtensions::default();
+    let mut unresolved = Vec::new();
+    let mut response_modifiers = 0;
+    for (k, filter) in rule.filters.iter().enumerate() {
+        let at = format!("{path}.filters[{k}]");
+        match filter.filter_type.as_str() {
+            RESPONSE_HEADER_MODIFIER => {
+                let Some(modifier) = &filter.response_header_modifier else {
+                    problems.push(format!(
+                        "{at}.responseHeaderModifier: must be specified for the ResponseHeaderModifier filter type"
+                    ));
+                    continue;
+                };
+                response_modifiers += 1;
+                if response_modifiers > 1 {
+                    problems.push(format!("{at}: a rule may have one ResponseHeaderModifier filter only"));
+                    continue;
+                }
+                let at = format!("{at}.responseHeaderModifier");
+                extensions.response_headers = response_header_changes(&at, modifier, problems);
+            }
+            REQUEST_MIRROR => {
+                let Some(mirror) = &filter.request_mirror else {
+                    problems.push(format!(
+                        "{at}.requestMirror: must be specified for the RequestMirror filter type"
+                    ));
+                    continue;
+                };
+                let percent = match mirror.percent.map(u32::try_from) {
+                    None => None,
+                    Some(Ok(percent)) if percent <= 100 => Some(percent),
+                    Some(_) => {
+                        problems.push(format!(
+                            "{at}.requestMirror.percent: {} is not a percentage (0 to 100)",
+                            mirror.percent.unwrap_or_default()
+                        ));
+                        continue;
+                    }
+                };
+                let reference =
+                    HTTPBackendRef { backend: mirror.backend_ref.clone(), weight: None, filters: Vec::new() };
+                match resolve(&reference) {
+                    Ok(cluster) => extensions.mirrors.push(ResolvedMirror { cluster, percent }),
+                    Err(why) => unresolved.push((format!("{at}.requestMirror.backendRef"), why)),
+                }
+            }
+            _ => {}
+        }
+    }
+    (extensions, unresolved)
+}
+
+/// A `ResponseHeaderModifier` as header changes, names lowercase, checked as Gateway API
+/// checks a `RequestHeaderModifier`: at most 16 headers per list, valid names and values, one
+/// action per name. Envoy changes no `Host` or pseudo-header of a response.
+fn response_header_changes(
+    path: &str,
+    modifier: &HeaderModifier,
+    problems: &mut Vec<String>,
+) -> ir::HeaderChanges {
+    let mut actions: HashMap<String, &str> = HashMap::new();
+    let mut claim = |at: &str, name: &str, action: &'static str, problems: &mut Vec<String>| {
+        let key = name.to_ascii_lowercase();
+        if key == "host" {
+            problems.push(format!("{at}: the Host header of a response cannot be changed"));
+        }
+        match actions.get(&key) {
+            Some(earlier) => problems
+                .push(format!("{at}: header {name:?} is already in {earlier}: one action per header name")),
+            None => {
+                actions.insert(key, action);
+            }
+        }
+    };
+    let mut headers = |list: &[HttpHeader], field: &'static str, problems: &mut Vec<String>| {
+        if list.len() > MAX_LIST_ITEMS {
+            problems.push(format!("{path}.{field}: at most {MAX_LIST_ITEMS} headers, not {}", list.len()));
+        }
+        let mut changes = Vec::new();
+        for (k, header) in list.iter().enumerate().take(MAX_LIST_ITEMS) {
+            let at = format!("{path}.{field}[{k}]");
+            syntax(&format!("{at}.name"), &header.name, format::header_name(&header.name), problems);
+            syntax(&format!("{at}.value"), &header.value, format::header_value(&header.value), problems);
+            claim(&at, &header.name, field, problems);
+            changes.push(ir::Header { name: header.name.to_ascii_lowercase(), value: header.value.clone() });
+        }
+        changes
+    };
+    let set = headers(&modifier.set, "set", problems);
+    let add = headers(&modifier.add, "add", problems);
+    if modifier.remove.len() > MAX_LIST_ITEMS {
+        problems
+            .push(format!("{path}.remove: at most {MAX_LIST_ITEMS} headers, not {}", modifier.remove.len()));
+    }
+    let mut remove = Vec::new();
+    for (k, name) in modifier.remove.iter().enumerate().take(MAX_LIST_ITEMS) {
+        let at = format!("{path}.remove[{k}]");
+        syntax(&at, name, format::header_name(name), problems);
+        claim(&at, name, "remove", problems);
+        remove.push(name.to_ascii_lowercase());
+    }
+    ir::HeaderChanges { set, add, remove }
+}
+
+fn syntax(at: &str, value: &str, reasons: Vec<String>, problems: &mut Vec<String>) {
+    if !reasons.is_empty() {
+        problems.push(format!("{at}: {value:?} {}", reasons.join(", ")));
+    }
+}

@@ -1,0 +1,107 @@
+//! A Gateway's IR: its served listeners merged by port, one IR listener per port, as Envoy
+//! Gateway merges them. A plain-HTTP port serves the virtual hosts of every listener on it,
+//! each host with the routes of the listener a request for it belongs to (the one with the
+//! most specific matching hostname), so routes of a less specific listener never answer for a
+//! more specific one's hostname. An HTTPS port has one TLS server per listener, chosen by SNI,
+//! each with its own listener's routes. In a host, routes are ordered by their matches alone
+//! ([`HostnameOrder::Ignored`]), as Gateway API orders matches across HTTPRoutes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::listeners::{JudgedListener, Protocol};
+use crate::ir::{self, Domain};
+use crate::xds::attach::CheckedRoute;
+use crate::xds::routes::HostnameOrder;
+use crate::xds::{endpoints, routes, rule};
+
+/// The fleet's IR: `attached` holds, per listener (by index), the routes attached to it as they
+/// serve there.
+pub fn fleet(
+    listeners: &[JudgedListener],
+    attached: &BTreeMap<usize, Vec<CheckedRoute>>,
+    access_log: bool,
+    services: &[Arc<Service>],
+    slices: &[Arc<EndpointSlice>],
+) -> ir::Fleet {
+    let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, listener) in listeners.iter().enumerate().filter(|(_, l)| l.served()) {
+        by_port.entry(listener.port).or_default().push(i);
+    }
+    let routes_of = |i: usize| -> Vec<&CheckedRoute> { attached.get(&i).into_iter().flatten().collect() };
+
+    let mut ir_listeners = Vec::new();
+    let mut secrets: Vec<ir::TlsSecret> = Vec::new();
+    for indices in by_port.values() {
+        let first = &listeners[indices[0]];
+        let Ok(port) = u16::try_from(first.container_port) else { continue };
+        let mut listener = ir::Listener {
+            name: first.port_name(),
+            port,
+            access_log,
+            virtual_hosts: Vec::new(),
+            tls_servers: Vec::new(),
+        };
+        match first.protocol {
+            Some(Protocol::Https) => {
+                for &i in indices {
+                    let served = &listeners[i];
+                    secrets.extend(served.certificates.iter().cloned());
+                    listener.tls_servers.push(ir::TlsServer {
+                        name: served.name.clone(),
+                        server_name: served.domain(),
+                        certificates: served.certificates.iter().map(|c| c.name.clone()).collect(),
+                        virtual_hosts: routes::ordered_virtual_hosts(&routes_of(i), HostnameOrder::Ignored),
+                    });
+                }
+                listener.tls_servers.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+            _ => {
+                let on_port: Vec<(Domain, Vec<&CheckedRoute>)> =
+                    indices.iter().map(|&i| (listeners[i].domain(), routes_of(i))).collect();
+                listener.virtual_hosts = http_virtual_hosts(&on_port);
+            }
+        }
+        ir_listeners.push(listener);
+    }
+    ir_listeners.sort_by(|a, b| a.name.cmp(&b.name));
+    secrets.sort_by(|a, b| a.name.cmp(&b.name));
+    secrets.dedup_by(|a, b| a.name == b.name);
+
+    let used: Vec<_> =
+        by_port.values().flatten().flat_map(|&i| routes_of(i)).flat_map(rule::used_clusters).collect();
+    ir::Fleet { listeners: ir_listeners, backends: endpoints::backends(&used, services, slices), secrets }
+}
+
+/// The virtual hosts of a plain-HTTP port shared by listeners (their domain, and the routes
+/// attached to each). Every domain of a route gets a host, with the routes of the listener
+/// owning that domain: the most specific listener covering it. A listener's own hostname gets
+/// a host too where a less specific domain would otherwise take its requests (answered 404
+/// when none of its routes serves it).
+fn http_virtual_hosts(on_port: &[(Domain, Vec<&CheckedRoute>)]) -> Vec<ir::VirtualHost> {
+    let every_route: Vec<&CheckedRoute> =
+        on_port.iter().flat_map(|(_, routes)| routes.iter().copied()).collect();
+    let mut domains: BTreeSet<Domain> = routes::domains(&every_route);
+    let shadowed: Vec<Domain> = on_port
+        .iter()
+        .map(|(domain, _)| domain)
+        .filter(|domain| **domain != Domain::Any && !domains.contains(domain))
+        .filter(|domain| domains.iter().any(|other| other.covers(domain)))
+        .cloned()
+        .collect();
+    domains.extend(shadowed);
+    domains
+        .into_iter()
+        .map(|domain| {
+            let owner = on_port
+                .iter()
+                .filter(|(listener, _)| listener.covers(&domain))
+                .max_by_key(|(listener, _)| listener.specificity());
+            let routes = owner.map(|(_, routes)| routes.as_slice()).unwrap_or_default();
+            routes::virtual_host(domain, routes, HostnameOrder::Ignored)
+        })
+        .collect()
+}

@@ -1,0 +1,156 @@
+//! Gateway API: GatewayClasses naming the operator, their Gateways, the HTTPRoutes attached to
+//! them and the ReferenceGrants that allow references across namespaces, translated into the
+//! same IR as Envoys and EnvoyRoutes ([`crate::ir`]), with every object's status, in one pass
+//! over the whole cluster (Gateways take routes, backends and certificates from other
+//! namespaces).
+//!
+//! A Gateway's fleet is an `Envoy` the operator applies ([`fleet`]), named after the Gateway and
+//! labelled with it, so its Deployment, Service, bootstrap and xDS identity come from the same
+//! builders as any Envoy's; its configuration comes from this translation instead of from
+//! EnvoyRoutes.
+//!
+//! - [`class`]: the classes naming the operator, and their fleets' template (`parametersRef`);
+//! - [`listeners`]: each listener judged (protocol, port, route kinds, certificates, conflicts);
+//! - [`attach`] and [`hostnames`]: which listeners a route's parentRef attaches it to, and the
+//!   hostnames it serves on each; [`selector`] and [`grants`] for namespaces and references;
+//! - [`route`]: an HTTPRoute as an EnvoyRoute's rules, with its backends resolved, and
+//!   [`filters`]: the filters an EnvoyRoute's rules cannot carry (response headers, mirrors);
+//! - [`merge`]: a Gateway's listeners merged by port into the IR;
+//! - [`fleet`]: the Envoy that serves a Gateway, its readiness and addresses;
+//! - [`mod@translate`]: the pass; [`status`]: the statuses written from its outcomes.
+
+pub mod api;
+pub mod attach;
+pub mod class;
+pub mod conditions;
+pub mod filters;
+pub mod fleet;
+pub mod grants;
+pub mod hostnames;
+pub mod listeners;
+pub mod merge;
+pub mod route;
+pub mod selector;
+pub mod status;
+pub mod translate;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use self::api::{Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
+use crate::api::Envoy;
+use crate::ir;
+use crate::xds::Resources;
+use crate::xds::conditions::ConditionState;
+
+/// Everything the Gateway API translation reads, from every namespace.
+#[derive(Clone, Copy, Debug)]
+pub struct GatewayInputs<'a> {
+    pub classes: &'a [Arc<GatewayClass>],
+    pub gateways: &'a [Arc<Gateway>],
+    pub routes: &'a [Arc<HTTPRoute>],
+    pub grants: &'a [Arc<ReferenceGrant>],
+    /// For `allowedRoutes.namespaces.from: Selector`.
+    pub namespaces: &'a [Arc<Namespace>],
+    pub services: &'a [Arc<Service>],
+    pub endpoint_slices: &'a [Arc<EndpointSlice>],
+    /// `kubernetes.io/tls` Secrets only.
+    pub secrets: &'a [Arc<Secret>],
+    /// The Envoys that are Gateways' fleets ([`fleet`]), as stored (their status tells whether
+    /// the fleet is ready). Any other Envoy may be among them: one that has a Gateway's name
+    /// without being its fleet keeps the Gateway from having one.
+    pub fleets: &'a [Arc<Envoy>],
+    /// The Envoys GatewayClasses' `parametersRef`s may name (`group: example.com, kind: Envoy`,
+    /// with a namespace): every Envoy the caller knows will do; each is picked by namespace and
+    /// name. Its spec is the template of the class's fleets: `replicas`, `image`,
+    /// `resources`, `serviceType` and `accessLog` are taken from it, the rest ignored.
+    pub parameters: &'a [Arc<Envoy>],
+}
+
+/// What the translation makes of every object naming the operator.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GatewayTranslation {
+    /// Every GatewayClass whose `controllerName` is the operator's, sorted by name.
+    pub classes: Vec<ClassOutcome>,
+    /// Every Gateway of those classes, sorted by namespace and name.
+    pub gateways: Vec<GatewayOutcome>,
+    /// Every HTTPRoute with a parentRef to one of those Gateways, sorted by namespace and name.
+    pub routes: Vec<RouteOutcome>,
+}
+
+/// A GatewayClass's conditions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassOutcome {
+    pub name: String,
+    pub generation: Option<i64>,
+    /// `Accepted`, then `SupportedVersion`.
+    pub conditions: Vec<Judged>,
+}
+
+/// One condition's target state: its type, and [`ConditionState`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judged {
+    pub type_: &'static str,
+    pub state: ConditionState,
+}
+
+/// A Gateway: the fleet that serves it, its configuration, and its status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatewayOutcome {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    /// The Envoy to apply for the Gateway's fleet; `None` when the Gateway cannot have one (its
+    /// name cannot name a fleet, an Envoy of that name is not the Gateway's, or no listener of
+    /// it can be exposed).
+    pub fleet: Option<Envoy>,
+    /// What the fleet's proxies serve.
+    pub ir: ir::Fleet,
+    pub resources: Resources,
+    /// `status.addresses`: the fleet's Service's load-balancer ingress, else its cluster IP.
+    pub addresses: Vec<api::GatewayStatusAddress>,
+    /// `Accepted`, then `Programmed`.
+    pub conditions: Vec<Judged>,
+    /// One per listener of the spec, in its order.
+    pub listeners: Vec<ListenerOutcome>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerOutcome {
+    pub name: String,
+    pub supported_kinds: Vec<api::RouteGroupKind>,
+    pub attached_routes: i32,
+    /// `Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`.
+    pub conditions: Vec<Judged>,
+}
+
+/// What the Gateways a route names make of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteOutcome {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    /// One per distinct parentRef naming a Gateway of the operator's classes, sorted.
+    pub parents: Vec<ParentOutcome>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParentOutcome {
+    pub parent_ref: ParentReference,
+    pub accepted: ConditionState,
+    pub resolved_refs: ConditionState,
+}
+
+/// Translates every Gateway API object naming the operator: its GatewayClasses, their
+/// Gateways (each a fleet, its IR and resources, and its status), and every HTTPRoute attached
+/// to one of them, in one pass.
+pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
+    translate::translate(inputs)
+}

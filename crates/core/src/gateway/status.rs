@@ -1,0 +1,96 @@
+//! The statuses the operator writes, from the translation's outcomes (pure, like
+//! [`crate::xds::status::route_status`]): every condition carries the generation judged, and
+//! keeps its `lastTransitionTime` unless its status changes, so writing twice from the same
+//! outcome writes the same status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::api::{
+    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, HTTPRoute, HTTPRouteStatus, ListenerStatus,
+    RouteParentStatus,
+};
+use super::conditions::{ACCEPTED, RESOLVED_REFS};
+use super::{ClassOutcome, GatewayOutcome, Judged, RouteOutcome};
+use crate::xds::status::condition;
+
+/// Gateway API's limit on `status.parents`.
+const MAX_PARENTS: usize = 32;
+
+fn conditions(
+    judged: &[Judged],
+    before: &[Condition],
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
+    judged.iter().map(|j| condition(j.type_, &j.state, before, generation, now)).collect()
+}
+
+/// A GatewayClass's status.
+pub fn class_status(class: &GatewayClass, outcome: &ClassOutcome, now: &Time) -> GatewayClassStatus {
+    let before = class.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    GatewayClassStatus { conditions: conditions(&outcome.conditions, before, outcome.generation, now) }
+}
+
+/// A Gateway's status: its addresses, conditions, and one entry per listener of the spec.
+pub fn gateway_status(gateway: &Gateway, outcome: &GatewayOutcome, now: &Time) -> GatewayStatus {
+    let previous = gateway.status.as_ref();
+    let before = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let listeners = outcome
+        .listeners
+        .iter()
+        .map(|listener| {
+            let before = previous
+                .and_then(|s| s.listeners.iter().find(|l| l.name == listener.name))
+                .map(|l| l.conditions.as_slice())
+                .unwrap_or_default();
+            ListenerStatus {
+                name: listener.name.clone(),
+                supported_kinds: listener.supported_kinds.clone(),
+                attached_routes: listener.attached_routes,
+                conditions: conditions(&listener.conditions, before, outcome.generation, now),
+            }
+        })
+        .collect();
+    GatewayStatus {
+        addresses: outcome.addresses.clone(),
+        conditions: conditions(&outcome.conditions, before, outcome.generation, now),
+        listeners,
+    }
+}
+
+/// An HTTPRoute's `status.parents`: other controllers' entries kept as they are; ours, one per
+/// parentRef of the spec with an outcome, in the spec's order (entries for parentRefs no longer
+/// in the spec dropped).
+pub fn route_status(
+    route: &HTTPRoute,
+    outcome: &RouteOutcome,
+    controller_name: &str,
+    now: &Time,
+) -> HTTPRouteStatus {
+    let previous = route.status.as_ref().map(|s| s.parents.as_slice()).unwrap_or_default();
+    let mut parents: Vec<RouteParentStatus> =
+        previous.iter().filter(|p| p.controller_name != controller_name).cloned().collect();
+    let mut seen = Vec::new();
+    for parent_ref in &route.spec.parent_refs {
+        if seen.contains(&parent_ref) {
+            continue;
+        }
+        seen.push(parent_ref);
+        let Some(parent) = outcome.parents.iter().find(|p| &p.parent_ref == parent_ref) else { continue };
+        let before = previous
+            .iter()
+            .find(|p| p.controller_name == controller_name && &p.parent_ref == parent_ref)
+            .map(|p| p.conditions.as_slice())
+            .unwrap_or_default();
+        parents.push(RouteParentStatus {
+            parent_ref: parent_ref.clone(),
+            controller_name: controller_name.to_owned(),
+            conditions: vec![
+                condition(ACCEPTED, &parent.accepted, before, outcome.generation, now),
+                condition(RESOLVED_REFS, &parent.resolved_refs, before, outcome.generation, now),
+            ],
+        });
+    }
+    parents.truncate(MAX_PARENTS);
+    HTTPRouteStatus { parents }
+}

@@ -1,0 +1,236 @@
+//! The pass: GatewayClasses, then their Gateways' listeners, then every HTTPRoute's parentRefs
+//! naming them, then each Gateway's IR, resources and conditions from what attached.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::api::{Gateway, HTTPRoute, ParentReference};
+use super::attach::{attach, gateway_namespace};
+use super::class::{self, AcceptedClass};
+use super::conditions::{
+    ACCEPTED, CONFLICTED, PROGRAMMED, REASON_ACCEPTED, REASON_ADDRESS_NOT_ASSIGNED, REASON_INVALID,
+    REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED, REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS,
+    judged, state,
+};
+use super::listeners::{self, JudgedListener};
+use super::route::ReadRoute;
+use super::{
+    ClassOutcome, GatewayInputs, GatewayOutcome, GatewayTranslation, ListenerOutcome, ParentOutcome,
+    RouteOutcome, fleet, merge,
+};
+use crate::api::Envoy;
+use crate::xds::attach::CheckedRoute;
+use crate::xds::to_envoy;
+
+/// A Gateway of an accepted class, its listeners judged.
+struct JudgedGateway<'a> {
+    gateway: &'a Gateway,
+    template: Option<&'a Envoy>,
+    listeners: Vec<JudgedListener>,
+    /// Per listener (by index): the routes accepted there, as they serve there.
+    attached: BTreeMap<usize, Vec<CheckedRoute>>,
+    /// Per listener: the routes (namespace, name) accepted there.
+    attached_names: BTreeMap<usize, BTreeSet<(String, String)>>,
+}
+
+pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
+    let mut classes: Vec<(ClassOutcome, Option<AcceptedClass>)> = inputs
+        .classes
+        .iter()
+        .filter(|class| class::is_ours(class))
+        .map(|class| class::judge(class, inputs.parameters))
+        .collect();
+    classes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    let accepted: Vec<AcceptedClass> = classes.iter().filter_map(|(_, accepted)| *accepted).collect();
+
+    let mut gateways: Vec<JudgedGateway> = inputs
+        .gateways
+        .iter()
+        .filter_map(|gateway| {
+            let class = accepted.iter().find(|class| class.name == gateway.spec.gateway_class_name)?;
+            Some(JudgedGateway {
+                gateway,
+                template: class.template,
+                listeners: listeners::judge(gateway, inputs.secrets, inputs.grants),
+                attached: BTreeMap::new(),
+                attached_names: BTreeMap::new(),
+            })
+        })
+        .collect();
+    gateways.sort_by(|a, b| key(a.gateway).cmp(&key(b.gateway)));
+
+    let mut routes: Vec<RouteOutcome> =
+        inputs.routes.iter().filter_map(|route| route_outcome(route, &mut gateways, inputs)).collect();
+    routes.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+
+    GatewayTranslation {
+        classes: classes.into_iter().map(|(outcome, _)| outcome).collect(),
+        gateways: gateways.iter().map(|gateway| gateway_outcome(gateway, inputs)).collect(),
+        routes,
+    }
+}
+
+fn key(gateway: &Gateway) -> (Option<&String>, Option<&String>) {
+    (gateway.metadata.namespace.as_ref(), gateway.metadata.name.as_ref())
+}
+
+/// What the Gateways of `gateways` a route names make of it (none naming one: `None`), and
+/// the route attached to their listeners.
+fn route_outcome(
+    route: &HTTPRoute,
+    gateways: &mut [JudgedGateway],
+    inputs: &GatewayInputs,
+) -> Option<RouteOutcome> {
+    let namespace = route.metadata.namespace.clone().unwrap_or_default();
+    let names_gateway = |parent_ref: &ParentReference, gateway: &Gateway| {
+        gateway_namespace(parent_ref, &namespace) == gateway.metadata.namespace.as_deref()
+            && gateway.metadata.name.as_deref() == Some(parent_ref.name.as_str())
+    };
+    let mut parent_refs: Vec<&ParentReference> = route
+        .spec
+        .parent_refs
+        .iter()
+        .filter(|parent_ref| gateways.iter().any(|judged| names_gateway(parent_ref, judged.gateway)))
+        .collect();
+    if parent_refs.is_empty() {
+        return None;
+    }
+    parent_refs.sort();
+    parent_refs.dedup();
+    let read = ReadRoute::read(route, inputs.services, inputs.grants);
+    let mut parents = Vec::new();
+    for parent_ref in parent_refs {
+        let Some(judged) = gateways.iter_mut().find(|judged| names_gateway(parent_ref, judged.gateway))
+        else {
+            continue;
+        };
+        let (accepted, on) = attach(&read, parent_ref, judged.gateway, &judged.listeners, inputs.namespaces);
+        for (listener, hostnames) in on {
+            let route_key = (read.namespace.clone(), read.name.clone());
+            // A route attached to a listener by two parentRefs serves there once.
+            if judged.attached_names.entry(listener).or_default().insert(route_key) {
+                judged.attached.entry(listener).or_default().push(read.on_listener(hostnames));
+            }
+        }
+        parents.push(ParentOutcome {
+            parent_ref: parent_ref.clone(),
+            accepted,
+            resolved_refs: read.resolved_refs.clone(),
+        });
+    }
+    Some(RouteOutcome {
+        namespace,
+        name: read.name.clone(),
+        uid: route.metadata.uid.clone(),
+        generation: route.metadata.generation,
+        parents,
+    })
+}
+
+fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> GatewayOutcome {
+    let gateway = gateway_judged.gateway;
+    let listeners = &gateway_judged.listeners;
+    let ports = fleet::ports(listeners);
+    let stored = fleet::stored(gateway, inputs.fleets);
+    let foreign = stored.filter(|envoy| !fleet::is_fleet_of(envoy, gateway));
+    let desired = if ports.is_empty() {
+        Err(None)
+    } else {
+        fleet::desired(gateway, ports, gateway_judged.template).map_err(Some)
+    };
+    let served = listeners.iter().filter(|listener| listener.served()).count();
+
+    let accepted = if !gateway.spec.addresses.is_empty() {
+        state(
+            false,
+            REASON_UNSUPPORTED_ADDRESS,
+            "spec.addresses is not supported: the Gateway's addresses are its fleet's Service's",
+        )
+    } else if let Err(Some(message)) = &desired {
+        state(false, REASON_INVALID, message.clone())
+    } else if served == 0 {
+        state(false, REASON_LISTENERS_NOT_VALID, "no listener of the Gateway is valid")
+    } else {
+        state(true, REASON_ACCEPTED, format!("{served} of {} listeners are valid", listeners.len()))
+    };
+    // The Service of a foreign Envoy of the Gateway's name is not the Gateway's.
+    let addresses = if foreign.is_some() { Vec::new() } else { fleet::addresses(gateway, inputs.services) };
+    let namespace = gateway.metadata.namespace.clone().unwrap_or_default();
+    let name = gateway.metadata.name.clone().unwrap_or_default();
+    let programmed = if let Some(envoy) = foreign {
+        state(
+            false,
+            REASON_INVALID,
+            format!(
+                "the Envoy {namespace}/{} is not this Gateway's fleet (it lacks the label {}={name} or the Gateway's ownerReference): rename or delete it",
+                envoy.metadata.name.as_deref().unwrap_or_default(),
+                crate::names::GATEWAY_LABEL
+            ),
+        )
+    } else if !accepted.status {
+        state(false, REASON_INVALID, "the Gateway is not accepted")
+    } else if addresses.is_empty() {
+        state(
+            false,
+            REASON_ADDRESS_NOT_ASSIGNED,
+            format!("the fleet's Service {namespace}/{name} has no address yet"),
+        )
+    } else if !stored.is_some_and(fleet::ready) {
+        state(false, REASON_PENDING, format!("the fleet {namespace}/{name} has no ready proxy yet"))
+    } else {
+        state(true, REASON_PROGRAMMED, format!("served by the fleet {namespace}/{name}"))
+    };
+
+    let access_log = gateway_judged.template.and_then(|envoy| envoy.spec.access_log).unwrap_or(true);
+    let ir = merge::fleet(
+        listeners,
+        &gateway_judged.attached,
+        access_log,
+        inputs.services,
+        inputs.endpoint_slices,
+    );
+    GatewayOutcome {
+        namespace,
+        name,
+        uid: gateway.metadata.uid.clone(),
+        generation: gateway.metadata.generation,
+        fleet: if foreign.is_some() { None } else { desired.ok() },
+        resources: to_envoy::resources(&ir),
+        ir,
+        addresses,
+        conditions: vec![judged(ACCEPTED, accepted), judged(PROGRAMMED, programmed)],
+        listeners: listeners
+            .iter()
+            .enumerate()
+            .map(|(i, listener)| {
+                listener_outcome(listener, gateway_judged.attached_names.get(&i).map_or(0, BTreeSet::len))
+            })
+            .collect(),
+    }
+}
+
+fn listener_outcome(listener: &JudgedListener, attached_routes: usize) -> ListenerOutcome {
+    let programmed = if listener.served() {
+        state(true, REASON_PROGRAMMED, format!("served on the proxies' port {}", listener.container_port))
+    } else {
+        let why = [&listener.accepted, &listener.resolved_refs]
+            .into_iter()
+            .find(|condition| !condition.status)
+            .or(listener.conflicted.status.then_some(&listener.conflicted))
+            .map_or_else(
+                || "it takes no route kind the operator implements".to_owned(),
+                |c| c.message.clone(),
+            );
+        state(false, REASON_INVALID, format!("not served: {why}"))
+    };
+    ListenerOutcome {
+        name: listener.name.clone(),
+        supported_kinds: listener.supported_kinds.clone(),
+        attached_routes: i32::try_from(attached_routes).unwrap_or(i32::MAX),
+        conditions: vec![
+            judged(ACCEPTED, listener.accepted.clone()),
+            judged(PROGRAMMED, programmed),
+            judged(RESOLVED_REFS, listener.resolved_refs.clone()),
+            judged(CONFLICTED, listener.conflicted.clone()),
+        ],
+    }
+}
