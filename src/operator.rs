@@ -38,7 +38,7 @@ use crate::webhook;
 use crate::webhook::inject::{EnvoyCache, SharedEnvoys};
 use crate::webhook::serve::{ServeConfig, ServeError, WebhookServer};
 use crate::xds::control_plane::{ControlPlaneServer, XdsConfig};
-use crate::xds::publish::RouteOutcomes;
+use crate::xds::publish::{GatewayOutcomes, RouteOutcomes};
 use crate::xds::report::ReportConfig;
 
 /// Where the serving certificate comes from.
@@ -263,11 +263,13 @@ pub async fn run(
             let envoys = envoy_cache(&index, &health, &mut background);
             let outcomes = match &config.xds {
                 Some(xds) => {
-                    let outcomes = RouteOutcomes::default();
+                    let outcomes =
+                        Outcomes { routes: RouteOutcomes::default(), gateways: GatewayOutcomes::new() };
                     let server = ControlPlaneServer::bind(
                         xds,
                         &index,
-                        outcomes.clone(),
+                        outcomes.routes.clone(),
+                        outcomes.gateways.clone(),
                         &config.identity,
                         &metrics.xds,
                         &health,
@@ -378,6 +380,13 @@ pub async fn run(
     Ok(())
 }
 
+/// What this replica's xDS publisher computes, which the status writers write when it leads.
+#[derive(Clone)]
+struct Outcomes {
+    routes: RouteOutcomes,
+    gateways: GatewayOutcomes,
+}
+
 /// The fleets' identities as one replica uses them: the identity CA (followed from its Secret)
 /// its reconcilers issue with when it leads, and the client certificates its xDS port accepts.
 struct Identities {
@@ -470,7 +479,7 @@ async fn lead(
     config: &RunConfig,
     client: Client,
     index: Arc<Index>,
-    outcomes: Option<RouteOutcomes>,
+    outcomes: Option<Outcomes>,
     metrics: &OperatorMetrics,
     health: &Health,
     trust: Option<(watch::Receiver<ControlPlaneTrust>, watch::Receiver<Arc<IdentityCa>>)>,
@@ -518,9 +527,14 @@ async fn lead(
                 };
                 let maintenance = async { tokio::join!(webhook_certificate, identity_ca) };
                 let synced = ready.clone();
+                let (route_outcomes, gateway_outcomes) = match outcomes.clone() {
+                    Some(Outcomes { routes, gateways }) => (Some(routes), Some(gateways)),
+                    None => (None, None),
+                };
                 let controllers = controllers::run_with_index(
                     index.clone(),
-                    outcomes.clone(),
+                    route_outcomes,
+                    gateway_outcomes,
                     controller_config,
                     stop.clone().cancelled_owned(),
                     move |ctx| {

@@ -1,6 +1,7 @@
 //! Reconcilers: Foo -> Deployment; Envoy -> bootstrap ConfigMap + Deployment + Service (and
 //! the fleet's xDS status from the replicas' reports, [`fleet_reports`]); EnvoyRoute -> its
-//! status ([`routes`]).
+//! status ([`routes`]); the Gateway API's GatewayClasses, Gateways (with their fleets) and
+//! HTTPRoutes -> their statuses ([`gateways`]).
 //!
 //! Level-driven: every reconcile computes the desired children and status from the parent
 //! alone (pure builders in [`envoy_operator_core::children`]), compares them with the cached
@@ -9,6 +10,7 @@
 //! this module adds the shared [`Context`], the error type and the backoff policy.
 
 pub mod fleet_reports;
+pub mod gateways;
 pub mod identity;
 pub mod metrics;
 pub mod rejections;

@@ -2,7 +2,9 @@
 //! each fed by the index's feed of its parents and of its children (whose caches the
 //! reconcilers read); the Envoys' also by the xDS replicas' reports, when the operator serves
 //! xDS; and the EnvoyRoute status writer ([`super::routes`]), fed by the translation's
-//! outcomes. All stop gracefully, finishing running reconciles, when `shutdown` completes.
+//! outcomes; and, where the API server serves the Gateway API, the Gateway API controllers
+//! ([`super::gateways`]). All stop gracefully, finishing running reconciles, when `shutdown`
+//! completes.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,11 +17,12 @@ use kube::{Client, Resource};
 use tracing::info;
 
 use super::fleet_reports::watch_reports;
-use super::routes;
 use super::sync::{error_policy, log_result, parents, reconcile_envoy, reconcile_foo};
 use super::{Context, Result, Settings, Stores};
+use super::{gateways, routes};
 use crate::index::Index;
-use crate::xds::publish::{self, Outputs, RouteOutcomes, inputs};
+use crate::xds::publish::gateways::{self as gateway_publish, GatewayOutputs};
+use crate::xds::publish::{self, GatewayOutcomes, Outputs, RouteOutcomes, inputs};
 
 /// What `envoy-operator controller` is asked to do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,24 +60,33 @@ pub async fn run(
     context: impl FnOnce(Context) -> Context,
 ) -> Result<()> {
     let index = Arc::new(Index::new(client, config.namespace.clone()));
-    run_with_index(index, None, config, shutdown, context).await
+    run_with_index(index, None, None, config, shutdown, context).await
 }
 
 /// [`run`] over the process's `index`. The routes' statuses are the outcomes of the translation
 /// that feeds `outcomes` (the xDS publisher's, where the process serves xDS); with `None`, the
-/// controllers run a translation of their own for them.
+/// controllers run a translation of their own for them. The same for the Gateway API's
+/// objects and `gateway_outcomes`, where the API server serves the Gateway API
+/// ([`Index::gateway_api`]; elsewhere none of its kinds is watched).
 pub async fn run_with_index(
     index: Arc<Index>,
     outcomes: Option<RouteOutcomes>,
+    gateway_outcomes: Option<GatewayOutcomes>,
     config: ControllerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
     context: impl FnOnce(Context) -> Context,
 ) -> Result<()> {
     let client = index.client().clone();
     let shutdown = shutdown.boxed().shared();
+    let gateway_api = index.gateway_api().await.is_on();
     // Every kind the controllers read, started before anything waits for the caches' listing.
     let (foos, envoys) = (index.foos(), index.envoys());
     index.routes();
+    if gateway_api {
+        index.gateway_classes();
+        index.gateways();
+        index.http_routes();
+    }
     let stores = Stores::of_index(&index);
     let mut ctx = Context::new(client.clone(), config.settings.clone(), stores);
     // The reports live in the operator's namespace, which may not be the watched one.
@@ -100,6 +112,11 @@ pub async fn run_with_index(
             });
             outcomes
         }
+    };
+    // `None` where the Gateway API is off: no Gateway controller runs then.
+    let gateway_outcomes = match gateway_api {
+        true => Some(gateway_outcomes.unwrap_or_else(|| translate_gateways(&index, shutdown.clone()))),
+        false => None,
     };
     let controller_config = controller::Config::default().concurrency(config.concurrency);
     info!(
@@ -128,10 +145,32 @@ pub async fn run_with_index(
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_envoy, error_policy, ctx.clone())
         .for_each(|result| async move { log_result("Envoy", result) });
-    let route_controller = routes::controller(ctx, &index, outcomes, controller_config, shutdown);
-    tokio::join!(foo_controller, envoy_controller, route_controller);
+    let route_controller =
+        routes::controller(ctx.clone(), &index, outcomes, controller_config.clone(), shutdown.clone());
+    let gateway_controllers = async {
+        if let Some(outcomes) = gateway_outcomes {
+            gateways::controllers(ctx, &index, outcomes, controller_config, shutdown).await;
+        }
+    };
+    tokio::join!(foo_controller, envoy_controller, route_controller, gateway_controllers);
     info!("controllers stopped");
     Ok(())
+}
+
+/// The Gateway API translation of a process that serves no xDS, for the statuses (and fleets)
+/// only, until `shutdown`.
+fn translate_gateways(index: &Index, shutdown: impl Future<Output = ()> + Send + 'static) -> GatewayOutcomes {
+    let outcomes = GatewayOutcomes::new();
+    let (caches, changed) = gateway_publish::statuses_from_index(index);
+    let outputs = GatewayOutputs { snapshots: None, outcomes: outcomes.clone() };
+    let translation = gateway_publish::run(caches, changed, outputs, || ());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = translation => {},
+            () = shutdown => {},
+        }
+    });
+    outcomes
 }
 
 /// A tick whenever the control plane's trust (its CA bundle) changes: every fleet's bootstrap

@@ -7,7 +7,11 @@
 //! the leader reads. Each kind keeps its objects in a cache ([`Watched::store`], objects shared
 //! as `Arc`, stripped of what nobody reads) and tells its changes to every subscriber
 //! ([`Watched::changes`]); [`Index::listed`] is the one "every cache is listed" signal.
+//!
+//! The Gateway API kinds are watched only where the API server serves them: ask
+//! [`Index::gateway_api`] first (one discovery per process, logged once).
 
+mod gateway_api;
 mod watched;
 
 use std::fmt::Debug;
@@ -16,18 +20,26 @@ use std::sync::OnceLock;
 use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
-use envoy_operator_core::names::{FLEET_LABEL, SERVICE_NAME_LABEL};
-use k8s_openapi::NamespaceResourceScope;
+use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::identity::SECRET_LABEL as IDENTITY_SECRET_LABEL;
+use envoy_operator_core::names::{
+    CERT_KEY, FLEET_LABEL, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, SERVICE_NAME_LABEL,
+};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodStatus, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+pub use self::gateway_api::GatewayApi;
 pub use self::watched::{CacheUnavailable, Change, Watched};
+
+/// The Secret type of TLS certificates: the only Secrets the Gateway API translation reads.
+pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 
 /// The watches and caches of one process, over one namespace or all of them.
 pub struct Index {
@@ -43,6 +55,13 @@ pub struct Index {
     services: OnceLock<Watched<Service>>,
     endpoint_slices: OnceLock<Watched<EndpointSlice>>,
     pods: OnceLock<Watched<Pod>>,
+    gateway_api: tokio::sync::OnceCell<GatewayApi>,
+    gateway_classes: OnceLock<Watched<GatewayClass>>,
+    gateways: OnceLock<Watched<Gateway>>,
+    http_routes: OnceLock<Watched<HTTPRoute>>,
+    reference_grants: OnceLock<Watched<ReferenceGrant>>,
+    namespaces: OnceLock<Watched<Namespace>>,
+    tls_secrets: OnceLock<Watched<Secret>>,
 }
 
 impl Index {
@@ -61,6 +80,13 @@ impl Index {
             services: OnceLock::new(),
             endpoint_slices: OnceLock::new(),
             pods: OnceLock::new(),
+            gateway_api: tokio::sync::OnceCell::new(),
+            gateway_classes: OnceLock::new(),
+            gateways: OnceLock::new(),
+            http_routes: OnceLock::new(),
+            reference_grants: OnceLock::new(),
+            namespaces: OnceLock::new(),
+            tls_secrets: OnceLock::new(),
         }
     }
 
@@ -124,6 +150,61 @@ impl Index {
         self.pods.get_or_init(|| self.watch(watcher::Config::default().labels(FLEET_LABEL), reduce_pod))
     }
 
+    /// Whether the API server serves the Gateway API kinds the operator reads: asked once (the
+    /// first caller waits for the answer; every later one gets the same), and logged once when
+    /// it does not. The Gateway API accessors below are for an index where this is
+    /// [`GatewayApi::On`]: elsewhere their watches would fail and retry forever.
+    pub async fn gateway_api(&self) -> &GatewayApi {
+        self.gateway_api.get_or_init(|| gateway_api::discover(&self.client)).await
+    }
+
+    /// Every GatewayClass (cluster-scoped: watched in every install).
+    pub fn gateway_classes(&self) -> &Watched<GatewayClass> {
+        self.gateway_classes.get_or_init(|| self.watch_cluster(watcher::Config::default(), strip_metadata_of))
+    }
+
+    /// The Gateways of the watched namespace (all of them when the index has none).
+    pub fn gateways(&self) -> &Watched<Gateway> {
+        self.gateways.get_or_init(|| self.watch(watcher::Config::default(), strip_metadata_of))
+    }
+
+    /// The HTTPRoutes of the watched namespace (all of them when the index has none).
+    pub fn http_routes(&self) -> &Watched<HTTPRoute> {
+        self.http_routes.get_or_init(|| self.watch(watcher::Config::default(), strip_metadata_of))
+    }
+
+    /// The ReferenceGrants of the watched namespace (all of them when the index has none).
+    pub fn reference_grants(&self) -> &Watched<ReferenceGrant> {
+        self.reference_grants.get_or_init(|| self.watch(watcher::Config::default(), strip_metadata_of))
+    }
+
+    /// Namespaces, reduced to their metadata and labels (what `allowedRoutes` selects by): every
+    /// one, or only the watched one (by name) when the index has a namespace.
+    pub fn namespaces(&self) -> &Watched<Namespace> {
+        self.namespaces.get_or_init(|| {
+            let config = match &self.namespace {
+                Some(namespace) => watcher::Config::default().fields(&format!("metadata.name={namespace}")),
+                None => watcher::Config::default(),
+            };
+            self.watch_cluster(config, reduce_namespace)
+        })
+    }
+
+    /// The `kubernetes.io/tls` Secrets Gateways' listeners may name, reduced to their metadata
+    /// and `tls.crt`/`tls.key`. Never a Secret of the operator's own: the fleets' xDS
+    /// identities (labelled [`IDENTITY_SECRET_LABEL`]), the webhook's certificate and the
+    /// identity CA (labelled [`MANAGED_BY_KEY`]`=`[`MANAGED_BY`]), so no Gateway can name
+    /// their keys to have them served; nor any other type of Secret. The API server leaves
+    /// them out, by selector.
+    pub fn tls_secrets(&self) -> &Watched<Secret> {
+        self.tls_secrets.get_or_init(|| {
+            let config = watcher::Config::default()
+                .fields(&format!("type={TLS_SECRET_TYPE}"))
+                .labels(&format!("!{IDENTITY_SECRET_LABEL},{MANAGED_BY_KEY}!={MANAGED_BY}"));
+            self.watch(config, reduce_tls_secret)
+        })
+    }
+
     /// Resolves once every cache asked for so far has been listed; an error names a cache whose
     /// watch ended first (the index was dropped).
     pub async fn listed(&self) -> Result<(), CacheUnavailable> {
@@ -152,6 +233,24 @@ impl Index {
         if let Some(kind) = self.pods.get() {
             kind.listed().await?;
         }
+        if let Some(kind) = self.gateway_classes.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.gateways.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.http_routes.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.reference_grants.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.namespaces.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.tls_secrets.get() {
+            kind.listed().await?;
+        }
         Ok(())
     }
 
@@ -171,6 +270,20 @@ impl Index {
         };
         Watched::start(api, config, reduce, self.stop.child_token())
     }
+
+    /// [`Self::watch`] of a cluster-scoped kind.
+    fn watch_cluster<K>(&self, config: watcher::Config, reduce: fn(&mut K)) -> Watched<K>
+    where
+        K: Resource<DynamicType = (), Scope = ClusterResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        Watched::start(Api::all(self.client.clone()), config, reduce, self.stop.child_token())
+    }
 }
 
 impl Drop for Index {
@@ -181,6 +294,27 @@ impl Drop for Index {
 
 fn strip_metadata_of<K: Resource>(object: &mut K) {
     strip_metadata(object.meta_mut());
+}
+
+fn reduce_namespace(namespace: &mut Namespace) {
+    let meta = namespace.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    namespace.spec = None;
+    namespace.status = None;
+}
+
+/// A certificate Secret as the translation reads it: its certificate chain and key, nothing
+/// else (no annotations, which may hold a last-applied copy of the whole Secret).
+fn reduce_tls_secret(secret: &mut Secret) {
+    let meta = secret.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    secret.string_data = None;
+    if let Some(data) = &mut secret.data {
+        data.retain(|key, _| key == CERT_KEY || key == KEY_KEY);
+    }
 }
 
 fn reduce_pod(pod: &mut Pod) {

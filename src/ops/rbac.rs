@@ -5,9 +5,12 @@
 //!
 //! Two installs share them: cluster-wide (`deploy/`: [`workload_rules`] in a ClusterRole) and
 //! namespaced (`deploy-namespaced/`, `--watch-namespace`: the same rules in a Role of the
-//! watched namespace). Both add [`webhook_configuration_rules`] and, in the operator's own
-//! namespace, [`namespace_rules`].
+//! watched namespace). Both add [`webhook_configuration_rules`], the Gateway API's
+//! cluster-scoped objects ([`gateway_class_rules`]), the certificates Gateways name
+//! ([`gateway_certificate_rules`]: every namespace, or the watched one) and, in the operator's
+//! own namespace, [`namespace_rules`].
 
+use envoy_operator_core::gateway::api::GROUP as GATEWAY_GROUP;
 use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
@@ -35,7 +38,10 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         // written with server-side apply.
         rule("samplecontroller.k8s.io", &["foos"], &[], &["list", "watch"]),
         rule("samplecontroller.k8s.io", &["foos/status"], &[], &["patch"]),
-        rule("example.com", &["envoys"], &[], &["list", "watch"]),
+        // Envoys are also written: Gateways' fleets, applied with server-side apply (read first
+        // when the cache has not seen them yet) and deleted when their Gateway leaves the
+        // operator's classes; the admission policy confines the writes to the operator's own.
+        rule("example.com", &["envoys"], &[], &children),
         rule("example.com", &["envoys/status"], &[], &["patch"]),
         // The xDS control plane's caches (every replica) and the EnvoyRoute status writer
         // (leader): what fleets are translated from, and the fleet pods that tell a fleet's
@@ -56,7 +62,31 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         rule("", &["secrets"], &[], &["create", "patch"]),
         // kube-runtime's event Recorder (events.k8s.io/v1, with series patches).
         rule("events.k8s.io", &["events"], &[], &["create", "patch"]),
+        // The Gateway API (where its CRDs are installed): the translation's caches (every
+        // replica) and the status writers (leader), with server-side apply.
+        rule(GATEWAY_GROUP, &["gateways", "httproutes", "referencegrants"], &[], &["list", "watch"]),
+        rule(GATEWAY_GROUP, &["gateways/status", "httproutes/status"], &[], &["patch"]),
     ]
+}
+
+/// The Gateway API's cluster-scoped objects, in both installs: GatewayClasses (which name the
+/// operator) and their status; Namespaces, whose labels `allowedRoutes` selects routes by (a
+/// namespaced install watches only its own, by name).
+pub fn gateway_class_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(GATEWAY_GROUP, &["gatewayclasses"], &[], &["list", "watch"]),
+        rule(GATEWAY_GROUP, &["gatewayclasses/status"], &[], &["patch"]),
+        rule("", &["namespaces"], &[], &["list", "watch"]),
+    ]
+}
+
+/// The certificates Gateways' listeners name. RBAC cannot limit a grant to a type of Secret:
+/// the operator asks only for `kubernetes.io/tls` Secrets (by field selector) and never for
+/// its fleets' identity Secrets (by label selector), keeping only `tls.crt` and `tls.key`. A
+/// separate role, bound apart: cluster-wide in `deploy/` (that operator watches every
+/// namespace), in the watched namespace in `deploy-namespaced/`.
+pub fn gateway_certificate_rules() -> Vec<PolicyRule> {
+    vec![rule("", &["secrets"], &[], &["list", "watch"])]
 }
 
 /// The cluster-wide install's ClusterRole: [`workload_rules`] in every namespace.

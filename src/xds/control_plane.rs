@@ -6,14 +6,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use envoy_operator_core::bootstrap::ControlPlane;
+use futures::FutureExt;
 use kube::Client;
 use rustls::server::ResolvesServerCert;
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::authorize::{FleetAuthorizer, PodRoles};
+use super::publish::gateways::{self, GatewayOutputs};
 use super::publish::inputs::{self, Caches};
-use super::publish::{self, Outputs, RouteOutcomes};
+use super::publish::{self, GatewayOutcomes, Outputs, RouteOutcomes};
 use super::report::{self, ReportConfig};
 use crate::certs::client_auth::ClientTrust;
 use crate::index::Index;
@@ -47,13 +50,15 @@ pub struct ControlPlaneServer {
 
 impl ControlPlaneServer {
     /// Binds the ADS port (so that a taken port fails `run` at once) and starts the watches of
-    /// `namespace` (all namespaces when `None`). `/readyz` reports `xds` not ready until the
-    /// caches are filled and every fleet published: a proxy connecting earlier would be refused
-    /// as a stranger.
+    /// `namespace` (all namespaces when `None`): the Gateway API's too where the API server
+    /// serves it, whose translation goes to `gateway_outcomes` as the routes' goes to
+    /// `outcomes`. `/readyz` reports `xds` not ready until the caches are filled and every
+    /// fleet published: a proxy connecting earlier would be refused as a stranger.
     pub async fn bind(
         config: &XdsConfig,
         index: &Index,
         outcomes: RouteOutcomes,
+        gateway_outcomes: GatewayOutcomes,
         identity: &str,
         metrics: &ControlPlaneMetrics,
         health: &Health,
@@ -72,8 +77,36 @@ impl ControlPlaneServer {
             .build();
         let ready = Readiness::default();
         health.add_readiness("xds", &ready);
-        let outputs = Outputs { snapshots: Some((cache.clone(), tracker.clone())), outcomes };
-        let publisher = Box::pin(publish::run(caches.clone(), touched, outputs, move || ready.set(true)));
+        let snapshots = Some((cache.clone(), tracker.clone()));
+        let outputs = Outputs { snapshots: snapshots.clone(), outcomes };
+        let (routes_done, routes_published) = oneshot::channel::<()>();
+        let routes = publish::run(caches.clone(), touched, outputs, move || {
+            let _ = routes_done.send(());
+        });
+        let (gateways_done, gateways_published) = oneshot::channel::<()>();
+        let gateways = match index.gateway_api().await.is_on() {
+            true => {
+                let (gateway_caches, changed) = gateways::from_index(index);
+                let outputs = GatewayOutputs { snapshots, outcomes: gateway_outcomes };
+                gateways::run(gateway_caches, changed, outputs, move || {
+                    let _ = gateways_done.send(());
+                })
+                .boxed()
+            }
+            false => {
+                let _ = gateways_done.send(());
+                futures::future::ready(()).boxed()
+            }
+        };
+        let readiness = async move {
+            if routes_published.await.is_ok() && gateways_published.await.is_ok() {
+                ready.set(true);
+            }
+        };
+        // Ends once every watch ended (with the client).
+        let publisher = Box::pin(async move {
+            tokio::join!(routes, gateways, readiness);
+        });
         Ok(Self { listener, service, caches, cache, tracker, publisher })
     }
 

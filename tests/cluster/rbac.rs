@@ -1,7 +1,8 @@
 //! Least privilege you can check: the whole operator (`run`: certificates, leader election,
 //! the controllers, the injector's Envoy cache, the xDS reports written and read) runs against an in-memory API server through
 //! everything that needs a permission — creating, renaming and pruning children, a route's status, a name clash
-//! with events, a certificate rotation, a deleted certificate Secret, a graceful handover — and
+//! with events, a certificate rotation, a deleted certificate Secret, a graceful handover, the
+//! Gateway API's statuses and a Gateway's fleet applied and deleted — and
 //! every request it made is replayed against the RBAC of the install: a request no rule allows
 //! fails the test, and so does a rule no request used. Once for the cluster-wide install
 //! (`deploy/`), once for the namespaced one (`deploy-namespaced/`, `--watch-namespace`).
@@ -19,6 +20,7 @@ use envoy_operator::webhook::serve::ServeConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
+use envoy_operator_core::names::CONTROLLER_NAME;
 use envoy_operator_testkit::fake_api::FakeApi;
 use envoy_operator_testkit::rbac::{self, Access, Install};
 use serde_json::{Value, json};
@@ -28,6 +30,7 @@ use tokio::sync::oneshot;
 const HANG_GUARD: Duration = Duration::from_secs(60);
 const OPERATOR_NS: &str = "envoy-operator";
 const SECRET: &str = "/api/v1/namespaces/envoy-operator/secrets/envoy-operator-webhook-tls";
+const GATEWAY_CLASS: &str = "/apis/gateway.networking.k8s.io/v1/gatewayclasses/envoy-operator";
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/envoy-operator";
 const VALIDATING: &str =
     "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/envoy-operator";
@@ -118,6 +121,30 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     api.put(SECRET, json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": "envoy-operator-webhook-tls"},
         "data": {"ca.crt": data(&cert), "tls.crt": data(&cert), "tls.key": data(&key)}}));
 
+    // The Gateway API, installed: a GatewayClass of the operator's, a Gateway of it (whose fleet
+    // the operator applies, then deletes once the Gateway moves to another class) and a route
+    // on it, whose statuses it writes.
+    api.install_gateway_api();
+    api.put(
+        GATEWAY_CLASS,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+               "metadata": {"name": "envoy-operator"}, "spec": {"controllerName": CONTROLLER_NAME}}),
+    );
+    let gateway = |class: &str| {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "public", "namespace": ns},
+               "spec": {"gatewayClassName": class, "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})
+    };
+    let gateway_path = path("gateway.networking.k8s.io/v1", ns, "gateways", "public");
+    api.put(&gateway_path, gateway("envoy-operator"));
+    let http_route_path = path("gateway.networking.k8s.io/v1", ns, "httproutes", "store");
+    api.put(
+        &http_route_path,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+               "metadata": {"name": "store", "namespace": ns},
+               "spec": {"parentRefs": [{"name": "public"}], "rules": [{"backendRefs": [{"name": "edge", "port": 80}]}]}}),
+    );
+
     let dir = tempfile::tempdir().unwrap();
     let config = RunConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -190,6 +217,18 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         requests("PUT", &format!("secrets/{IDENTITY_CA_SECRET}")),
     )
     .await;
+
+    let has_status = |at: String, field: &'static str| {
+        move |api: &FakeApi| api.get(&at).is_some_and(|object| object["status"][field].is_array())
+    };
+    api.wait_for("the GatewayClass's status", HANG_GUARD, has_status(GATEWAY_CLASS.to_owned(), "conditions"))
+        .await;
+    api.wait_for("the Gateway's status", HANG_GUARD, has_status(gateway_path.clone(), "conditions")).await;
+    api.wait_for("the HTTPRoute's status", HANG_GUARD, has_status(http_route_path.clone(), "parents")).await;
+    let fleet_path = path("example.com/v1", ns, "envoys", "public");
+    api.wait_for("the Gateway's fleet", HANG_GUARD, exists(fleet_path.clone())).await;
+    api.put(&gateway_path, gateway("someone-else"));
+    api.wait_for("the fleet of a Gateway of another class deleted", HANG_GUARD, gone(fleet_path)).await;
 
     // Renames leave children behind, which are pruned; so is a stale child of the Envoy.
     api.put(&foo_path("web"), foo("web", "web2"));

@@ -3,6 +3,7 @@
 //! follows its Envoys and backend Services as they come and go (the translation tells which
 //! routes' outcomes changed), and nothing is written at rest.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -253,28 +254,72 @@ async fn a_missing_backend_is_backend_not_found_until_the_service_appears() {
 
 /// `controller::run` (the `controller` command) holds one watch per resource its controllers
 /// read, the route statuses' translation included, and none of what only serving xDS needs
-/// (EndpointSlices, fleet pods).
+/// (EndpointSlices, fleet pods); without the Gateway API's CRDs, none of the Gateway API's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controllers_hold_one_watch_per_resource_they_read() {
+    let expected = expected_watches(&[]);
+    let watches = watches_of_the_controllers(FakeApi::new(), &expected).await;
+    assert_eq!(watches, expected, "WATCH requests per resource");
+}
+
+/// With the Gateway API's CRDs, the Gateway API's kinds, the Namespaces and the certificates
+/// (`kubernetes.io/tls` Secrets) are watched too, once each, for the Gateway controllers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_gateway_api_the_controllers_watch_its_kinds_once_each() {
     let api = FakeApi::new();
+    api.install_gateway_api();
+    let gateway_api =
+        ["gatewayclasses", "gateways", "httproutes", "namespaces", "referencegrants", "secrets"];
+    let expected = expected_watches(&gateway_api);
+    let watches = watches_of_the_controllers(api.clone(), &expected).await;
+    assert_eq!(watches, expected, "WATCH requests per resource");
+    let secrets =
+        api.requests().into_iter().find(|r| r.target.resource == "secrets").expect("a Secret watch");
+    assert!(
+        secrets.query.contains("fieldSelector=type%3Dkubernetes.io%2Ftls")
+            && secrets.query.contains("labelSelector=%21envoy-operator.example.com%2Fxds-identity")
+            && secrets.query.contains("app.kubernetes.io%2Fmanaged-by%21%3Denvoy-operator"),
+        "only certificates, never the fleets' identities nor the operator's own: {}",
+        secrets.query
+    );
+}
+
+/// The WATCH requests per resource of the controllers on `api`, once they judged a route and
+/// opened a watch of every resource `expected` names (a cache the route statuses do not read,
+/// such as the Gateway API's, may be opened later).
+async fn watches_of_the_controllers(
+    api: FakeApi,
+    expected: &BTreeMap<String, usize>,
+) -> BTreeMap<String, usize> {
     api.put(&envoy_path(NS, "edge"), envoy());
     let shop = route_path(NS, "shop");
     api.put(&shop, route(&["edge"], &["web"]));
     let controllers = Controllers::start(&api, None);
     until_condition(&api, &shop, "edge", "Accepted", ("True", "Accepted")).await;
-
-    let mut watches = std::collections::BTreeMap::<String, usize>::new();
-    for request in api.requests() {
-        let watching = request.query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1");
-        if request.method == "GET" && watching {
-            *watches.entry(request.target.resource.clone()).or_default() += 1;
+    let watches = |api: &FakeApi| {
+        let mut watches = BTreeMap::<String, usize>::new();
+        for request in api.requests() {
+            let watching = request.query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1");
+            if request.method == "GET" && watching {
+                *watches.entry(request.target.resource.clone()).or_default() += 1;
+            }
         }
-    }
-    let expected: std::collections::BTreeMap<String, usize> =
-        ["configmaps", "deployments", "envoyroutes", "envoys", "foos", "services"]
-            .into_iter()
-            .map(|resource| (resource.to_owned(), 1))
-            .collect();
-    assert_eq!(watches, expected, "WATCH requests per resource");
+        watches
+    };
+    api.wait_for("a watch of every resource", HANG_GUARD, |api| {
+        let opened = watches(api);
+        expected.keys().all(|resource| opened.contains_key(resource))
+    })
+    .await;
+    let opened = watches(&api);
     controllers.stop().await;
+    opened
+}
+
+fn expected_watches(gateway_api: &[&str]) -> BTreeMap<String, usize> {
+    ["configmaps", "deployments", "envoyroutes", "envoys", "foos", "services"]
+        .iter()
+        .chain(gateway_api)
+        .map(|resource| ((*resource).to_owned(), 1))
+        .collect()
 }

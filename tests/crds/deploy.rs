@@ -59,6 +59,10 @@ fn cluster_role_grants_exactly_what_the_code_uses() {
         grants(&configurations.rules.unwrap_or_default()),
         grants(&rbac::webhook_configuration_rules())
     );
+    let gateway_classes: ClusterRole = named("rbac.yaml", "ClusterRole", "envoy-operator-gateway-classes");
+    assert_eq!(grants(&gateway_classes.rules.unwrap_or_default()), grants(&rbac::gateway_class_rules()));
+    let certificates: ClusterRole = named("rbac.yaml", "ClusterRole", "envoy-operator-gateway-certificates");
+    assert_eq!(grants(&certificates.rules.unwrap_or_default()), grants(&rbac::gateway_certificate_rules()));
 }
 
 #[test]

@@ -3,12 +3,17 @@
 //! know every request those parts make.
 //!
 //! It keeps objects by group, resource, namespace and name (any version); answers GET, LIST
-//! (equality, set and existence label selectors; `metadata.name` field selectors), WATCH
+//! (equality, set and existence label selectors; equality field selectors on any field, e.g.
+//! `metadata.name=x` or `type=kubernetes.io/tls`), WATCH
 //! (history after the given resourceVersion, then live changes), POST, PUT (with the
 //! resourceVersion precondition), PATCH (server-side apply, JSON merge and strategic merge as a
 //! JSON merge, JSON Patch with `test`) and DELETE; the `status` subresource; and records every
 //! request, with whether its object existed, so tests can check requests against RBAC. It does
 //! no validation, defaulting, admission or garbage collection.
+//!
+//! Discovery of a group version (`GET /apis/<group>/<version>`) lists the resources of the
+//! CustomResourceDefinitions stored (e.g. by [`FakeApi::install_gateway_api`]) and is 404 for
+//! any other; like `GET /version`, it is not recorded: every authenticated client may read it.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -153,6 +158,68 @@ impl FakeApi {
         self.state().latency = latency;
     }
 
+    /// Stores the CustomResourceDefinitions of the Gateway API's standard channel (v1.3) the
+    /// operator reads, reduced to what discovery answers from: GatewayClass, Gateway and
+    /// HTTPRoute (`v1`, and `v1beta1` still served) and ReferenceGrant (`v1beta1`).
+    pub fn install_gateway_api(&self) {
+        let group = "gateway.networking.k8s.io";
+        for (kind, plural, scope, versions) in [
+            ("GatewayClass", "gatewayclasses", "Cluster", &["v1", "v1beta1"][..]),
+            ("Gateway", "gateways", "Namespaced", &["v1", "v1beta1"][..]),
+            ("HTTPRoute", "httproutes", "Namespaced", &["v1", "v1beta1"][..]),
+            ("ReferenceGrant", "referencegrants", "Namespaced", &["v1beta1"][..]),
+        ] {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|version| {
+                    json!({"name": version, "served": true, "storage": *version == versions[0],
+                    "subresources": if kind == "ReferenceGrant" { json!({}) } else { json!({"status": {}}) }})
+                })
+                .collect();
+            let name = format!("{plural}.{group}");
+            self.put(
+                &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
+                json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                       "metadata": {"name": name},
+                       "spec": {"group": group, "scope": scope, "versions": versions,
+                                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                                          "listKind": format!("{kind}List")}}}),
+            );
+        }
+    }
+
+    /// The `APIResourceList` of `group`/`version`, from the stored CustomResourceDefinitions;
+    /// `None` when none of them serves it.
+    fn discovery(&self, group: &str, version: &str) -> Option<Value> {
+        let state = self.state();
+        let resources: Vec<Value> = state
+            .objects
+            .iter()
+            .filter(|((g, resource, _, _), _)| g == "apiextensions.k8s.io" && resource == "customresourcedefinitions")
+            .map(|(_, crd)| &crd["spec"])
+            .filter(|spec| spec["group"] == group)
+            .filter_map(|spec| {
+                let served = spec["versions"].as_array()?.iter().find(|v| v["name"] == version && v["served"] != false)?;
+                let names = &spec["names"];
+                let resource = json!({"name": names["plural"], "singularName": names["singular"],
+                    "namespaced": spec["scope"] == "Namespaced", "kind": names["kind"],
+                    "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]});
+                let status = served["subresources"].get("status").map(|_| {
+                    json!({"name": format!("{}/status", names["plural"].as_str().unwrap_or_default()),
+                           "singularName": "", "namespaced": spec["scope"] == "Namespaced",
+                           "kind": names["kind"], "verbs": ["get", "patch", "update"]})
+                });
+                Some([Some(resource), status])
+            })
+            .flatten()
+            .flatten()
+            .collect();
+        (!resources.is_empty()).then(|| {
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
+                   "resources": resources})
+        })
+    }
+
     /// Waits until `condition` holds for the stored objects, polling (bounded by `guard`).
     pub async fn wait_for(&self, what: &str, guard: Duration, condition: impl Fn(&FakeApi) -> bool) {
         let deadline = tokio::time::Instant::now() + guard;
@@ -223,6 +290,12 @@ impl FakeApi {
             let version = set.unwrap_or_else(|| json!({"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "",
                 "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"}));
             return ok(StatusCode::OK, &version);
+        }
+        if let ["apis", group, version] = path.trim_matches('/').split('/').collect::<Vec<_>>().as_slice() {
+            return match self.discovery(group, version) {
+                Some(resources) => ok(StatusCode::OK, &resources),
+                None => status(StatusCode::NOT_FOUND, "NotFound", &format!("no such path {path}")),
+            };
         }
         let Some(target) = Target::parse(&path) else {
             return status(StatusCode::NOT_FOUND, "NotFound", &format!("no such path {path}"));
@@ -345,7 +418,8 @@ struct Filter {
     resource: String,
     namespace: Option<String>,
     labels: Vec<Requirement>,
-    name: Option<String>,
+    /// Field selector terms: a dotted path into the object, the value, and whether it must equal.
+    fields: Vec<(String, String, bool)>,
 }
 
 #[derive(Clone, Debug)]
@@ -360,16 +434,27 @@ enum Requirement {
 
 impl Filter {
     fn new(target: &Target, labels: Option<String>, fields: Option<String>) -> Self {
-        let name = fields
+        let fields = fields
             .as_deref()
-            .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("metadata.name=")))
-            .map(str::to_owned);
+            .into_iter()
+            .flat_map(|fields| fields.split(','))
+            .filter_map(|term| {
+                let (path, value, equal) = match term.split_once("!=") {
+                    Some((path, value)) => (path, value, false),
+                    None => {
+                        let (path, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+                        (path, value, true)
+                    }
+                };
+                Some((path.trim().to_owned(), value.trim().to_owned(), equal))
+            })
+            .collect();
         Self {
             group: target.group.clone(),
             resource: target.resource.clone(),
             namespace: target.namespace.clone(),
             labels: labels.as_deref().map(parse_selector).unwrap_or_default(),
-            name,
+            fields,
         }
     }
 
@@ -378,9 +463,18 @@ impl Filter {
         if *group != self.group || *resource != self.resource {
             return false;
         }
-        if self.namespace.as_ref().is_some_and(|ns| ns != namespace)
-            || self.name.as_ref().is_some_and(|n| n != name)
-        {
+        if self.namespace.as_ref().is_some_and(|ns| ns != namespace) {
+            return false;
+        }
+        let fields_match = self.fields.iter().all(|(path, value, equal)| {
+            let field = match path.as_str() {
+                "metadata.name" => Some(name.as_str()),
+                "metadata.namespace" => Some(namespace.as_str()),
+                path => path.split('.').try_fold(object, |at, key| at.get(key)).and_then(Value::as_str),
+            };
+            (field.unwrap_or_default() == value) == *equal
+        });
+        if !fields_match {
             return false;
         }
         let labels = &object["metadata"]["labels"];

@@ -33,8 +33,13 @@ pub const POD: &str = "edge-6c5d7-x2x9q";
 
 /// The API path of a namespaced object of [`NS`].
 pub fn at(group_version: &str, resource: &str, name: &str) -> String {
+    at_in(NS, group_version, resource, name)
+}
+
+/// The API path of a namespaced object of `namespace`.
+pub fn at_in(namespace: &str, group_version: &str, resource: &str, name: &str) -> String {
     let prefix = if group_version == "v1" { "/api/v1".to_owned() } else { format!("/apis/{group_version}") };
-    format!("{prefix}/namespaces/{NS}/{resource}/{name}")
+    format!("{prefix}/namespaces/{namespace}/{resource}/{name}")
 }
 
 pub fn free_port() -> SocketAddr {
@@ -54,17 +59,23 @@ pub fn prefix_to(prefix: &str, service: &str) -> Value {
            "backendRefs": [{"name": service, "port": 80}]})
 }
 
-/// A Service `name` whose EndpointSlice lists `backend` as its one ready endpoint.
+/// A Service `name` of [`NS`] whose EndpointSlice lists `backend` as its one ready endpoint.
 fn backend_objects(api: &FakeApi, name: &str, backend: &Backend) {
+    service_with_endpoints(api, NS, name, backend);
+}
+
+/// A Service `name` of `namespace` (port 80, `http`) whose EndpointSlice lists `backend` as its
+/// one ready endpoint.
+pub fn service_with_endpoints(api: &FakeApi, namespace: &str, name: &str, backend: &Backend) {
     api.put(
-        &at("v1", "services", name),
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+        &at_in(namespace, "v1", "services", name),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
                "spec": {"ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}),
     );
     api.put(
-        &at("discovery.k8s.io/v1", "endpointslices", &format!("{name}-1")),
+        &at_in(namespace, "discovery.k8s.io/v1", "endpointslices", &format!("{name}-1")),
         json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-               "metadata": {"name": format!("{name}-1"), "namespace": NS,
+               "metadata": {"name": format!("{name}-1"), "namespace": namespace,
                             "labels": {"kubernetes.io/service-name": name}},
                "addressType": "IPv4",
                "ports": [{"name": "http", "port": backend.address.port(), "protocol": "TCP"}],
@@ -104,8 +115,20 @@ impl<E: Send + 'static> FleetWorld<E> {
     where
         F: Future<Output = Result<(), E>> + Send + 'static,
     {
+        Self::start_on(FakeApi::new(), backends, route, operator).await
+    }
+
+    /// [`Self::start`] on `api`, which may hold more already (e.g. the Gateway API's CRDs).
+    pub async fn start_on<F>(
+        api: FakeApi,
+        backends: &[(&str, &Backend)],
+        route: Value,
+        operator: impl FnOnce(Launch) -> F,
+    ) -> Self
+    where
+        F: Future<Output = Result<(), E>> + Send + 'static,
+    {
         let listener_port = free_port().port();
-        let api = FakeApi::new();
         api.put(
             &at("example.com/v1", "envoys", "edge"),
             json!({"apiVersion": "example.com/v1", "kind": "Envoy",

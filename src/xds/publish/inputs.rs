@@ -90,7 +90,7 @@ fn route_inputs_touched(index: &Index) -> SelectAll<BoxStream<'static, Touched>>
 }
 
 /// A cache of nothing, listed.
-fn listed_empty<K: Resource<DynamicType = ()> + Clone + 'static>() -> Store<K> {
+pub(crate) fn listed_empty<K: Resource<DynamicType = ()> + Clone + 'static>() -> Store<K> {
     let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&watcher::Event::Init);
     writer.apply_watcher_event(&watcher::Event::InitDone);

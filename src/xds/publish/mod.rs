@@ -26,9 +26,11 @@ use kube::ResourceExt;
 use tracing::{debug, info, warn};
 
 mod convert;
+pub mod gateways;
 pub mod inputs;
 pub mod outcomes;
 
+pub use self::gateways::GatewayOutcomes;
 use self::inputs::{Caches, Touched};
 pub use self::outcomes::{OutcomeChange, RouteOutcomes};
 use crate::xds::server::{FleetKey, Snapshot, SnapshotCache, SnapshotError, Tracker};
@@ -38,12 +40,23 @@ use crate::xds::server::{FleetKey, Snapshot, SnapshotCache, SnapshotError, Track
 /// few milliseconds.
 pub const BATCH_WINDOW: Duration = Duration::from_millis(10);
 
-/// A fleet's translation as the xDS server serves it.
+/// A fleet's translation as the xDS server serves it. A listener's references (what Envoy
+/// requests over ADS because of it: its route configurations and certificates) come from the
+/// model, as the encoded listener hides them in `Any`s.
 pub fn snapshot(resources: &Resources) -> Result<Snapshot, SnapshotError> {
+    use crate::xds::server::Reference;
+    use crate::xds::server::resource::type_url;
+
     let mut builder = Snapshot::builder();
     for listener in &resources.listeners {
-        let route_configurations = listener.ads_route_configurations().into_iter().map(str::to_owned);
-        builder.add_listener(&convert::listener(listener), route_configurations);
+        let reference = |type_url, name: &str| Reference { type_url, name: name.to_owned() };
+        let routes =
+            listener.ads_route_configurations().into_iter().map(|name| reference(type_url::ROUTE, name));
+        let secrets = listener.ads_secrets().into_iter().map(|name| reference(type_url::SECRET, name));
+        builder.add_listener_referencing(&convert::listener(listener), routes.chain(secrets));
+    }
+    for secret in &resources.secrets {
+        builder.add(&convert::secret(secret));
     }
     for routes in &resources.route_configurations {
         builder.add(&convert::route_configuration(routes));
@@ -165,7 +178,9 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
         for fleet in translation.fleets {
             let envoy =
                 objects.envoys.iter().find(|envoy| envoy.metadata.name.as_ref() == Some(&fleet.envoy));
-            let Some(key) = envoy.map(|envoy| FleetKey::from(fleet_key(envoy))) else { continue };
+            // A Gateway's fleet is configured by the Gateway API translation alone.
+            let Some(envoy) = envoy.filter(|envoy| !gateways::is_gateway_fleet(envoy)) else { continue };
+            let key = FleetKey::from(fleet_key(envoy));
             served.insert(key.clone());
             match snapshot(&fleet.translation.resources) {
                 Ok(snapshot) => {
@@ -181,9 +196,17 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
         outputs.outcomes.replace_namespace(namespace, []);
     }
     if let Some((cache, tracker)) = &outputs.snapshots {
+        // Gateways' fleets are the Gateway publisher's ([`gateways`]), which removes their own.
+        let gateway_fleets: BTreeSet<FleetKey> = caches
+            .envoys
+            .state()
+            .iter()
+            .filter(|envoy| gateways::is_gateway_fleet(envoy))
+            .map(|envoy| FleetKey::from(fleet_key(envoy)))
+            .collect();
         for key in cache.keys() {
             let namespace = key.as_str().split_once('/').map_or("", |(namespace, _)| namespace);
-            if scope.covers(namespace) && !served.contains(&key) {
+            if scope.covers(namespace) && !served.contains(&key) && !gateway_fleets.contains(&key) {
                 cache.remove(&key);
                 tracker.forget(&key);
                 published.removed.push(key);
@@ -470,6 +493,24 @@ mod tests {
         apply(&mut f.endpoint_slices, slice("batch", "jobs", "10.2.0.9"));
         assert_eq!(f.publish(namespaces(&["batch"])), Published::default());
         assert_eq!(f.publish(namespaces(&["shop"])).fleets, before, "the fleet itself is unchanged");
+    }
+
+    /// A Gateway's fleet is an Envoy, labelled with its Gateway: the Gateway publisher's to
+    /// serve and to remove, never this one's.
+    #[test]
+    fn gateway_fleets_are_left_to_the_gateway_publisher() {
+        let mut f = fixture();
+        let mut fleet = envoy("shop", "edge", false);
+        fleet["metadata"]["labels"] = json!({envoy_operator_core::names::GATEWAY_LABEL: "edge"});
+        apply(&mut f.envoys, fleet);
+        apply(&mut f.routes, route("shop", "api"));
+        let gateways = snapshot(&Resources::default()).expect("an empty snapshot");
+        let version = f.cache.set(FleetKey::from("shop/edge"), gateways);
+        let published = f.publish(Scope::Everything);
+        assert_eq!(published, Published::default(), "neither served nor removed");
+        assert_eq!(f.cache.keys(), [FleetKey::from("shop/edge")]);
+        let same = snapshot(&Resources::default()).expect("an empty snapshot");
+        assert_eq!(f.cache.set(FleetKey::from("shop/edge"), same), version, "the snapshot is unchanged");
     }
 
     #[test]

@@ -1,0 +1,47 @@
+//! A GatewayClass naming the operator gets the conditions the translation judged
+//! (`Accepted`, `SupportedVersion`); other classes are other controllers' and left alone.
+
+use std::sync::Arc;
+
+use envoy_operator_core::children::status::now;
+use envoy_operator_core::gateway::api::GatewayClass;
+use envoy_operator_core::gateway::status::class_status;
+use envoy_operator_core::names::CONTROLLER_NAME;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::GatewayContext;
+use super::status::{Guard, write};
+use crate::controller::sync::{backoff_key, error_policy as retry, observe};
+use crate::controller::{Error, Result};
+
+pub(super) const KIND: &str = "GatewayClass";
+
+pub(super) async fn reconcile(class: Arc<GatewayClass>, ctx: Arc<GatewayContext>) -> Result<Action> {
+    let key = backoff_key(class.as_ref());
+    observe(&ctx.shared, KIND, &key, sync(class, ctx.clone())).await
+}
+
+pub(super) fn error_policy(class: Arc<GatewayClass>, error: &Error, ctx: Arc<GatewayContext>) -> Action {
+    retry(class, error, ctx.shared.clone())
+}
+
+async fn sync(class: Arc<GatewayClass>, ctx: Arc<GatewayContext>) -> Result<Action> {
+    if class.spec.controller_name != CONTROLLER_NAME || class.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let name = class.name_any();
+    let translation = ctx.outcomes.latest();
+    // The outcome of this very generation; else the next translation triggers this again.
+    let outcome = translation
+        .classes
+        .iter()
+        .find(|outcome| outcome.name == name && outcome.generation == class.metadata.generation);
+    let Some(outcome) = outcome else { return Ok(Action::await_change()) };
+    let status = class_status(&class, outcome, &now());
+    let current = class.status.clone().unwrap_or_default();
+    let api: Api<GatewayClass> = Api::all(ctx.shared.client.clone());
+    write(&ctx.shared, &api, KIND, class.as_ref(), &current, &status, Guard::None).await?;
+    Ok(Action::requeue(ctx.shared.settings.resync))
+}

@@ -1,0 +1,167 @@
+//! A Gateway's fleet: the `Envoy` the translation made for it, applied as any child is (server-
+//! side apply, the operator's field manager), so the Envoy reconciler builds its Deployment,
+//! Service, bootstrap and identity. The Envoy carries the Gateway's label and a controller
+//! ownerReference to it (set by the core): Kubernetes' garbage collector deletes it with the
+//! Gateway. The operator deletes it itself only when the Gateway's class stops being the
+//! operator's, and only an Envoy it labelled for that very Gateway (name and uid).
+//!
+//! An Envoy of the fleet's name that is not the Gateway's is never touched (the translation
+//! reports it in the Gateway's status).
+
+use envoy_operator_core::api::Envoy;
+use envoy_operator_core::children::apply::{needs_apply, strip_metadata};
+use envoy_operator_core::gateway::api::Gateway;
+use envoy_operator_core::names::{FIELD_MANAGER, GATEWAY_LABEL};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use tracing::{debug, info};
+
+use crate::controller::{Context, Error, Result};
+
+const KIND: &str = "Envoy";
+
+/// Whether `envoy` is the fleet the operator applied for the Gateway `name` of uid `uid`: it
+/// carries the Gateway's label and the Gateway controls it.
+pub fn is_fleet_of(envoy: &Envoy, name: &str, uid: &str) -> bool {
+    let gateway_kind = Gateway::kind(&());
+    let gateway_api_version = Gateway::api_version(&());
+    let labelled = envoy.labels().get(GATEWAY_LABEL).is_some_and(|label| label == name);
+    labelled
+        && envoy.owner_references().iter().any(|owner| {
+            owner.controller == Some(true)
+                && owner.uid == uid
+                && owner.kind == gateway_kind
+                && owner.api_version == gateway_api_version
+        })
+}
+
+/// What became of a fleet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The cluster already held it as desired: nothing was sent.
+    Current,
+    /// Created or corrected.
+    Applied,
+    /// Its name is taken by an Envoy that is not this Gateway's: left alone.
+    Foreign,
+}
+
+/// The Gateway a fleet is for: its namespace (the fleet's), name and uid.
+pub struct Owner<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub uid: &'a str,
+}
+
+/// Makes the cluster hold `desired`, the fleet of the Gateway `gateway`, looking it up in
+/// `envoys` (the cache) and, on a miss, in the cluster: an Envoy created moments ago, or someone
+/// else's, is never taken for a missing one.
+pub async fn apply(
+    ctx: &Context,
+    envoys: &Store<Envoy>,
+    gateway: &Owner<'_>,
+    desired: &Envoy,
+) -> Result<Applied> {
+    let name = desired.name_any();
+    let namespace = gateway.namespace;
+    let api: Api<Envoy> = Api::namespaced(ctx.client.clone(), namespace);
+    let current = match envoys.get(&ObjectRef::new(&name).within(namespace)) {
+        Some(cached) => Some(cached),
+        None => {
+            let fresh = api.get_opt(&name).await.map_err(api_error("get", &name))?;
+            fresh.map(|mut fresh| {
+                strip_metadata(fresh.meta_mut());
+                std::sync::Arc::new(fresh)
+            })
+        }
+    };
+    let params = match &current {
+        Some(current) if !is_fleet_of(current, gateway.name, gateway.uid) => {
+            debug!(%namespace, %name, gateway = gateway.name, "an Envoy of the fleet's name is not the Gateway's: left alone");
+            return Ok(Applied::Foreign);
+        }
+        Some(current) if !needs_apply(desired, current.as_ref()) => return Ok(Applied::Current),
+        // Ours and drifted: take back every field we own.
+        Some(_) => PatchParams::apply(FIELD_MANAGER).force(),
+        // New: without force, so an Envoy of that name created meanwhile by someone else, with
+        // other values, is refused (409, retried, then seen as foreign) rather than taken.
+        None => PatchParams::apply(FIELD_MANAGER),
+    };
+    api.patch(&name, &params, &Patch::Apply(desired)).await.map_err(api_error("apply", &name))?;
+    ctx.metrics.wrote(KIND, "apply");
+    info!(%namespace, %name, gateway = gateway.name, created = current.is_none(), "applied the Gateway's fleet");
+    Ok(Applied::Applied)
+}
+
+/// Deletes the fleets the operator applied for `gateway` (labelled with it and controlled by
+/// its uid): its class is no longer the operator's. The uid precondition keeps a same-named
+/// replacement. Returns how many were deleted.
+pub async fn remove(ctx: &Context, envoys: &Store<Envoy>, gateway: &Gateway) -> Result<usize> {
+    let (Some(namespace), Some(uid)) = (gateway.namespace(), gateway.uid()) else {
+        return Ok(0);
+    };
+    let name = gateway.name_any();
+    let fleets = envoys.state_filter(|envoy| {
+        envoy.namespace().as_deref() == Some(namespace.as_str())
+            && envoy.meta().deletion_timestamp.is_none()
+            && is_fleet_of(envoy, &name, &uid)
+    });
+    let api: Api<Envoy> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut deleted = 0;
+    for fleet in fleets {
+        let fleet_name = fleet.name_any();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: fleet.uid(), resource_version: None }),
+            ..DeleteParams::background()
+        };
+        let result = api.delete(&fleet_name, &params).await;
+        ctx.metrics.wrote(KIND, "delete");
+        match result {
+            Ok(_) => {
+                info!(%namespace, gateway = %name, envoy = %fleet_name, "deleted the fleet of a Gateway whose class is not the operator's");
+                deleted += 1;
+            }
+            // Gone already, or replaced by another Envoy of that name: nothing of ours left.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(source) => return Err(api_error("delete", &fleet_name)(source)),
+        }
+    }
+    Ok(deleted)
+}
+
+fn api_error(verb: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
+    let name = name.to_owned();
+    move |source| Error::Api { verb, kind: KIND, name, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn envoy(label: Option<&str>, owner_uid: &str, owner_kind: &str) -> Envoy {
+        let mut envoy = Envoy::new("edge", Default::default());
+        envoy.metadata.labels =
+            label.map(|label| [(GATEWAY_LABEL.to_owned(), label.to_owned())].into_iter().collect());
+        envoy.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: owner_kind.into(),
+            name: "edge".into(),
+            uid: owner_uid.into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]);
+        envoy
+    }
+
+    #[test]
+    fn a_fleet_is_labelled_with_its_gateway_and_controlled_by_its_uid() {
+        assert!(is_fleet_of(&envoy(Some("edge"), "u1", "Gateway"), "edge", "u1"));
+        assert!(!is_fleet_of(&envoy(Some("edge"), "u2", "Gateway"), "edge", "u1"), "another Gateway's uid");
+        assert!(!is_fleet_of(&envoy(None, "u1", "Gateway"), "edge", "u1"), "not labelled");
+        assert!(!is_fleet_of(&envoy(Some("other"), "u1", "Gateway"), "edge", "u1"), "another label");
+        assert!(!is_fleet_of(&envoy(Some("edge"), "u1", "Foo"), "edge", "u1"), "owned by another kind");
+    }
+}

@@ -1,0 +1,107 @@
+//! Whether the cluster serves the Gateway API: the operator implements it only where the user
+//! installed its CRDs (it ships none of them). Without them, everything else works and no
+//! Gateway API kind is watched: a watch of a kind the API server does not serve would fail and
+//! retry forever.
+
+use std::time::Duration;
+
+use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use kube::{Client, Resource};
+use tracing::{info, warn};
+
+/// How many times a failed discovery is asked again before the Gateway API is taken as absent
+/// (the API server was already reached: a failure here is rare and short).
+const DISCOVERY_ATTEMPTS: u32 = 5;
+/// The wait before the first retry; doubled after each.
+const DISCOVERY_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Whether the operator implements the Gateway API in this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GatewayApi {
+    /// The API server serves every kind the operator reads.
+    On,
+    /// It does not: the reason (which kinds are missing), as logged.
+    Off(String),
+}
+
+impl GatewayApi {
+    pub fn is_on(&self) -> bool {
+        matches!(self, Self::On)
+    }
+}
+
+/// One kind the operator reads: its `apiVersion` and its resource's plural name.
+struct Needed {
+    api_version: String,
+    plural: String,
+}
+
+fn needed<K: Resource<DynamicType = ()>>() -> Needed {
+    Needed { api_version: K::api_version(&()).into_owned(), plural: K::plural(&()).into_owned() }
+}
+
+/// Asks the API server (discovery, which every authenticated client may read) whether it
+/// serves GatewayClasses, Gateways, HTTPRoutes (`gateway.networking.k8s.io/v1`) and
+/// ReferenceGrants (`v1beta1`); logs once when it does not, and why.
+pub(super) async fn discover(client: &Client) -> GatewayApi {
+    let needed =
+        [needed::<GatewayClass>(), needed::<Gateway>(), needed::<HTTPRoute>(), needed::<ReferenceGrant>()];
+    let mut versions: Vec<&str> = needed.iter().map(|kind| kind.api_version.as_str()).collect();
+    versions.dedup();
+    let mut served = Vec::new();
+    for version in versions {
+        match served_resources(client, version).await {
+            Ok(resources) => served.extend(resources.into_iter().map(|plural| (version.to_owned(), plural))),
+            Err(reason) => {
+                warn!(%reason, "the Gateway controller is OFF: the API server could not tell whether it serves the Gateway API; restart the operator to ask again");
+                return GatewayApi::Off(reason);
+            }
+        }
+    }
+    let missing: Vec<String> = needed
+        .iter()
+        .filter(|kind| {
+            !served.iter().any(|(version, plural)| *version == kind.api_version && *plural == kind.plural)
+        })
+        .map(|kind| format!("{} ({})", kind.plural, kind.api_version))
+        .collect();
+    if missing.is_empty() {
+        info!("the API server serves the Gateway API: the Gateway controller is on");
+        return GatewayApi::On;
+    }
+    let reason = format!("the API server does not serve {}", missing.join(", "));
+    // None of it is a cluster without the Gateway API, as many are; some of it, a broken or
+    // outdated install.
+    match missing.len() == needed.len() {
+        true => info!(%reason, "the Gateway controller is off: {FIX}"),
+        false => warn!(%reason, "the Gateway controller is OFF: {FIX}"),
+    }
+    GatewayApi::Off(reason)
+}
+
+/// What to do about a missing Gateway API.
+const FIX: &str = "install the Gateway API CRDs (standard channel v1.3 or newer) and restart the operator";
+
+/// The resources (plural names) the API server serves in `version`; none when it does not
+/// serve the version at all. `Err` says why it could not be told.
+async fn served_resources(client: &Client, version: &str) -> Result<Vec<String>, String> {
+    let mut delay = DISCOVERY_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match client.list_api_group_resources(version).await {
+            Ok(list) => return Ok(list.resources.into_iter().map(|resource| resource.name).collect()),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+            Err(error) if attempt >= DISCOVERY_ATTEMPTS => {
+                return Err(format!(
+                    "asking the API server which resources {version} serves failed: {error}"
+                ));
+            }
+            Err(error) => {
+                warn!(%version, %error, retry_in = ?delay, "Gateway API discovery failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                attempt += 1;
+            }
+        }
+    }
+}

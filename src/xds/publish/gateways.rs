@@ -1,0 +1,497 @@
+//! The Gateway API's side of the publisher: every GatewayClass, Gateway, HTTPRoute and
+//! ReferenceGrant, with the Namespaces, Services, EndpointSlices and TLS Secrets they name and
+//! the Envoys that are Gateways' fleets, translated in one pass over the whole cluster
+//! ([`gateway::translate`]: a Gateway takes routes, backends and certificates from other
+//! namespaces). Each Gateway's configuration is published under its fleet's key (the fleet is
+//! an Envoy, so the authorizer serves its proxies as it serves any Envoy's), and the whole
+//! translation is kept in [`GatewayOutcomes`] for the leader's status writers and fleet applier.
+//!
+//! The snapshot cache is shared with the EnvoyRoute publisher ([`super::publish`]); a key
+//! belongs to this one when its Envoy carries [`GATEWAY_LABEL`], to that one otherwise, and
+//! each removes only its own.
+//!
+//! Only started where the API server serves the Gateway API ([`crate::index::GatewayApi`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use envoy_operator_core::api::Envoy;
+use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::gateway::{self, GatewayInputs, GatewayTranslation};
+use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL};
+use futures::stream::{BoxStream, SelectAll};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::ResourceExt;
+use kube::runtime::reflector::store::WriterDropped;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::{BATCH_WINDOW, Published, snapshot};
+use crate::index::{Change, Index};
+use crate::xds::server::{FleetKey, SnapshotCache, Tracker};
+
+/// The newest Gateway API translation. Cheap to clone; every clone shares it.
+#[derive(Clone)]
+pub struct GatewayOutcomes {
+    latest: watch::Sender<Arc<GatewayTranslation>>,
+}
+
+impl Default for GatewayOutcomes {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GatewayOutcomes {
+    /// Outcomes of nothing, until the first translation.
+    pub fn new() -> Self {
+        Self { latest: watch::Sender::new(Arc::default()) }
+    }
+
+    pub fn latest(&self) -> Arc<GatewayTranslation> {
+        self.latest.borrow().clone()
+    }
+
+    /// The newest translation from now on: `changed()` wakes the receiver when a translation
+    /// differs from the one before (an equal one wakes nobody).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<GatewayTranslation>> {
+        self.latest.subscribe()
+    }
+
+    /// Makes `translation` the newest; says whether it differs from the one before.
+    pub(crate) fn replace(&self, translation: GatewayTranslation) -> bool {
+        self.latest.send_if_modified(|latest| {
+            if **latest == translation {
+                return false;
+            }
+            *latest = Arc::new(translation);
+            true
+        })
+    }
+}
+
+/// The caches the Gateway API translation reads.
+#[derive(Clone)]
+pub struct GatewayCaches {
+    pub classes: Store<GatewayClass>,
+    pub gateways: Store<Gateway>,
+    pub routes: Store<HTTPRoute>,
+    pub grants: Store<ReferenceGrant>,
+    pub namespaces: Store<Namespace>,
+    pub services: Store<Service>,
+    /// Empty where the process serves no xDS (statuses need no endpoints).
+    pub endpoint_slices: Store<EndpointSlice>,
+    /// `kubernetes.io/tls` Secrets only.
+    pub secrets: Store<Secret>,
+    /// Every Envoy: the Gateways' fleets (labelled [`GATEWAY_LABEL`]), those whose names
+    /// Gateways would take, and the GatewayClasses' parameters.
+    pub envoys: Store<Envoy>,
+}
+
+impl GatewayCaches {
+    /// Resolves once every cache has been listed; `Err` when a cache's writer is gone first.
+    pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
+        self.classes.wait_until_ready().await?;
+        self.gateways.wait_until_ready().await?;
+        self.routes.wait_until_ready().await?;
+        self.grants.wait_until_ready().await?;
+        self.namespaces.wait_until_ready().await?;
+        self.services.wait_until_ready().await?;
+        self.endpoint_slices.wait_until_ready().await?;
+        self.secrets.wait_until_ready().await?;
+        self.envoys.wait_until_ready().await
+    }
+}
+
+/// The index's caches of the translation's inputs, and a tick whenever one of them changes.
+/// Call only where
+/// [`Index::gateway_api`] is on.
+pub fn from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Send + 'static) {
+    let slices = index.endpoint_slices();
+    let (caches, mut changed) = statuses_from_index_with(index, slices.store().clone());
+    changed.push(ticks(slices.changes()));
+    (caches, changed)
+}
+
+/// [`from_index`] for a process that translates only for the statuses and serves no xDS (the
+/// `controller` command): no EndpointSlice is watched, and their cache is empty.
+pub fn statuses_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Send + 'static) {
+    statuses_from_index_with(index, super::inputs::listed_empty())
+}
+
+fn statuses_from_index_with(
+    index: &Index,
+    endpoint_slices: Store<EndpointSlice>,
+) -> (GatewayCaches, SelectAll<BoxStream<'static, ()>>) {
+    let caches = GatewayCaches {
+        classes: index.gateway_classes().store().clone(),
+        gateways: index.gateways().store().clone(),
+        routes: index.http_routes().store().clone(),
+        grants: index.reference_grants().store().clone(),
+        namespaces: index.namespaces().store().clone(),
+        services: index.services().store().clone(),
+        endpoint_slices,
+        secrets: index.tls_secrets().store().clone(),
+        envoys: index.envoys().store().clone(),
+    };
+    let mut changed = SelectAll::<BoxStream<'static, ()>>::new();
+    changed.push(ticks(index.gateway_classes().changes()));
+    changed.push(ticks(index.gateways().changes()));
+    changed.push(ticks(index.http_routes().changes()));
+    changed.push(ticks(index.reference_grants().changes()));
+    changed.push(ticks(index.namespaces().changes()));
+    changed.push(ticks(index.services().changes()));
+    changed.push(ticks(index.tls_secrets().changes()));
+    // Every Envoy's: a Gateway's fleet, an Envoy taking a Gateway's name, a class's parameters.
+    changed.push(ticks(index.envoys().changes()));
+    (caches, changed)
+}
+
+fn ticks<K: Send + 'static>(
+    changes: impl Stream<Item = Change<K>> + Send + 'static,
+) -> BoxStream<'static, ()> {
+    changes.map(|_| ()).boxed()
+}
+
+/// An Envoy whose configuration the Gateway API translation makes.
+pub fn is_gateway_fleet(envoy: &Envoy) -> bool {
+    envoy.labels().contains_key(GATEWAY_LABEL)
+}
+
+/// Where a translation's results go.
+#[derive(Clone, Default)]
+pub struct GatewayOutputs {
+    /// The snapshots served and the tracker of their proxies; `None` where this process serves
+    /// no xDS.
+    pub snapshots: Option<(SnapshotCache, Tracker)>,
+    pub outcomes: GatewayOutcomes,
+}
+
+/// Translates every Gateway from the caches, publishes each one's fleet, removes the snapshots
+/// of Gateway fleets no Gateway has any more, and makes the translation the newest outcome.
+pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
+    let envoys = caches.envoys.state();
+    let classes = caches.classes.state();
+    // No class names the operator (a cluster whose Gateways are another controller's): nothing
+    // to translate, whatever else changed, so the other caches are not even read.
+    let translation = match classes.iter().any(|class| class.spec.controller_name == CONTROLLER_NAME) {
+        true => gateway::translate(&GatewayInputs {
+            classes: &classes,
+            gateways: &caches.gateways.state(),
+            routes: &caches.routes.state(),
+            grants: &caches.grants.state(),
+            namespaces: &caches.namespaces.state(),
+            services: &caches.services.state(),
+            endpoint_slices: &caches.endpoint_slices.state(),
+            secrets: &caches.secrets.state(),
+            fleets: &envoys,
+            parameters: &envoys,
+        }),
+        false => GatewayTranslation::default(),
+    };
+    let mut published = Published::default();
+    if let Some((cache, tracker)) = &outputs.snapshots {
+        let mut served = BTreeSet::new();
+        for outcome in &translation.gateways {
+            // No fleet: the Gateway's name is another Envoy's, whose snapshot is not ours.
+            let Some(fleet) = &outcome.fleet else { continue };
+            let key = FleetKey::from(format!("{}/{}", outcome.namespace, fleet.name_any()));
+            served.insert(key.clone());
+            match snapshot(&outcome.resources) {
+                Ok(snapshot) => {
+                    let version = cache.set(key.clone(), snapshot);
+                    published.fleets.push((key, version));
+                }
+                Err(error) => published.failed.push((key, error.to_string())),
+            }
+        }
+        // A fleet no Gateway serves any more (its Gateway is gone, or no longer of our class).
+        // A key whose Envoy is gone the EnvoyRoute publisher removes; one of an Envoy without
+        // the label is that publisher's own.
+        for key in cache.keys() {
+            if served.contains(&key) || !is_fleet_key(&envoys, &key) {
+                continue;
+            }
+            cache.remove(&key);
+            tracker.forget(&key);
+            published.removed.push(key);
+        }
+    }
+    outputs.outcomes.replace(translation);
+    published
+}
+
+/// Whether `key` is the key of an Envoy that is a Gateway's fleet.
+fn is_fleet_key(envoys: &[Arc<Envoy>], key: &FleetKey) -> bool {
+    let Some((namespace, name)) = key.as_str().split_once('/') else { return false };
+    let wanted = ObjectRef::<Envoy>::new(name).within(namespace);
+    envoys.iter().any(|envoy| ObjectRef::from_obj(&**envoy) == wanted && is_gateway_fleet(envoy))
+}
+
+/// Publishes once the caches are filled (so that no Gateway is judged from a partial view),
+/// then after every batch of changes, until `changed` ends. `ready` is called after the first
+/// publication.
+pub async fn run(
+    caches: GatewayCaches,
+    changed: impl Stream<Item = ()> + Send + 'static,
+    outputs: GatewayOutputs,
+    ready: impl FnOnce() + Send,
+) {
+    let changed = changed.fuse();
+    tokio::pin!(changed);
+    // The caches fill only while their watches are polled: drain the events while waiting.
+    let filled = caches.wait_until_ready();
+    tokio::pin!(filled);
+    loop {
+        tokio::select! {
+            result = &mut filled => {
+                if result.is_err() {
+                    return;
+                }
+                break;
+            }
+            event = changed.next() => if event.is_none() { return },
+        }
+    }
+    rebuild(&caches, &outputs).await;
+    info!(
+        gateways = outputs.outcomes.latest().gateways.len(),
+        "the Gateway API translation's caches are filled"
+    );
+    ready();
+
+    while changed.next().await.is_some() {
+        let window = tokio::time::sleep(BATCH_WINDOW);
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                () = &mut window => break,
+                event = changed.next() => if event.is_none() { break },
+            }
+        }
+        rebuild(&caches, &outputs).await;
+    }
+}
+
+/// [`publish`] off the async workers: the whole cluster's Gateway API objects are CPU work.
+async fn rebuild(caches: &GatewayCaches, outputs: &GatewayOutputs) {
+    let started = Instant::now();
+    let (caches, outputs) = (caches.clone(), outputs.clone());
+    let published = match tokio::task::spawn_blocking(move || publish(&caches, &outputs)).await {
+        Ok(published) => published,
+        Err(error) => {
+            warn!(%error, "translating the Gateway API objects failed");
+            return;
+        }
+    };
+    for (fleet, error) in &published.failed {
+        warn!(%fleet, %error, "the Gateway's configuration is inconsistent; its proxies keep the last one");
+    }
+    for fleet in &published.removed {
+        info!(%fleet, "no longer serving the Gateway's fleet (its Gateway is gone or not of the operator's classes)");
+    }
+    debug!(fleets = published.fleets.len(), took = ?started.elapsed(), "published the Gateways' configuration");
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_operator_core::envoy::type_urls::LISTENER;
+    use envoy_operator_core::xds::Resources;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// Writers of every cache of a [`GatewayCaches`], each listed (empty).
+    struct Fixture {
+        caches: GatewayCaches,
+        classes: Writer<GatewayClass>,
+        gateways: Writer<Gateway>,
+        envoys: Writer<Envoy>,
+        outputs: GatewayOutputs,
+        cache: SnapshotCache,
+        // Kept so the caches stay open.
+        _others: (Writer<HTTPRoute>, Writer<ReferenceGrant>, Writer<Namespace>, Writer<Service>),
+        _more: (Writer<EndpointSlice>, Writer<Secret>),
+    }
+
+    fn listed<K: kube::Resource<DynamicType = ()> + Clone + 'static>() -> (Store<K>, Writer<K>) {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        (store, writer)
+    }
+
+    fn fixture() -> Fixture {
+        let (classes, class_writer) = listed();
+        let (gateways, gateway_writer) = listed();
+        let (routes, route_writer) = listed();
+        let (grants, grant_writer) = listed();
+        let (namespaces, namespace_writer) = listed();
+        let (services, service_writer) = listed();
+        let (endpoint_slices, slice_writer) = listed();
+        let (secrets, secret_writer) = listed();
+        let (envoys, envoy_writer) = listed();
+        let cache = SnapshotCache::new();
+        Fixture {
+            caches: GatewayCaches {
+                classes,
+                gateways,
+                routes,
+                grants,
+                namespaces,
+                services,
+                endpoint_slices,
+                secrets,
+                envoys,
+            },
+            classes: class_writer,
+            gateways: gateway_writer,
+            envoys: envoy_writer,
+            outputs: GatewayOutputs {
+                snapshots: Some((cache.clone(), Tracker::new())),
+                outcomes: GatewayOutcomes::new(),
+            },
+            cache,
+            _others: (route_writer, grant_writer, namespace_writer, service_writer),
+            _more: (slice_writer, secret_writer),
+        }
+    }
+
+    fn apply<K>(writer: &mut Writer<K>, object: Value)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(object).unwrap()));
+    }
+
+    fn delete<K>(writer: &mut Writer<K>, object: Value)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Delete(serde_json::from_value(object).unwrap()));
+    }
+
+    fn class() -> Value {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+               "metadata": {"name": "envoy", "generation": 1}, "spec": {"controllerName": CONTROLLER_NAME}})
+    }
+
+    fn gateway() -> Value {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "edge", "namespace": "shop", "uid": "gw-1", "generation": 1},
+               "spec": {"gatewayClassName": "envoy",
+                        "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})
+    }
+
+    /// An Envoy; the fleet of [`gateway`] when `gateway` names it (labelled and owned by it).
+    fn envoy(name: &str, gateway: Option<&str>) -> Value {
+        let mut envoy = json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+                               "metadata": {"name": name, "namespace": "shop"}, "spec": {}});
+        if let Some(gateway) = gateway {
+            envoy["metadata"]["labels"] = json!({GATEWAY_LABEL: gateway});
+            envoy["metadata"]["ownerReferences"] = json!([{"apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway", "name": gateway, "uid": "gw-1", "controller": true}]);
+        }
+        envoy
+    }
+
+    fn empty_snapshot() -> crate::xds::server::Snapshot {
+        snapshot(&Resources::default()).expect("an empty snapshot")
+    }
+
+    #[test]
+    fn outcomes_wake_subscribers_only_when_the_translation_changes() {
+        let outcomes = GatewayOutcomes::new();
+        let mut subscriber = outcomes.subscribe();
+        assert!(!outcomes.replace(GatewayTranslation::default()), "the same as the first");
+        assert!(!subscriber.has_changed().unwrap());
+
+        let mut f = fixture();
+        apply(&mut f.classes, class());
+        let translation = gateway::translate(&GatewayInputs {
+            classes: &f.caches.classes.state(),
+            gateways: &[],
+            routes: &[],
+            grants: &[],
+            namespaces: &[],
+            services: &[],
+            endpoint_slices: &[],
+            secrets: &[],
+            fleets: &[],
+            parameters: &[],
+        });
+        assert_eq!(translation.classes.len(), 1, "our class is judged");
+        assert!(outcomes.replace(translation.clone()));
+        assert!(subscriber.has_changed().unwrap());
+        assert_eq!(*subscriber.borrow_and_update().clone(), translation);
+        assert!(!outcomes.replace(translation), "an equal translation wakes nobody");
+        assert!(!subscriber.has_changed().unwrap());
+        assert_eq!(outcomes.latest().classes.len(), 1);
+    }
+
+    #[test]
+    fn a_gateway_is_published_under_its_fleet_until_it_is_gone() {
+        let mut f = fixture();
+        apply(&mut f.classes, class());
+        apply(&mut f.gateways, gateway());
+        apply(&mut f.envoys, envoy("edge", Some("edge")));
+        let published = publish(&f.caches, &f.outputs);
+        assert_eq!(published.fleets.iter().map(|(key, _)| key.as_str()).collect::<Vec<_>>(), ["shop/edge"]);
+        assert!(published.failed.is_empty(), "{published:?}");
+        let snapshot = f.cache.get(&FleetKey::from("shop/edge")).expect("the Gateway's snapshot");
+        assert_eq!(snapshot.resources(LISTENER).iter().count(), 1, "one listener, on port 80");
+        let latest = f.outputs.outcomes.latest();
+        assert_eq!((latest.classes.len(), latest.gateways.len()), (1, 1), "{latest:?}");
+
+        // Another Envoy of the namespace, the EnvoyRoute publisher's: never this one's to remove.
+        apply(&mut f.envoys, envoy("mesh", None));
+        f.cache.set(FleetKey::from("shop/mesh"), empty_snapshot());
+
+        delete(&mut f.gateways, gateway());
+        let published = publish(&f.caches, &f.outputs);
+        assert_eq!(published.removed, [FleetKey::from("shop/edge")], "its fleet is left unserved");
+        assert_eq!(f.cache.keys(), [FleetKey::from("shop/mesh")]);
+        assert!(f.outputs.outcomes.latest().gateways.is_empty());
+    }
+
+    #[test]
+    fn a_gateway_of_another_controllers_class_is_not_ours_and_its_fleet_goes() {
+        let mut f = fixture();
+        apply(&mut f.classes, class());
+        apply(&mut f.gateways, gateway());
+        apply(&mut f.envoys, envoy("edge", Some("edge")));
+        publish(&f.caches, &f.outputs);
+        assert_eq!(f.cache.keys(), [FleetKey::from("shop/edge")]);
+
+        // The class moves to another controller: no Gateway is the operator's any more.
+        let mut theirs = class();
+        theirs["spec"]["controllerName"] = json!("example.net/another-gateway");
+        apply(&mut f.classes, theirs);
+        let published = publish(&f.caches, &f.outputs);
+        assert_eq!(published.removed, [FleetKey::from("shop/edge")]);
+        assert!(f.cache.keys().is_empty());
+        assert_eq!(*f.outputs.outcomes.latest(), GatewayTranslation::default());
+    }
+
+    #[test]
+    fn a_gateway_whose_name_another_envoy_holds_takes_no_snapshot_of_it() {
+        let mut f = fixture();
+        apply(&mut f.classes, class());
+        apply(&mut f.gateways, gateway());
+        // A user's Envoy named like the Gateway, not its fleet: its snapshot is not ours.
+        apply(&mut f.envoys, envoy("edge", None));
+        f.cache.set(FleetKey::from("shop/edge"), empty_snapshot());
+        let before = f.cache.get(&FleetKey::from("shop/edge")).expect("the Envoy's snapshot");
+        let published = publish(&f.caches, &f.outputs);
+        assert!(published.fleets.is_empty() && published.removed.is_empty(), "{published:?}");
+        let after = f.cache.get(&FleetKey::from("shop/edge")).expect("still the Envoy's snapshot");
+        assert!(Arc::ptr_eq(&before, &after), "untouched");
+        assert_eq!(f.outputs.outcomes.latest().gateways[0].fleet, None);
+    }
+}

@@ -1,0 +1,398 @@
+//! The Gateway API controllers against an in-memory API server that serves the Gateway API's
+//! kinds, run as `controller::run` runs them (with the translation of its own): a GatewayClass
+//! naming the operator is accepted, a Gateway of it gets its fleet (an Envoy labelled with and
+//! owned by the Gateway) and its status, an HTTPRoute gets the operator's `status.parents`
+//! entries beside other controllers', a new generation gets a new `observedGeneration`, and
+//! objects of other controllers' classes get nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use envoy_operator::controller::{self, ControllerConfig, ReconcileMetrics, Settings};
+use envoy_operator_testkit::fake_api::FakeApi;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Guards against hangs; never part of an assertion about speed.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+const NS: &str = "shop";
+const CONTROLLER_NAME: &str = "example.com/envoy-operator";
+const OTHER_CONTROLLER: &str = "example.net/other-gateway";
+const GATEWAY_LABEL: &str = "envoy-operator.example.com/gateway";
+const GROUP: &str = "gateway.networking.k8s.io";
+
+fn class_path(name: &str) -> String {
+    format!("/apis/{GROUP}/v1/gatewayclasses/{name}")
+}
+
+fn gateway_path(namespace: &str, name: &str) -> String {
+    format!("/apis/{GROUP}/v1/namespaces/{namespace}/gateways/{name}")
+}
+
+fn route_path(namespace: &str, name: &str) -> String {
+    format!("/apis/{GROUP}/v1/namespaces/{namespace}/httproutes/{name}")
+}
+
+fn envoy_path(namespace: &str, name: &str) -> String {
+    format!("/apis/example.com/v1/namespaces/{namespace}/envoys/{name}")
+}
+
+fn service_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/services/{name}")
+}
+
+fn class(controller_name: &str) -> Value {
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": "GatewayClass", "metadata": {},
+           "spec": {"controllerName": controller_name}})
+}
+
+/// A Gateway of `class` with one HTTP listener on port 80 taking routes of its own namespace.
+fn gateway(class: &str) -> Value {
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway", "metadata": {},
+           "spec": {"gatewayClassName": class,
+                    "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})
+}
+
+/// An HTTPRoute attached to the Gateways `parents`, sending everything to the Service `web`.
+fn route(parents: &[&str]) -> Value {
+    let parent_refs: Vec<Value> = parents.iter().map(|name| json!({"name": name})).collect();
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": "HTTPRoute", "metadata": {},
+           "spec": {"parentRefs": parent_refs,
+                    "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}})
+}
+
+fn service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {},
+           "spec": {"ports": [{"name": "http", "port": 80}]}})
+}
+
+/// The `status.parents` entry another controller wrote for its own Gateway `parent`.
+fn others_entry(parent: &str) -> Value {
+    json!({"parentRef": {"name": parent}, "controllerName": OTHER_CONTROLLER,
+           "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "theirs",
+                           "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+}
+
+/// Counts finished reconciles per Gateway API kind, so a test knows they ran.
+#[derive(Default)]
+struct Reconciles {
+    classes: AtomicUsize,
+    gateways: AtomicUsize,
+    routes: AtomicUsize,
+}
+
+impl ReconcileMetrics for Reconciles {
+    fn reconciled(&self, kind: &'static str, _error: Option<&'static str>, _elapsed: Duration) {
+        let counter = match kind {
+            "GatewayClass" => &self.classes,
+            "Gateway" => &self.gateways,
+            "HTTPRoute" => &self.routes,
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// `controller::run` against an in-memory API server.
+struct Controllers {
+    reconciles: Arc<Reconciles>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), controller::Error>>,
+}
+
+impl Controllers {
+    fn start(api: &FakeApi) -> Self {
+        let reconciles = Arc::new(Reconciles::default());
+        let metrics: Arc<dyn ReconcileMetrics> = reconciles.clone();
+        let config = ControllerConfig {
+            namespace: None,
+            concurrency: 4,
+            settings: Settings::default(),
+            xds_reports_namespace: None,
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let task = tokio::spawn(controller::run(api.client(), config, shutdown, move |ctx| {
+            ctx.with_metrics(metrics)
+        }));
+        Self { reconciles, stop, task }
+    }
+
+    fn routes(&self) -> usize {
+        self.reconciles.routes.load(Ordering::SeqCst)
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(HANG_GUARD, self.task)
+            .await
+            .expect("the controllers stop")
+            .expect("the controllers did not panic")
+            .expect("the controllers ran without error");
+    }
+}
+
+/// `(status, reason, observedGeneration)` of the condition `type_` in `conditions`.
+fn condition(conditions: &Value, type_: &str) -> Option<(String, String, i64)> {
+    let condition = conditions.as_array()?.iter().find(|c| c["type"] == type_)?;
+    let text = |field: &str| condition[field].as_str().unwrap_or_default().to_owned();
+    Some((text("status"), text("reason"), condition["observedGeneration"].as_i64().unwrap_or(-1)))
+}
+
+fn expect(status: &str, reason: &str, generation: i64) -> Option<(String, String, i64)> {
+    Some((status.to_owned(), reason.to_owned(), generation))
+}
+
+/// Our `status.parents` entry of `route` for the Gateway `parent`.
+fn our_entry(route: &Value, parent: &str) -> Option<Value> {
+    route["status"]["parents"]
+        .as_array()?
+        .iter()
+        .find(|entry| entry["controllerName"] == CONTROLLER_NAME && entry["parentRef"]["name"] == parent)
+        .cloned()
+}
+
+async fn until(api: &FakeApi, what: &str, condition: impl Fn(&FakeApi) -> bool) {
+    api.wait_for(what, HANG_GUARD, condition).await;
+}
+
+/// Stores `change`d spec of the object at `path` (keeping its status, as an update of the main
+/// resource does), which bumps its generation.
+fn change_spec(api: &FakeApi, path: &str, change: impl FnOnce(&mut Value)) {
+    let mut object = api.get(path).expect("the object");
+    change(&mut object["spec"]);
+    api.put(path, object);
+}
+
+fn writes_to(api: &FakeApi, path: &str) -> usize {
+    api.requests().iter().filter(|r| r.method != "GET" && r.path.starts_with(path)).count()
+}
+
+/// A GatewayClass, Gateway and HTTPRoute of the operator, the route also holding another
+/// controller's entry, and their status; then a new generation of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_class_gets_its_gateways_fleet_and_every_status_follows_each_generation() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    let edge = gateway_path(NS, "edge");
+    api.put(&edge, gateway("ours"));
+    api.put(&service_path(NS, "web"), service());
+    let shop = route_path(NS, "shop");
+    let mut seeded = route(&["edge"]);
+    seeded["status"] = json!({"parents": [others_entry("theirs")]});
+    api.put(&shop, seeded);
+    let controllers = Controllers::start(&api);
+
+    // The class.
+    until(&api, "the class Accepted", |api| {
+        api.get(&class_path("ours")).is_some_and(|class| {
+            condition(&class["status"]["conditions"], "Accepted") == expect("True", "Accepted", 1)
+        })
+    })
+    .await;
+
+    // The fleet: an Envoy named after the Gateway, labelled with it and owned by it, its
+    // privileged port mapped to an unprivileged one.
+    let fleet = envoy_path(NS, "edge");
+    until(&api, "the fleet Envoy", |api| api.get(&fleet).is_some()).await;
+    let envoy = api.get(&fleet).expect("the fleet");
+    let uid = api.get(&edge).expect("the Gateway")["metadata"]["uid"].clone();
+    assert_eq!(envoy["metadata"]["labels"][GATEWAY_LABEL], "edge", "{envoy}");
+    let owners = envoy["metadata"]["ownerReferences"].as_array().expect("ownerReferences");
+    assert!(
+        owners.iter().any(|owner| owner["kind"] == "Gateway"
+            && owner["apiVersion"] == format!("{GROUP}/v1")
+            && owner["name"] == "edge"
+            && owner["uid"] == uid
+            && owner["controller"] == true),
+        "{owners:?}"
+    );
+    let ports = envoy["spec"]["ports"].as_array().expect("spec.ports");
+    assert!(ports.iter().any(|port| port["port"] == 80 && port["targetPort"] == 10080), "{ports:?}");
+
+    // The Gateway's status: conditions of its generation, the listener's kinds and routes.
+    until(&api, "the Gateway Accepted with its route attached", |api| {
+        api.get(&edge).is_some_and(|gateway| {
+            condition(&gateway["status"]["conditions"], "Accepted") == expect("True", "Accepted", 1)
+                && gateway["status"]["listeners"][0]["attachedRoutes"] == 1
+        })
+    })
+    .await;
+    let status = api.get(&edge).expect("the Gateway")["status"].clone();
+    for condition in status["conditions"].as_array().expect("conditions") {
+        assert_eq!(condition["observedGeneration"], 1, "{condition}");
+    }
+    let listener = &status["listeners"][0];
+    assert_eq!(listener["name"], "http");
+    assert!(
+        listener["supportedKinds"]
+            .as_array()
+            .is_some_and(|kinds| kinds.iter().any(|k| k["kind"] == "HTTPRoute")),
+        "{listener}"
+    );
+
+    // The route: our entry beside theirs, which is kept as it was.
+    until(&api, "the route Accepted and resolved by us", |api| {
+        api.get(&shop).and_then(|route| our_entry(&route, "edge")).is_some_and(|entry| {
+            condition(&entry["conditions"], "Accepted") == expect("True", "Accepted", 1)
+                && condition(&entry["conditions"], "ResolvedRefs") == expect("True", "ResolvedRefs", 1)
+        })
+    })
+    .await;
+    let parents = api.get(&shop).expect("the route")["status"]["parents"].clone();
+    assert_eq!(parents.as_array().map(Vec::len), Some(2), "{parents}");
+    assert!(parents.as_array().is_some_and(|parents| parents.contains(&others_entry("theirs"))), "{parents}");
+
+    // The fleet was applied once: later reconciles find it as desired.
+    let applies = api.requests().iter().filter(|r| r.method == "PATCH" && r.path == fleet).count();
+    assert_eq!(applies, 1, "the fleet is applied once");
+
+    // At rest: a change of the route that is no new generation (a label) reconciles it, and
+    // writes nothing.
+    let (status_writes, reconciled) = (writes_to(&api, &format!("{shop}/status")), controllers.routes());
+    let mut labelled = api.get(&shop).expect("the route");
+    labelled["metadata"]["labels"] = json!({"team": "shop"});
+    api.put(&shop, labelled);
+    until(&api, "the labelled route reconciled", |_| controllers.routes() > reconciled).await;
+    assert_eq!(
+        writes_to(&api, &format!("{shop}/status")),
+        status_writes,
+        "an unchanged status is not written"
+    );
+
+    // A new generation of each: a new observedGeneration.
+    change_spec(&api, &class_path("ours"), |spec| spec["description"] = json!("the operator's Envoys"));
+    change_spec(&api, &edge, |spec| {
+        spec["listeners"]
+            .as_array_mut()
+            .expect("listeners")
+            .push(json!({"name": "alt", "port": 8080, "protocol": "HTTP"}))
+    });
+    change_spec(&api, &shop, |spec| spec["hostnames"] = json!(["shop.example.com"]));
+    until(&api, "the class's new generation observed", |api| {
+        api.get(&class_path("ours")).is_some_and(|class| {
+            condition(&class["status"]["conditions"], "Accepted") == expect("True", "Accepted", 2)
+        })
+    })
+    .await;
+    until(&api, "the Gateway's new generation observed", |api| {
+        api.get(&edge).is_some_and(|gateway| {
+            condition(&gateway["status"]["conditions"], "Accepted") == expect("True", "Accepted", 2)
+                && gateway["status"]["listeners"].as_array().map(Vec::len) == Some(2)
+        })
+    })
+    .await;
+    until(&api, "the route's new generation observed", |api| {
+        api.get(&shop)
+            .and_then(|route| our_entry(&route, "edge"))
+            .is_some_and(|entry| condition(&entry["conditions"], "Accepted") == expect("True", "Accepted", 2))
+    })
+    .await;
+    let parents = api.get(&shop).expect("the route")["status"]["parents"].clone();
+    assert!(parents.as_array().is_some_and(|parents| parents.contains(&others_entry("theirs"))), "{parents}");
+    let ports = api.get(&fleet).expect("the fleet")["spec"]["ports"].clone();
+    assert!(ports.as_array().is_some_and(|ports| ports.iter().any(|port| port["port"] == 8080)), "{ports}");
+    controllers.stop().await;
+}
+
+/// Objects of another controller's class get nothing from the operator; an Envoy named like
+/// one of its Gateways but not its fleet is never touched; and a Gateway whose class stops
+/// being the operator's loses its fleet, its routes the operator's entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_controllers_objects_get_nothing_and_a_gateway_leaving_our_class_loses_its_fleet() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    api.put(&class_path("theirs"), class(OTHER_CONTROLLER));
+    api.put(&service_path(NS, "web"), service());
+    let edge = gateway_path(NS, "edge");
+    api.put(&edge, gateway("ours"));
+    let foreign = gateway_path(NS, "foreign");
+    api.put(&foreign, gateway("theirs"));
+    let foreign_route = route_path(NS, "foreign");
+    api.put(&foreign_route, route(&["foreign"]));
+    let shop = route_path(NS, "shop");
+    api.put(&shop, route(&["edge"]));
+    // A Gateway of ours whose name an Envoy of someone else's already has.
+    let taken = gateway_path(NS, "taken");
+    api.put(&taken, gateway("ours"));
+    let someone_elses = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {},
+                               "spec": {"xds": {"host": "xds.mesh", "port": 18000}}});
+    api.put(&envoy_path(NS, "taken"), someone_elses);
+    let controllers = Controllers::start(&api);
+
+    until(&api, "the fleet of our Gateway", |api| api.get(&envoy_path(NS, "edge")).is_some()).await;
+    until(&api, "our route accepted", |api| {
+        api.get(&shop)
+            .and_then(|route| our_entry(&route, "edge"))
+            .is_some_and(|entry| condition(&entry["conditions"], "Accepted") == expect("True", "Accepted", 1))
+    })
+    .await;
+    until(&api, "every object reconciled", |_| {
+        let reconciles = &controllers.reconciles;
+        reconciles.classes.load(Ordering::SeqCst) >= 2
+            && reconciles.gateways.load(Ordering::SeqCst) >= 3
+            && reconciles.routes.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(api.get(&envoy_path(NS, "foreign")).is_none(), "no fleet for another controller's Gateway");
+    assert_eq!(writes_to(&api, &class_path("theirs")), 0, "another controller's class");
+    assert_eq!(writes_to(&api, &foreign), 0, "another controller's Gateway");
+    assert_eq!(writes_to(&api, &foreign_route), 0, "a route of another controller's Gateway");
+    until(&api, "the Gateway whose name is taken told why it has no fleet", |api| {
+        api.get(&taken).is_some_and(|gateway| {
+            condition(&gateway["status"]["conditions"], "Programmed").is_some_and(|c| c.1 == "Invalid")
+        })
+    })
+    .await;
+    // (The Envoy reconciler writes its status, as any Envoy's: not the object itself.)
+    let envoy = api.get(&envoy_path(NS, "taken")).expect("someone else's Envoy");
+    assert!(
+        envoy["metadata"].get("labels").is_none() && envoy["metadata"].get("ownerReferences").is_none(),
+        "{envoy}"
+    );
+    let at_envoy = envoy_path(NS, "taken");
+    assert_eq!(api.requests().iter().filter(|r| r.method != "GET" && r.path == at_envoy).count(), 0);
+
+    // Our Gateway moves to the other controller's class: its fleet goes, and so do our entries
+    // on its route.
+    change_spec(&api, &edge, |spec| spec["gatewayClassName"] = json!("theirs"));
+    until(&api, "the fleet deleted", |api| api.get(&envoy_path(NS, "edge")).is_none()).await;
+    until(&api, "our entry dropped from the route", |api| {
+        api.get(&shop).is_some_and(|route| our_entry(&route, "edge").is_none())
+    })
+    .await;
+    assert_eq!(api.get(&shop).expect("the route")["status"]["parents"], json!([]));
+    assert!(api.get(&envoy_path(NS, "taken")).is_some(), "someone else's Envoy stays");
+    controllers.stop().await;
+}
+
+/// A fleet changed or deleted by hand is put back: its changes reconcile its Gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_changed_or_deleted_by_hand_is_restored() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    api.put(&gateway_path(NS, "edge"), gateway("ours"));
+    let controllers = Controllers::start(&api);
+    let fleet = envoy_path(NS, "edge");
+    let serves_80 = |api: &FakeApi| {
+        api.get(&fleet).is_some_and(|envoy| {
+            envoy["spec"]["ports"].as_array().is_some_and(|ports| {
+                ports.iter().any(|port| port["port"] == 80 && port["targetPort"] == 10080)
+            })
+        })
+    };
+    until(&api, "the fleet", serves_80).await;
+
+    change_spec(&api, &fleet, |spec| spec["ports"] = json!([{"name": "http", "port": 8081}]));
+    until(&api, "the fleet's ports taken back", serves_80).await;
+    api.delete(&fleet);
+    until(&api, "the fleet created again", serves_80).await;
+    controllers.stop().await;
+}
