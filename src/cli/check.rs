@@ -1,4 +1,5 @@
-//! `envoy-operator check`: every Foo and Envoy of manifests defaulted and validated offline.
+//! `envoy-operator check`: every Foo and Envoy of manifests defaulted and validated offline,
+//! every GatewayClass, Gateway and HTTPRoute checked against what the operator can serve.
 
 use std::process::ExitCode;
 

@@ -32,10 +32,12 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Command {
-    /// Default and validate Foo and Envoy manifests offline, as the admission webhooks would.
+    /// Default and validate Foo and Envoy manifests offline, as the admission webhooks would;
+    /// check GatewayClasses, Gateways and HTTPRoutes against what the operator can serve.
     ///
     /// Prints every document (defaulted where it is a Foo or Envoy) as YAML on stdout,
-    /// warnings and errors on stderr, and exits 1 when any object is rejected or unreadable.
+    /// warnings and errors on stderr, and exits 1 when any object is rejected or unreadable
+    /// (a Gateway or HTTPRoute: when the operator could not serve it as written).
     Check(check::CheckArgs),
     /// Run the operator: the admission webhooks and the sidecar injector on every replica, the
     /// reconcilers on the one holding the leader Lease. Without a reachable cluster, serves the
@@ -52,6 +54,8 @@ pub enum Command {
     Controller(controller::ControllerArgs),
     /// Print the children the reconcilers would apply for the Foos and Envoys in manifests,
     /// each parent's target status as a comment before them; exits 1 when any is rejected.
+    /// With --xds, the xDS resources and statuses of each Envoy and Gateway the operator's
+    /// control plane would serve.
     Render(render::RenderArgs),
     /// Add the Envoy sidecar to Pods and to the pod templates of Deployments, StatefulSets,
     /// DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs, as the injection

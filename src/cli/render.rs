@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use envoy_operator_core::children::envoy::ControlPlaneTrust;
 use envoy_operator_core::children::render::{Settings, render_object};
 use envoy_operator_core::manifest::{Outcome, to_yaml};
-use envoy_operator_core::names::{self, DEFAULT_NGINX_IMAGE};
+use envoy_operator_core::names::{self, CONTROLLER_NAME, DEFAULT_NGINX_IMAGE};
 use envoy_operator_core::xds::render::Manifests;
 use serde_json::Value;
 
@@ -39,7 +39,10 @@ pub struct RenderArgs {
     /// served, translated from the EnvoyRoutes, Services and EndpointSlices of the same
     /// manifests (objects without a namespace are in `default`): per Envoy, the routes'
     /// statuses and one DiscoveryResponse per type (clusters, endpoints, listeners, routes: the
-    /// order they are pushed in), in Envoy's own JSON form. `-o json` prints a JSON array.
+    /// order they are pushed in), in Envoy's own JSON form. Likewise per Gateway of a
+    /// GatewayClass of the operator, from the HTTPRoutes, ReferenceGrants and kubernetes.io/tls
+    /// Secrets of the manifests: its status, its routes' statuses, and its fleet's resources
+    /// (certificates included, private keys redacted). `-o json` prints a JSON array.
     #[arg(long, conflicts_with_all = ["nginx_image", "xds_ca_file", "xds_advertise"])]
     pub xds: bool,
 }
@@ -84,24 +87,29 @@ fn render_xds(args: &ManifestArgs) -> super::Result<ExitCode> {
             }
         }
     }
-    for note in manifests.unrendered_parents() {
+    let (gateways, gateway_notes) = manifests.gateways();
+    for note in manifests.unrendered_parents().into_iter().chain(gateway_notes) {
         eprintln!("note: {note}");
     }
+    // Envoys first, in the order of the manifests, then Gateways, sorted.
     let fleets = manifests.fleets();
+    let rendered: Vec<(String, Value)> = (fleets.iter().map(|fleet| (fleet.comment(), fleet.document())))
+        .chain(gateways.iter().map(|gateway| (gateway.comment(), gateway.document())))
+        .collect();
     let mut out = std::io::stdout().lock();
     match args.output {
         OutputFormat::Json => {
-            let array = Value::Array(fleets.iter().map(|fleet| fleet.document()).collect());
+            let array = Value::Array(rendered.into_iter().map(|(_, document)| document).collect());
             let text = serde_json::to_string_pretty(&array).map_err(|e| Error::Output(e.into()))?;
             writeln!(out, "{text}").map_err(Error::Output)?;
         }
         OutputFormat::Yaml => {
-            for (i, fleet) in fleets.iter().enumerate() {
+            for (i, (comment, document)) in rendered.iter().enumerate() {
                 let mut text = String::from(if i > 0 { "---\n" } else { "" });
-                for line in fleet.comment().lines() {
+                for line in comment.lines() {
                     text.push_str(&format!("# {line}\n"));
                 }
-                text.push_str(&to_yaml(&fleet.document())?);
+                text.push_str(&to_yaml(document)?);
                 write!(out, "{text}").map_err(Error::Output)?;
             }
         }
@@ -111,9 +119,9 @@ fn render_xds(args: &ManifestArgs) -> super::Result<ExitCode> {
         eprintln!("{failures} of {documents} documents not rendered");
         return Ok(ExitCode::FAILURE);
     }
-    if fleets.is_empty() {
+    if fleets.is_empty() && gateways.is_empty() {
         eprintln!(
-            "error: no Envoy without spec.xds in the manifests: nothing is served by the operator's control plane"
+            "error: no Envoy without spec.xds and no Gateway of a GatewayClass of {CONTROLLER_NAME} in the manifests: nothing is served by the operator's control plane"
         );
         return Ok(ExitCode::FAILURE);
     }

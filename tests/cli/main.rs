@@ -4,6 +4,7 @@
 mod check_cli;
 mod cli;
 mod examples;
+mod gateway_cli;
 mod inject;
 mod render_cli;
 
