@@ -12,6 +12,7 @@ mod harness;
 mod admission;
 mod envoy;
 mod foo;
+mod gateway;
 mod identity;
 mod inject;
 mod leader;
