@@ -30,7 +30,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{BATCH_WINDOW, Published, snapshot};
+use super::{Published, snapshot};
 use crate::index::{Change, Index};
 use crate::xds::server::{FleetKey, SnapshotCache, Tracker};
 
@@ -243,19 +243,8 @@ pub async fn run(
 ) {
     let changed = changed.fuse();
     tokio::pin!(changed);
-    // The caches fill only while their watches are polled: drain the events while waiting.
-    let filled = caches.wait_until_ready();
-    tokio::pin!(filled);
-    loop {
-        tokio::select! {
-            result = &mut filled => {
-                if result.is_err() {
-                    return;
-                }
-                break;
-            }
-            event = changed.next() => if event.is_none() { return },
-        }
+    if !super::until_filled(caches.wait_until_ready(), &mut changed).await {
+        return;
     }
     rebuild(&caches, &outputs).await;
     info!(
@@ -265,14 +254,7 @@ pub async fn run(
     ready();
 
     while changed.next().await.is_some() {
-        let window = tokio::time::sleep(BATCH_WINDOW);
-        tokio::pin!(window);
-        loop {
-            tokio::select! {
-                () = &mut window => break,
-                event = changed.next() => if event.is_none() { break },
-            }
-        }
+        super::batch(&mut changed, |()| {}).await;
         rebuild(&caches, &outputs).await;
     }
 }
@@ -416,15 +398,7 @@ mod tests {
         apply(&mut f.classes, class());
         let translation = gateway::translate(&GatewayInputs {
             classes: &f.caches.classes.state(),
-            gateways: &[],
-            routes: &[],
-            grants: &[],
-            namespaces: &[],
-            services: &[],
-            endpoint_slices: &[],
-            secrets: &[],
-            fleets: &[],
-            parameters: &[],
+            ..Default::default()
         });
         assert_eq!(translation.classes.len(), 1, "our class is judged");
         assert!(outcomes.replace(translation.clone()));

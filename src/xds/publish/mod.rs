@@ -232,19 +232,8 @@ pub async fn run(
 ) {
     let touched = touched.fuse();
     tokio::pin!(touched);
-    // The caches fill only while their watches are polled: drain the events while waiting.
-    let filled = caches.wait_until_ready();
-    tokio::pin!(filled);
-    loop {
-        tokio::select! {
-            result = &mut filled => {
-                if result.is_err() {
-                    return;
-                }
-                break;
-            }
-            event = touched.next() => if event.is_none() { return },
-        }
+    if !until_filled(caches.wait_until_ready(), &mut touched).await {
+        return;
     }
     rebuild(&caches, Scope::Everything, &outputs).await;
     let fleets = outputs.snapshots.as_ref().map_or(0, |(cache, _)| cache.keys().len());
@@ -254,18 +243,38 @@ pub async fn run(
     while let Some(first) = touched.next().await {
         let mut scope = Scope::Nothing;
         scope.add(first);
-        let window = tokio::time::sleep(BATCH_WINDOW);
-        tokio::pin!(window);
-        loop {
-            tokio::select! {
-                () = &mut window => break,
-                event = touched.next() => match event {
-                    Some(event) => scope.add(event),
-                    None => break,
-                },
-            }
-        }
+        batch(&mut touched, |event| scope.add(event)).await;
         rebuild(&caches, scope, &outputs).await;
+    }
+}
+
+/// Waits until the caches are `filled`, draining `events` meanwhile (the caches fill only while
+/// their watches are polled). False when the caches' writers or the events end first.
+pub(crate) async fn until_filled<E, S: Stream + Unpin>(
+    filled: impl Future<Output = Result<(), E>>,
+    events: &mut S,
+) -> bool {
+    tokio::pin!(filled);
+    loop {
+        tokio::select! {
+            result = &mut filled => return result.is_ok(),
+            event = events.next() => if event.is_none() { return false },
+        }
+    }
+}
+
+/// Hands `add` the events of one [`BATCH_WINDOW`] (or until `events` ends).
+pub(crate) async fn batch<S: Stream + Unpin>(events: &mut S, mut add: impl FnMut(S::Item)) {
+    let window = tokio::time::sleep(BATCH_WINDOW);
+    tokio::pin!(window);
+    loop {
+        tokio::select! {
+            () = &mut window => break,
+            event = events.next() => match event {
+                Some(event) => add(event),
+                None => break,
+            },
+        }
     }
 }
 

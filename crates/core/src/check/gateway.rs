@@ -91,15 +91,8 @@ fn class_problems(class: &GatewayClass) -> Vec<String> {
         .collect();
     let translation = translate(&GatewayInputs {
         classes: &[Arc::new(class.clone())],
-        gateways: &[],
-        routes: &[],
-        grants: &[],
-        namespaces: &[],
-        services: &[],
-        endpoint_slices: &[],
-        secrets: &[],
-        fleets: &[],
         parameters: &named,
+        ..Default::default()
     });
     translation.classes.iter().flat_map(|outcome| unhealthy(&outcome.conditions, &[])).collect()
 }
@@ -111,18 +104,8 @@ fn gateway_problems(gateway: &Gateway) -> Vec<String> {
     // Where `kubectl apply` would put it, if it names no namespace.
     let mut gateway = gateway.clone();
     gateway.metadata.namespace.get_or_insert_with(|| "default".to_owned());
-    let translation = translate(&GatewayInputs {
-        classes: &[class],
-        gateways: &[Arc::new(gateway)],
-        routes: &[],
-        grants: &[],
-        namespaces: &[],
-        services: &[],
-        endpoint_slices: &[],
-        secrets: &[],
-        fleets: &[],
-        parameters: &[],
-    });
+    let translation =
+        translate(&GatewayInputs { classes: &[class], gateways: &[Arc::new(gateway)], ..Default::default() });
     let Some(outcome) = translation.gateways.first() else {
         problems.push("the operator's translation leaves it out".to_owned());
         return problems;
@@ -195,13 +178,7 @@ fn route_problems(route: &HTTPRoute) -> Vec<String> {
         classes: &classes,
         gateways: &gateways,
         routes: &[Arc::new(route)],
-        grants: &[],
-        namespaces: &[],
-        services: &[],
-        endpoint_slices: &[],
-        secrets: &[],
-        fleets: &[],
-        parameters: &[],
+        ..Default::default()
     });
     let mut said = BTreeSet::new();
     for parent in translation.routes.iter().flat_map(|route| &route.parents) {

@@ -49,7 +49,7 @@ use crate::xds::Resources;
 use crate::xds::conditions::ConditionState;
 
 /// Everything the Gateway API translation reads, from every namespace.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct GatewayInputs<'a> {
     pub classes: &'a [Arc<GatewayClass>],
     pub gateways: &'a [Arc<Gateway>],
