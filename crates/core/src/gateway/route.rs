@@ -81,7 +81,9 @@ impl ReadRoute {
             .spec
             .rules
             .iter()
-            .map(|rule| rule.backend_refs.iter().map(|b| resolve(&namespace, b, services, grants)).collect())
+            .map(|rule| {
+                served_backend_refs(rule).iter().map(|b| resolve(&namespace, b, services, grants)).collect()
+            })
             .collect();
         let mut unresolved_mirrors = Vec::new();
         let extensions: Vec<RuleExtensions> = route
@@ -162,8 +164,7 @@ fn envoy_rule(path: &str, rule: &HTTPRouteRule, problems: &mut Vec<String>) -> R
     RouteRule {
         matches: rule.matches.clone(),
         filters,
-        backend_refs: rule
-            .backend_refs
+        backend_refs: served_backend_refs(rule)
             .iter()
             .map(|backend| BackendRef {
                 group: backend.backend.group.clone(),
@@ -175,6 +176,14 @@ fn envoy_rule(path: &str, rule: &HTTPRouteRule, problems: &mut Vec<String>) -> R
             .collect(),
         timeouts: rule.timeouts.clone(),
     }
+}
+
+/// The backendRefs requests of `rule` can reach: none where a `RequestRedirect` answers them.
+/// Gateway API allows backendRefs beside a redirect (EnvoyRoute forbids the combination); they
+/// receive nothing, so they are neither served nor resolved.
+fn served_backend_refs(rule: &HTTPRouteRule) -> &[HTTPBackendRef] {
+    let redirects = rule.filters.iter().any(|filter| filter.filter_type == "RequestRedirect");
+    if redirects { &[] } else { &rule.backend_refs }
 }
 
 /// A filter of a type EnvoyRoute implements, with its configuration; `None` otherwise.

@@ -35,6 +35,7 @@
 //! - HTTPRouteObservedGenerationBump → `conformance_httproute_observed_generation_bump`
 //! - HTTPRoutePartiallyInvalidViaInvalidReferenceGrant →
 //!   `conformance_httproute_partially_invalid_via_invalid_reference_grant`
+//! - HTTPRouteRedirectHostAndStatus → `conformance_httproute_redirect_host_and_status`
 //! - HTTPRouteReferenceGrant → `conformance_httproute_reference_grant`
 //! - HTTPRouteRequestHeaderModifier → `conformance_httproute_request_header_modifier`
 //! - HTTPRouteRequestMirror → `conformance_httproute_request_mirror`
@@ -371,6 +372,45 @@ spec:
     let endpoints: Vec<String> = backend.endpoints.iter().map(|e| format!("{}:{}", e.ip, e.port)).collect();
     assert_eq!(endpoints, ["10.0.1.1:3000"], "the Service's ready endpoint, on its target port");
     assert!(!gateway.resources.listeners.is_empty(), "the IR is rendered");
+}
+
+/// HTTPRouteRedirectHostAndStatus: a rule with a `RequestRedirect` answers with the redirect
+/// even beside backendRefs (which Gateway API allows and EnvoyRoute forbids); they get nothing.
+#[test]
+fn conformance_httproute_redirect_host_and_status() {
+    let mut world = World::conformance();
+    world.apply(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: redirect-host-and-status, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /hostname-redirect}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org}}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /host-and-status}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org, statusCode: 301}}]
+"#,
+    );
+    let translation = world.translate();
+    let outcome = route(&translation, INFRA, "redirect-host-and-status");
+    assert_eq!(parent_said(outcome), ((true, REASON_ACCEPTED), (true, REASON_RESOLVED_REFS)));
+    let gateway = gateway(&translation, "same-namespace");
+    let hosts = &port(gateway, "http-80").virtual_hosts;
+    let redirects: Vec<(String, u16)> = hosts[0]
+        .routes
+        .iter()
+        .map(|route| match &route.action {
+            ir::Action::Redirect(redirect) => {
+                (redirect.hostname.clone().unwrap_or_default(), redirect.status_code)
+            }
+            other => panic!("{} forwards: {other:?}", route.name),
+        })
+        .collect();
+    assert_eq!(redirects, [("example.org".to_owned(), 302), ("example.org".to_owned(), 301)]);
+    assert!(gateway.ir.backends.is_empty(), "the redirect's backendRefs get nothing");
 }
 
 /// HTTPRouteCrossNamespace: a route of a backend namespace attaches to a Gateway selecting
