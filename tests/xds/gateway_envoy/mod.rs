@@ -12,6 +12,8 @@
 mod client;
 mod conflict;
 mod conformance;
+mod conformance_matching;
+mod extended;
 mod https;
 mod reference_grant;
 mod world;

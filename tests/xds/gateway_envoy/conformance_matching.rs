@@ -1,0 +1,427 @@
+//! More cases of the upstream conformance suite (`sigs.k8s.io/gateway-api` v1.3,
+//! `conformance/tests`, profile `GATEWAY-HTTP`): path and header matching, redirects, and
+//! Services of other types, each test named after the one it reproduces, with its Gateway and
+//! routes (names kept, namespaces ours), objects in and traffic out through a real Envoy. As in
+//! `conformance`, the backends answer with their names and ports are free ports of this host.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use envoy_operator_testkit::fleet_world::{NS, at, free_port};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::world::{Expect, GatewayWorld, gateway, gateway_api_at, http_route, until_answered};
+use crate::support::backend::Backend;
+use crate::support::{CONVERGE, envoy, eventually};
+
+/// The Gateway every case here routes through, as the suite's `same-namespace`.
+const GATEWAY: &str = "same-namespace";
+
+/// How long one connection or exchange of a redirect request may take.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// The most of a redirect's response read: its head is all that is looked at.
+const HEAD_LIMIT: usize = 64 * 1024;
+
+/// The suite's three infra backends, started.
+struct Backends([Backend; 3]);
+
+impl Backends {
+    async fn start() -> Self {
+        Backends([
+            Backend::start("infra-backend-v1").await,
+            Backend::start("infra-backend-v2").await,
+            Backend::start("infra-backend-v3").await,
+        ])
+    }
+
+    fn services(&self) -> Vec<(&str, &Backend)> {
+        self.0.iter().map(|backend| (backend.name.as_str(), backend)).collect()
+    }
+}
+
+/// A request (path, headers) and what it should be answered with.
+type PathCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Expect<'a>);
+
+/// The suite's Gateway `same-namespace`: one HTTP listener on `port`.
+fn same_namespace_gateway(port: u16) -> (String, Value) {
+    gateway(
+        GATEWAY,
+        json!([{"name": "http", "port": port, "protocol": "HTTP",
+                "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
+    )
+}
+
+/// A parentRef to [`GATEWAY`] as a real API server stores it: the CRD's schema defaults
+/// `group` and `kind` (the in-memory API server applies no defaults), and the suite requires
+/// the route's status to copy them.
+fn parent_ref() -> Value {
+    json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY})
+}
+
+fn backend_ref(name: &str) -> Value {
+    json!({"name": name, "port": 80})
+}
+
+fn path_rule(kind: &str, path: &str, backend: &str) -> Value {
+    json!({"matches": [{"path": {"type": kind, "value": path}}], "backendRefs": [backend_ref(backend)]})
+}
+
+/// What the suite asks of each route before sending traffic: accepted by [`GATEWAY`] with its
+/// parentRef written out (`GatewayAndHTTPRoutesMustBeAccepted`), and `ResolvedRefs` True
+/// (`HTTPRouteMustHaveResolvedRefsConditionsTrue`).
+async fn until_accepted_and_resolved(world: &GatewayWorld, route: &str) {
+    world.until_accepted_as_the_suite_checks(route, GATEWAY).await;
+    world
+        .until_route_condition(
+            &gateway_api_at("httproutes", route),
+            (GATEWAY, None),
+            ("ResolvedRefs", "True", "ResolvedRefs"),
+        )
+        .await;
+}
+
+/// Starts `run` with `backends` and the Gateway and `route`, then a proxy for the Gateway;
+/// each case is then awaited on `port` in turn, with `Host: example.com`.
+async fn serve_and_check(
+    backends: &[(&str, &Backend)],
+    port: u16,
+    route: (String, Value),
+    cases: &[PathCase<'_>],
+) -> GatewayWorld {
+    let route_name = route.1["metadata"]["name"].as_str().expect("a named route").to_owned();
+    let world = GatewayWorld::start(backends, &[same_namespace_gateway(port), route]).await;
+    let proxy = world.proxy(GATEWAY).await;
+    until_accepted_and_resolved(&world, &route_name).await;
+    for (path, headers, expected) in cases {
+        until_answered(port, "example.com", path, headers, *expected).await;
+    }
+    drop(proxy);
+    world
+}
+
+/// `HTTPRouteExactPathMatching`: `Exact` paths match the whole path, case-sensitively, a
+/// trailing slash included: `/one` and `/two` are served, `/`, `/one/example`, `/two/` and
+/// `/Two` are 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_exact_path_matching() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let route = http_route(
+        "exact-matching",
+        json!({"parentRefs": [parent_ref()],
+               "rules": [path_rule("Exact", "/one", "infra-backend-v1"),
+                         path_rule("Exact", "/two", "infra-backend-v2")]}),
+    );
+    let not_found = Expect::Status(404);
+    let cases: [PathCase; 6] = [
+        ("/one", &[], Expect::By("infra-backend-v1")),
+        ("/two", &[], Expect::By("infra-backend-v2")),
+        ("/", &[], not_found),
+        ("/one/example", &[], not_found),
+        ("/two/", &[], not_found),
+        ("/Two", &[], not_found),
+    ];
+    serve_and_check(&backends.services(), port, route, &cases).await.stop().await;
+}
+
+/// `HTTPRouteHeaderMatching`: five rules matching headers only: a match's headers must all be
+/// present (AND), a rule's matches are alternatives (OR), the match with more headers wins
+/// over one it includes, and header names match case-insensitively (the route's `version`
+/// matches the request's `Version`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_header_matching() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let header = |name: &str, value: &str| json!({"name": name, "value": value});
+    let rule =
+        |matches: Value, backend: &str| json!({"matches": matches, "backendRefs": [backend_ref(backend)]});
+    let (version, color) = (|value| header("version", value), |value| header("color", value));
+    let rules = [
+        rule(json!([{"headers": [version("one")]}]), "infra-backend-v1"),
+        rule(json!([{"headers": [version("two")]}]), "infra-backend-v2"),
+        rule(json!([{"headers": [version("two"), color("orange")]}]), "infra-backend-v1"),
+        rule(json!([{"headers": [color("blue")]}, {"headers": [color("green")]}]), "infra-backend-v1"),
+        rule(json!([{"headers": [color("red")]}, {"headers": [color("yellow")]}]), "infra-backend-v2"),
+    ];
+    let route = http_route("header-matching", json!({"parentRefs": [parent_ref()], "rules": rules}));
+    let (v1, v2, not_found) =
+        (Expect::By("infra-backend-v1"), Expect::By("infra-backend-v2"), Expect::Status(404));
+    let cases: [PathCase; 11] = [
+        ("/", &[("Version", "one")], v1),
+        ("/", &[("Version", "two")], v2),
+        ("/", &[("Version", "two"), ("Color", "orange")], v1),
+        ("/", &[("Version", "two"), ("Color", "blue")], v2),
+        ("/", &[("Color", "orange")], not_found),
+        ("/", &[("Some-Other-Header", "one")], not_found),
+        ("/", &[("Color", "blue")], v1),
+        ("/", &[("Color", "green")], v1),
+        ("/", &[("Color", "red")], v2),
+        ("/", &[("Color", "yellow")], v2),
+        ("/", &[("Color", "purple")], not_found),
+    ];
+    serve_and_check(&backends.services(), port, route, &cases).await.stop().await;
+}
+
+/// `HTTPRoutePathMatchOrder`: `Exact` beats `PathPrefix`, a longer prefix beats a shorter one
+/// whatever the rules' order, and prefixes match whole path segments (`/match/prefix/one` is
+/// a prefix of `/match/prefix/one/any`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_path_match_order() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let route = http_route(
+        "path-matching-order",
+        json!({"parentRefs": [parent_ref()],
+               "rules": [path_rule("Exact", "/match", "infra-backend-v1"),
+                         path_rule("Exact", "/match/exact", "infra-backend-v2"),
+                         path_rule("Exact", "/match/exact/one", "infra-backend-v3"),
+                         path_rule("PathPrefix", "/match/", "infra-backend-v3"),
+                         path_rule("PathPrefix", "/match/prefix/", "infra-backend-v1"),
+                         path_rule("PathPrefix", "/match/prefix/one", "infra-backend-v2")]}),
+    );
+    let (v1, v2, v3) =
+        (Expect::By("infra-backend-v1"), Expect::By("infra-backend-v2"), Expect::By("infra-backend-v3"));
+    let cases: [PathCase; 6] = [
+        ("/match/exact/one", &[], v3),
+        ("/match/exact", &[], v2),
+        ("/match", &[], v1),
+        ("/match/prefix/one/any", &[], v2),
+        ("/match/prefix/any", &[], v1),
+        ("/match/any", &[], v3),
+    ];
+    serve_and_check(&backends.services(), port, route, &cases).await.stop().await;
+}
+
+/// `HTTPRouteRedirectHostAndStatus`: a `RequestRedirect` filter answers in place of the
+/// backends even when the rule has backendRefs: 302 by default, or its `statusCode`, with a
+/// `Location` naming its `hostname` and keeping the request's path. Requests do not follow
+/// redirects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_redirect_host_and_status() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let redirect_rule = |prefix: &str, redirect: Value, with_backend: bool| {
+        let mut rule = json!({"matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
+                              "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]});
+        if with_backend {
+            rule["backendRefs"] = json!([backend_ref("infra-backend-v1")]);
+        }
+        rule
+    };
+    let host_and_status = json!({"statusCode": 301, "hostname": "example.org"});
+    let route = http_route(
+        "redirect-host-and-status",
+        json!({"parentRefs": [parent_ref()],
+               "rules": [redirect_rule("/hostname-redirect", json!({"hostname": "example.org"}), true),
+                         redirect_rule("/status-code-301", json!({"statusCode": 301}), false),
+                         redirect_rule("/host-and-status", host_and_status, true)]}),
+    );
+    let world = GatewayWorld::start(&backends.services(), &[same_namespace_gateway(port), route]).await;
+    let proxy = world.proxy(GATEWAY).await;
+    until_accepted_and_resolved(&world, "redirect-host-and-status").await;
+
+    for (path, status) in [("/hostname-redirect", 302), ("/host-and-status", 301)] {
+        let what = format!("GET example.com{path} redirected ({status}) to host example.org, same path");
+        eventually(&what, CONVERGE, || async {
+            let (answered, location) = redirect_of(port, "example.com", path).await?;
+            let location = location.ok_or_else(|| format!("answered {answered} without a Location"))?;
+            let (host, location_path) = host_and_path(&location).ok_or_else(|| {
+                format!("answered {answered} with a Location not an absolute URL: {location}")
+            })?;
+            if (answered, host, location_path) == (status, "example.org", path) {
+                Ok(())
+            } else {
+                Err(format!("answered {answered} with Location {location}"))
+            }
+        })
+        .await;
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// `HTTPRouteServiceTypes`: backends resolved from a Service's EndpointSlices whatever the
+/// Service's type: a headless Service (`clusterIP: None`) with a selector, and selectorless
+/// Services (headless or not) whose endpoints are made by hand. Each is reached by an `Exact`
+/// path and answers 200 from the backend.
+///
+/// Where the suite fills in `Endpoints` objects for `manual-endpoints` and
+/// `headless-manual-endpoints`, a cluster's EndpointSlice mirroring controller makes
+/// EndpointSlices of them; with no controllers in the in-memory API server, this test puts
+/// the EndpointSlices those controllers (and, for `headless`, the EndpointSlice controller)
+/// would make. The Services' `targetPort` is the backend's port (the suite's 3000), the
+/// slices' port name the Services' (`first-port`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_service_types() {
+    if !envoy::available() {
+        return;
+    }
+    const SERVICES: [(&str, ServiceType); 5] = [
+        ("manual-endpoints", ServiceType::Selectorless),
+        ("manual-endpointslices", ServiceType::Selectorless),
+        ("headless", ServiceType::HeadlessWithSelector),
+        ("headless-manual-endpoints", ServiceType::HeadlessSelectorless),
+        ("headless-manual-endpointslices", ServiceType::HeadlessSelectorless),
+    ];
+    let backend = Backend::start("infra-backend-v1").await;
+    let port = free_port().port();
+    let rules: Vec<Value> = SERVICES
+        .iter()
+        .map(|(name, _)| {
+            json!({"matches": [{"path": {"type": "Exact", "value": format!("/{name}")}}],
+                   "backendRefs": [{"name": name, "port": 8080}]})
+        })
+        .collect();
+    let mut objects = vec![
+        same_namespace_gateway(port),
+        http_route("service-types", json!({"parentRefs": [parent_ref()], "rules": rules})),
+    ];
+    for (name, service_type) in SERVICES {
+        objects.push(service(name, service_type, &backend));
+        objects.push(endpoint_slice(name, service_type, &backend));
+    }
+    let world = GatewayWorld::start(&[("infra-backend-v1", &backend)], &objects).await;
+    let proxy = world.proxy(GATEWAY).await;
+    until_accepted_and_resolved(&world, "service-types").await;
+    for (name, _) in SERVICES {
+        until_answered(port, "example.com", &format!("/{name}"), &[], Expect::By("infra-backend-v1")).await;
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// The kinds of Service `HTTPRouteServiceTypes` routes to.
+#[derive(Clone, Copy)]
+enum ServiceType {
+    /// A ClusterIP Service without a selector: its endpoints are made by hand.
+    Selectorless,
+    /// `clusterIP: None`, selecting the backend's pods.
+    HeadlessWithSelector,
+    /// `clusterIP: None` without a selector.
+    HeadlessSelectorless,
+}
+
+/// Service `name` of the suite's shape: port 8080 (`first-port`) to the backend's port.
+fn service(name: &str, service_type: ServiceType, backend: &Backend) -> (String, Value) {
+    let mut spec = json!({"ports": [{"name": "first-port", "protocol": "TCP", "port": 8080,
+                                     "targetPort": backend.address.port()}]});
+    match service_type {
+        ServiceType::Selectorless => {}
+        ServiceType::HeadlessWithSelector => {
+            spec["clusterIP"] = json!("None");
+            spec["selector"] = json!({"app": "infra-backend-v1"});
+        }
+        ServiceType::HeadlessSelectorless => spec["clusterIP"] = json!("None"),
+    }
+    (
+        at("v1", "services", name),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+               "spec": spec}),
+    )
+}
+
+/// The EndpointSlice of Service `name` with the backend's address, labelled as whoever would
+/// make it in a cluster labels it: by hand for `…-endpointslices`, the mirroring controller
+/// for `…-endpoints` (the suite's `Endpoints` objects), the EndpointSlice controller for a
+/// Service with a selector.
+fn endpoint_slice(name: &str, service_type: ServiceType, backend: &Backend) -> (String, Value) {
+    let slice_name = format!("{name}-slice");
+    let mut labels = json!({"kubernetes.io/service-name": name});
+    let managed_by = match service_type {
+        ServiceType::HeadlessWithSelector => Some("endpointslice-controller.k8s.io"),
+        _ if name.ends_with("-endpoints") => Some("endpointslicemirroring-controller.k8s.io"),
+        _ => None,
+    };
+    if let Some(manager) = managed_by {
+        labels["endpointslice.kubernetes.io/managed-by"] = json!(manager);
+    }
+    (
+        at("discovery.k8s.io/v1", "endpointslices", &slice_name),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": slice_name, "namespace": NS, "labels": labels},
+               "addressType": "IPv4",
+               "ports": [{"name": "first-port", "port": backend.address.port(), "protocol": "TCP"}],
+               "endpoints": [{"addresses": [backend.address.ip().to_string()],
+                              "conditions": {"ready": true}}]}),
+    )
+}
+
+/// The host (without a port) and path of an absolute `http(s)://` URL.
+fn host_and_path(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |slash| rest.split_at(slash));
+    let host = authority.rsplit_once(':').map_or(authority, |(host, _port)| host);
+    Some((host, path))
+}
+
+/// A GET of `path` with `Host: host` to the proxy's `port`, not following redirects: the
+/// status and the `Location` header, if any. Only the response's head is read.
+async fn redirect_of(port: u16, host: &str, path: &str) -> Result<(u16, Option<String>), String> {
+    let what = format!("GET {host}{path}");
+    let address = SocketAddr::from((IpAddr::from([127, 0, 0, 1]), port));
+    let mut stream = tokio::time::timeout(PATIENCE, TcpStream::connect(address))
+        .await
+        .map_err(|_| format!("{what}: connecting to {address}: no answer in {PATIENCE:?}"))?
+        .map_err(|error| format!("{what}: connecting to {address}: {error}"))?;
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(|error| format!("{what}: {error}"))?;
+    let head = tokio::time::timeout(PATIENCE, read_head(&mut stream))
+        .await
+        .map_err(|_| format!("{what}: no answer in {PATIENCE:?}"))?
+        .map_err(|error| format!("{what}: {error}"))?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("{what}: no status line in {head:?}"))?;
+    let location = lines.find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("location").then(|| value.trim().to_owned())
+    });
+    Ok((status, location))
+}
+
+/// The response's head, up to its blank line (or the connection's end), at most
+/// [`HEAD_LIMIT`] bytes.
+async fn read_head(stream: &mut TcpStream) -> Result<String, String> {
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = response.windows(4).position(|window| window == b"\r\n\r\n") {
+            return Ok(String::from_utf8_lossy(&response[..end]).into_owned());
+        }
+        if response.len() > HEAD_LIMIT {
+            return Err(format!("no end of the response's head in {HEAD_LIMIT} bytes"));
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) if response.is_empty() => return Err("the connection closed without an answer".to_owned()),
+            Ok(0) => return Ok(String::from_utf8_lossy(&response).into_owned()),
+            Ok(read) => response.extend_from_slice(&chunk[..read]),
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+}
+
+#[test]
+fn host_and_path_of_locations() {
+    assert_eq!(host_and_path("http://example.org:8080/a/b"), Some(("example.org", "/a/b")));
+    assert_eq!(host_and_path("https://example.org/x"), Some(("example.org", "/x")));
+    assert_eq!(host_and_path("http://example.org"), Some(("example.org", "/")));
+    assert_eq!(host_and_path("/relative"), None);
+}

@@ -1,0 +1,654 @@
+//! Extended features of the upstream conformance suite (`sigs.k8s.io/gateway-api` v1.3,
+//! `conformance/tests`, profile `GATEWAY-HTTP`), each test named after the one it reproduces,
+//! with its routes (names kept, namespaces ours) and requests: method and query parameter
+//! matching, and redirects of path, scheme and port, read from the `Location` the proxy sends
+//! without following it. The suite's echo server reports the path and Host it saw and can
+//! delay its answer; our backends only answer with their names, so `HTTPRouteRewritePath`,
+//! `HTTPRouteRewriteHost` and `HTTPRouteTimeoutRequest` are not reproduced here.
+//!
+//! Requests go through a client of this module's own, since these need methods other than GET
+//! and the `Location` header, which `client` neither sends nor returns. Each names the Host
+//! `127.0.0.1:<listener port>`, as the suite's client names the Gateway's address.
+
+use envoy_operator_testkit::fleet_world::free_port;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::world::{GatewayWorld, gateway, http_route};
+use crate::support::backend::Backend;
+use crate::support::{CONVERGE, envoy, eventually};
+
+/// How long one connection or exchange may take.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The Gateway every test here attaches its route to, as the suite's `same-namespace`.
+const GATEWAY: &str = "same-namespace";
+
+/// A request: method, path (with its query) and extra headers.
+#[derive(Clone, Copy, Debug)]
+struct Request<'a> {
+    method: &'a str,
+    path: &'a str,
+    headers: &'a [(&'a str, &'a str)],
+}
+
+fn request<'a>(method: &'a str, path: &'a str, headers: &'a [(&'a str, &'a str)]) -> Request<'a> {
+    Request { method, path, headers }
+}
+
+/// What the proxy answered: its status, its `Location` header if any, and its body (the
+/// backend's name when one answered).
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    location: Option<String>,
+    body: String,
+}
+
+/// A redirect's `Location` split as the suite's Go client splits it (`url.Parse`): the port is
+/// `None` when the URL names none.
+#[derive(Debug, PartialEq, Eq)]
+struct Location {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+    path: String,
+}
+
+impl Location {
+    fn parse(location: &str) -> Result<Location, String> {
+        let (scheme, rest) =
+            location.split_once("://").ok_or_else(|| format!("no scheme in {location:?}"))?;
+        let (authority, path) = rest.find('/').map_or((rest, "/"), |slash| rest.split_at(slash));
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) => {
+                (host, Some(port.parse().map_err(|_| format!("port {port:?} in {location:?}"))?))
+            }
+            None => (authority, None),
+        };
+        Ok(Location { scheme: scheme.to_owned(), host: host.to_owned(), port, path: path.to_owned() })
+    }
+}
+
+/// The suite's three infra backends, started.
+struct Backends([Backend; 3]);
+
+impl Backends {
+    async fn start() -> Self {
+        Backends([
+            Backend::start("infra-backend-v1").await,
+            Backend::start("infra-backend-v2").await,
+            Backend::start("infra-backend-v3").await,
+        ])
+    }
+
+    fn services(&self) -> Vec<(&str, &Backend)> {
+        self.0.iter().map(|backend| (backend.name.as_str(), backend)).collect()
+    }
+}
+
+/// One backend, for tests whose routes only redirect: the world needs one for its own fleet.
+async fn lone_backend() -> Backend {
+    Backend::start("infra-backend-v1").await
+}
+
+/// Gateway [`GATEWAY`] with one HTTP listener on `port` taking routes of its namespace.
+fn same_namespace_gateway(port: u16) -> (String, Value) {
+    gateway(
+        GATEWAY,
+        json!([{"name": "http", "port": port, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
+    )
+}
+
+/// Route `name` on [`GATEWAY`] (parentRef defaulted as a real API server stores it) with `rules`.
+fn route_on_gateway(name: &str, rules: Value) -> (String, Value) {
+    http_route(
+        name,
+        json!({"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY}],
+               "rules": rules}),
+    )
+}
+
+fn backend_ref(name: &str) -> Value {
+    json!({"name": name, "port": 80})
+}
+
+fn prefix(value: &str) -> Value {
+    json!({"type": "PathPrefix", "value": value})
+}
+
+fn header(name: &str, value: &str) -> Value {
+    json!({"name": name, "value": value})
+}
+
+fn query(name: &str, value: &str) -> Value {
+    json!({"name": name, "value": value})
+}
+
+/// `request` sent to the proxy's `port` on loopback with `Host: 127.0.0.1:<port>`, as the
+/// suite's client sends it to the Gateway's address, on its own connection.
+async fn send(port: u16, request: Request<'_>) -> Result<Reply, String> {
+    let what = format!("{} {} {:?}", request.method, request.path, request.headers);
+    let mut stream = tokio::time::timeout(PATIENCE, TcpStream::connect(("127.0.0.1", port)))
+        .await
+        .map_err(|_| format!("{what}: no connection in {PATIENCE:?}"))?
+        .map_err(|error| format!("{what}: connecting: {error}"))?;
+    let extra: String = request.headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+    let text = format!(
+        "{} {} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{extra}content-length: 0\r\nconnection: close\r\n\r\n",
+        request.method, request.path
+    );
+    stream.write_all(text.as_bytes()).await.map_err(|error| format!("{what}: {error}"))?;
+    let head_only = request.method == "HEAD";
+    let bytes = tokio::time::timeout(PATIENCE, read_reply(&mut stream, head_only))
+        .await
+        .map_err(|_| format!("{what}: no answer in {PATIENCE:?}"))?
+        .map_err(|error| format!("{what}: {error}"))?;
+    parse(&bytes).map_err(|error| format!("{what}: {error}"))
+}
+
+/// The reply's bytes: its head, then (unless `head_only`, a HEAD's reply having no body) up to
+/// its `content-length`, or to the connection's end without one.
+async fn read_reply(stream: &mut TcpStream, head_only: bool) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(head_end) = bytes.windows(4).position(|window| window == b"\r\n\r\n").map(|at| at + 4) {
+            if head_only {
+                bytes.truncate(head_end);
+                return Ok(bytes);
+            }
+            let head = String::from_utf8_lossy(&bytes[..head_end]);
+            if let Some(length) = header_value(&head, "content-length").and_then(|v| v.parse::<usize>().ok())
+                && bytes.len() >= head_end + length
+            {
+                bytes.truncate(head_end + length);
+                return Ok(bytes);
+            }
+        }
+        match stream.read(&mut chunk).await? {
+            0 => return Ok(bytes),
+            read => bytes.extend_from_slice(&chunk[..read]),
+        }
+    }
+}
+
+/// The value of header `name` in a response's `head`, if there.
+fn header_value(head: &str, name: &str) -> Option<String> {
+    head.lines().skip(1).find_map(|line| {
+        let (found, value) = line.split_once(':')?;
+        found.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_owned())
+    })
+}
+
+fn parse(bytes: &[u8]) -> Result<Reply, String> {
+    let text = String::from_utf8_lossy(bytes);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("no HTTP response: {text:?}"))?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status line: {head:?}"))?;
+    Ok(Reply { status, location: header_value(head, "location"), body: body.to_owned() })
+}
+
+/// What a request should be answered with.
+#[derive(Clone, Copy, Debug)]
+enum Expect<'a> {
+    /// 200, from this backend.
+    By(&'a str),
+    /// This status from the proxy itself.
+    Status(u16),
+}
+
+/// Waits until `request` is answered as `expected`.
+async fn until_answered(port: u16, request: Request<'_>, expected: Expect<'_>) {
+    let what = format!("{request:?} answered {expected:?}");
+    eventually(&what, CONVERGE, || async {
+        let reply = send(port, request).await?;
+        let met = match expected {
+            Expect::By(backend) => reply.status == 200 && reply.body == backend,
+            Expect::Status(status) => reply.status == status,
+        };
+        if met { Ok(()) } else { Err(format!("answered {reply:?}")) }
+    })
+    .await;
+}
+
+/// The port a redirect's `Location` may name.
+#[derive(Clone, Copy, Debug)]
+enum PortRule {
+    /// Exactly this one (the filter's `port`).
+    Exactly(u16),
+    /// The scheme's well-known port (`http`: 80, `https`: 443), printed or omitted: what the
+    /// suite's `CompareRoundTrip` allows when a test names no port.
+    WellKnown,
+    /// The listener's, kept: what `HTTPRouteRedirectPortAndScheme` requires of a redirect
+    /// naming neither scheme nor port on its listener on 8080.
+    Listener,
+    /// The listener's or none: what the suite's check allows on its own listener (on 80, the
+    /// `http` scheme's well-known port) when a test names no port; ours is on a free port.
+    ListenerOrNone,
+}
+
+/// What a redirect should carry, as the suite's `RedirectRequest` checks it: the host only when
+/// named, the scheme the request's (`http`) unless named, the path the request's unless named.
+#[derive(Clone, Copy, Debug)]
+struct Redirect<'a> {
+    status: u16,
+    scheme: &'a str,
+    host: Option<&'a str>,
+    port: PortRule,
+    path: Option<&'a str>,
+}
+
+impl Redirect<'_> {
+    /// A 302 naming nothing else.
+    const FOUND: Redirect<'static> =
+        Redirect { status: 302, scheme: "http", host: None, port: PortRule::ListenerOrNone, path: None };
+
+    fn accepts(&self, status: u16, location: &Location, (listener_port, request_path): (u16, &str)) -> bool {
+        let port_met = match self.port {
+            PortRule::Exactly(port) => location.port == Some(port),
+            PortRule::WellKnown => match self.scheme {
+                "http" => matches!(location.port, None | Some(80)),
+                "https" => matches!(location.port, None | Some(443)),
+                _ => location.port.is_none(),
+            },
+            PortRule::Listener => location.port == Some(listener_port),
+            PortRule::ListenerOrNone => location.port.is_none_or(|port| port == listener_port),
+        };
+        status == self.status
+            && location.scheme == self.scheme
+            && self.host.is_none_or(|host| location.host == host)
+            && port_met
+            && location.path == self.path.unwrap_or(request_path)
+    }
+}
+
+/// Waits until a GET of `path` is answered as `expected` says (without following the
+/// redirect), then returns the `Location` it carried.
+async fn until_redirected(port: u16, path: &str, expected: Redirect<'_>) -> String {
+    let what = format!("GET {path} redirected as {expected:?}");
+    eventually(&what, CONVERGE, || async {
+        let reply = send(port, request("GET", path, &[])).await?;
+        let location = reply.location.clone().ok_or_else(|| format!("no Location: {reply:?}"))?;
+        if expected.accepts(reply.status, &Location::parse(&location)?, (port, path)) {
+            Ok(location)
+        } else {
+            Err(format!("answered {} with Location {location}", reply.status))
+        }
+    })
+    .await
+}
+
+/// `HTTPRouteMethodMatching` (feature `HTTPRouteMethodMatching`): rules matching the method,
+/// alone and ANDed with path and header matches, OR'd matches, and precedence (a path match
+/// beats a header match). HEAD `/` matches no rule: 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_method_matching() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let rules = json!([
+        {"matches": [{"method": "POST"}], "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"method": "GET"}], "backendRefs": [backend_ref("infra-backend-v2")]},
+        {"matches": [{"path": prefix("/path1"), "method": "GET"}], "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"headers": [header("version", "one")], "method": "PUT"}],
+         "backendRefs": [backend_ref("infra-backend-v2")]},
+        {"matches": [{"path": prefix("/path2"), "headers": [header("version", "two")], "method": "POST"}],
+         "backendRefs": [backend_ref("infra-backend-v3")]},
+        {"matches": [{"path": prefix("/path3"), "method": "PATCH"},
+                     {"path": prefix("/path4"), "headers": [header("version", "three")], "method": "DELETE"}],
+         "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"path": prefix("/path5"), "method": "PATCH"}], "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"headers": [header("version", "four")], "method": "PATCH"}],
+         "backendRefs": [backend_ref("infra-backend-v2")]},
+    ]);
+    let world = GatewayWorld::start(
+        &backends.services(),
+        &[same_namespace_gateway(port), route_on_gateway("method-matching", rules)],
+    )
+    .await;
+    world.until_accepted_as_the_suite_checks("method-matching", GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+
+    let cases = [
+        (request("POST", "/", &[]), Expect::By("infra-backend-v1")),
+        (request("GET", "/", &[]), Expect::By("infra-backend-v2")),
+        (request("HEAD", "/", &[]), Expect::Status(404)),
+        // With the core matches.
+        (request("GET", "/path1", &[]), Expect::By("infra-backend-v1")),
+        (request("PUT", "/", &[("version", "one")]), Expect::By("infra-backend-v2")),
+        (request("POST", "/path2", &[("version", "two")]), Expect::By("infra-backend-v3")),
+        // OR'd matches: either one is enough.
+        (request("PATCH", "/path3", &[]), Expect::By("infra-backend-v1")),
+        (request("DELETE", "/path4", &[("version", "three")]), Expect::By("infra-backend-v1")),
+        // ANDed matches: a subset is not enough.
+        (request("PUT", "/", &[]), Expect::Status(404)),
+        (request("DELETE", "/path4", &[]), Expect::Status(404)),
+        // Precedence.
+        (request("PATCH", "/path5", &[]), Expect::By("infra-backend-v1")),
+        (request("PATCH", "/", &[("version", "four")]), Expect::By("infra-backend-v2")),
+    ];
+    for (request, expected) in cases {
+        until_answered(port, request, expected).await;
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// `HTTPRouteQueryParamMatching` (feature `HTTPRouteQueryParamMatching`): exact query parameter
+/// matches, case-sensitive in names and values; more matched parameters win; other parameters
+/// are ignored; combinations with path and header matches, OR'd matches and precedence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_query_param_matching() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let rules = json!([
+        {"matches": [{"queryParams": [query("animal", "whale")]}], "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"queryParams": [query("animal", "dolphin")]}], "backendRefs": [backend_ref("infra-backend-v2")]},
+        {"matches": [{"queryParams": [query("animal", "dolphin"), query("color", "blue")]},
+                     {"queryParams": [query("ANIMAL", "Whale")]}],
+         "backendRefs": [backend_ref("infra-backend-v3")]},
+        {"matches": [{"path": prefix("/path1"), "queryParams": [query("animal", "whale")]}],
+         "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"headers": [header("version", "one")], "queryParams": [query("animal", "whale")]}],
+         "backendRefs": [backend_ref("infra-backend-v2")]},
+        {"matches": [{"path": prefix("/path2"), "headers": [header("version", "two")],
+                      "queryParams": [query("animal", "whale")]}],
+         "backendRefs": [backend_ref("infra-backend-v3")]},
+        {"matches": [{"path": prefix("/path3"), "queryParams": [query("animal", "shark")]},
+                     {"path": prefix("/path4"), "headers": [header("version", "three")],
+                      "queryParams": [query("animal", "kraken")]}],
+         "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"path": prefix("/path5"), "queryParams": [query("animal", "hydra")]}],
+         "backendRefs": [backend_ref("infra-backend-v1")]},
+        {"matches": [{"headers": [header("version", "four")], "queryParams": [query("animal", "hydra")]}],
+         "backendRefs": [backend_ref("infra-backend-v3")]},
+    ]);
+    let world = GatewayWorld::start(
+        &backends.services(),
+        &[same_namespace_gateway(port), route_on_gateway("query-param-matching", rules)],
+    )
+    .await;
+    world.until_accepted_as_the_suite_checks("query-param-matching", GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+
+    let cases = [
+        ("/?animal=whale", &[][..], Expect::By("infra-backend-v1")),
+        ("/?animal=dolphin", &[], Expect::By("infra-backend-v2")),
+        ("/?animal=dolphin&color=blue", &[], Expect::By("infra-backend-v3")),
+        ("/?ANIMAL=Whale", &[], Expect::By("infra-backend-v3")),
+        ("/?animal=whale&otherparam=irrelevant", &[], Expect::By("infra-backend-v1")),
+        ("/?animal=dolphin&color=yellow", &[], Expect::By("infra-backend-v2")),
+        ("/?color=blue", &[], Expect::Status(404)),
+        ("/?animal=dog", &[], Expect::Status(404)),
+        ("/?animal=whaledolphin", &[], Expect::Status(404)),
+        ("/", &[], Expect::Status(404)),
+        // With the core matches.
+        ("/path1?animal=whale", &[], Expect::By("infra-backend-v1")),
+        ("/?animal=whale", &[("version", "one")], Expect::By("infra-backend-v2")),
+        ("/path2?animal=whale", &[("version", "two")], Expect::By("infra-backend-v3")),
+        // OR'd matches: either one is enough.
+        ("/path3?animal=shark", &[], Expect::By("infra-backend-v1")),
+        ("/path4?animal=kraken", &[("version", "three")], Expect::By("infra-backend-v1")),
+        // ANDed matches: a subset is not enough.
+        ("/?animal=shark", &[], Expect::Status(404)),
+        ("/path4?animal=kraken", &[], Expect::Status(404)),
+        // Precedence.
+        ("/path5?animal=hydra", &[], Expect::By("infra-backend-v1")),
+        ("/?animal=hydra", &[("version", "four")], Expect::By("infra-backend-v3")),
+    ];
+    for (path, headers, expected) in cases {
+        until_answered(port, request("GET", path, headers), expected).await;
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// A rule for requests under `path_prefix` answered with a `RequestRedirect` of `redirect`.
+fn redirect_rule(path_prefix: &str, redirect: Value) -> Value {
+    json!({"matches": [{"path": prefix(path_prefix)}],
+           "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]})
+}
+
+/// `HTTPRouteRedirectPath` (feature `HTTPRoutePathRedirect`): `ReplacePrefixMatch` keeps the
+/// rest of the path after the matched prefix, `ReplaceFullPath` replaces all of it; with a
+/// hostname and with status 301. The port is checked as the suite checks it on its listener on
+/// 80: the listener's or none. (Ours keeps the listener's port, e.g.
+/// `http://127.0.0.1:41807/replacement-prefix/lemon`, but drops it with a hostname:
+/// `http://example.org/replacement-prefix`; see `http_route_redirect_port_and_scheme_keeps_the_listener_port`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_redirect_path() {
+    if !envoy::available() {
+        return;
+    }
+    let backend = lone_backend().await;
+    let port = free_port().port();
+    let replace_prefix = json!({"type": "ReplacePrefixMatch", "replacePrefixMatch": "/replacement-prefix"});
+    let replace_full = |path: &str| json!({"type": "ReplaceFullPath", "replaceFullPath": path});
+    let rules = json!([
+        redirect_rule("/original-prefix", json!({"path": replace_prefix})),
+        redirect_rule("/full", json!({"path": replace_full("/full-path-replacement")})),
+        redirect_rule("/path-and-host", json!({"hostname": "example.org", "path": replace_prefix})),
+        redirect_rule("/path-and-status", json!({"path": replace_prefix, "statusCode": 301})),
+        redirect_rule(
+            "/full-path-and-host",
+            json!({"hostname": "example.org", "path": replace_full("/replacement-full")})
+        ),
+        redirect_rule(
+            "/full-path-and-status",
+            json!({"path": replace_full("/replacement-full"), "statusCode": 301})
+        ),
+    ]);
+    let world = GatewayWorld::start(
+        &[(backend.name.as_str(), &backend)],
+        &[same_namespace_gateway(port), route_on_gateway("redirect-path", rules)],
+    )
+    .await;
+    world.until_accepted_as_the_suite_checks("redirect-path", GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+
+    let found = Redirect::FOUND;
+    let moved = Redirect { status: 301, ..found };
+    let cases = [
+        ("/original-prefix/lemon", Redirect { path: Some("/replacement-prefix/lemon"), ..found }),
+        ("/full/path/original", Redirect { path: Some("/full-path-replacement"), ..found }),
+        (
+            "/path-and-host",
+            Redirect { host: Some("example.org"), path: Some("/replacement-prefix"), ..found },
+        ),
+        ("/path-and-status", Redirect { path: Some("/replacement-prefix"), ..moved }),
+        (
+            "/full-path-and-host",
+            Redirect { host: Some("example.org"), path: Some("/replacement-full"), ..found },
+        ),
+        ("/full-path-and-status", Redirect { path: Some("/replacement-full"), ..moved }),
+    ];
+    for (path, expected) in cases {
+        until_redirected(port, path, expected).await;
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// `HTTPRouteRedirectScheme` (feature `HTTPRouteSchemeRedirect`): the Location's scheme is
+/// `https`; with a hostname and with status 301. Without a port in the filter the suite
+/// accepts the scheme's well-known port printed or omitted; ours prints it
+/// (`https://127.0.0.1:443/scheme`: the operator sets Envoy's `port_redirect` to 443 so that
+/// the listener's port is not carried over, and Envoy then writes it out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_redirect_scheme() {
+    if !envoy::available() {
+        return;
+    }
+    let backend = lone_backend().await;
+    let port = free_port().port();
+    let rules = json!([
+        redirect_rule("/scheme", json!({"scheme": "https"})),
+        redirect_rule("/scheme-and-host", json!({"scheme": "https", "hostname": "example.org"})),
+        redirect_rule("/scheme-and-status", json!({"scheme": "https", "statusCode": 301})),
+        redirect_rule(
+            "/scheme-and-host-and-status",
+            json!({"scheme": "https", "hostname": "example.org", "statusCode": 302}),
+        ),
+    ]);
+    let world = GatewayWorld::start(
+        &[(backend.name.as_str(), &backend)],
+        &[same_namespace_gateway(port), route_on_gateway("redirect-scheme", rules)],
+    )
+    .await;
+    world.until_accepted_as_the_suite_checks("redirect-scheme", GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+
+    let https = Redirect { scheme: "https", port: PortRule::WellKnown, ..Redirect::FOUND };
+    let cases = [
+        ("/scheme", https),
+        ("/scheme-and-host", Redirect { host: Some("example.org"), ..https }),
+        ("/scheme-and-status", Redirect { status: 301, ..https }),
+        ("/scheme-and-host-and-status", Redirect { host: Some("example.org"), ..https }),
+    ];
+    for (path, expected) in cases {
+        let location = until_redirected(port, path, expected).await;
+        println!("GET {path}: Location {location}");
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// `HTTPRouteRedirectPort` (feature `HTTPRoutePortRedirect`): the Location names port 8083 and
+/// keeps the scheme (`http`); with a hostname and with status 301.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_redirect_port() {
+    if !envoy::available() {
+        return;
+    }
+    let backend = lone_backend().await;
+    let port = free_port().port();
+    let rules = json!([
+        redirect_rule("/port", json!({"port": 8083})),
+        redirect_rule("/port-and-host", json!({"port": 8083, "hostname": "example.org"})),
+        redirect_rule("/port-and-status", json!({"port": 8083, "statusCode": 301})),
+        redirect_rule(
+            "/port-and-host-and-status",
+            json!({"port": 8083, "hostname": "example.org", "statusCode": 302}),
+        ),
+    ]);
+    let world = GatewayWorld::start(
+        &[(backend.name.as_str(), &backend)],
+        &[same_namespace_gateway(port), route_on_gateway("redirect-port", rules)],
+    )
+    .await;
+    world.until_accepted_as_the_suite_checks("redirect-port", GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+
+    let to_8083 = Redirect { port: PortRule::Exactly(8083), ..Redirect::FOUND };
+    let cases = [
+        ("/port", to_8083),
+        ("/port-and-host", Redirect { host: Some("example.org"), ..to_8083 }),
+        ("/port-and-status", Redirect { status: 301, ..to_8083 }),
+        ("/port-and-host-and-status", Redirect { host: Some("example.org"), ..to_8083 }),
+    ];
+    for (path, expected) in cases {
+        let location = until_redirected(port, path, expected).await;
+        println!("GET {path}: Location {location}");
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// The rules of the suite's `HTTPRouteRedirectPortAndScheme` routes for its HTTP listeners:
+/// each redirects to `example.org`, with the scheme and port its path names (`nil`: unset).
+fn port_and_scheme_rules() -> Value {
+    let rule = |path: &str, scheme: Option<&str>, port: Option<u16>| {
+        let mut redirect = json!({"hostname": "example.org"});
+        if let Some(scheme) = scheme {
+            redirect["scheme"] = json!(scheme);
+        }
+        if let Some(port) = port {
+            redirect["port"] = json!(port);
+        }
+        redirect_rule(path, redirect)
+    };
+    json!([
+        rule("/scheme-nil-and-port-nil", None, None),
+        rule("/scheme-nil-and-port-80", None, Some(80)),
+        rule("/scheme-nil-and-port-8080", None, Some(8080)),
+        rule("/scheme-https-and-port-nil", Some("https"), None),
+        rule("/scheme-https-and-port-443", Some("https"), Some(443)),
+        rule("/scheme-https-and-port-8443", Some("https"), Some(8443)),
+    ])
+}
+
+/// A world whose Gateway [`GATEWAY`] listens on `port` with the `HTTPRouteRedirectPortAndScheme`
+/// route, once the route is accepted, and its proxy.
+async fn port_and_scheme_world(backend: &Backend, port: u16) -> (GatewayWorld, super::world::Proxy) {
+    let route = "http-route-for-listener-on-port-80";
+    let world = GatewayWorld::start(
+        &[(backend.name.as_str(), backend)],
+        &[same_namespace_gateway(port), route_on_gateway(route, port_and_scheme_rules())],
+    )
+    .await;
+    world.until_accepted_as_the_suite_checks(route, GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+    (world, proxy)
+}
+
+/// `HTTPRouteRedirectPortAndScheme` (features `HTTPRoutePortRedirect`, `HTTPRouteSchemeRedirect`):
+/// its HTTP listeners' cases that name a scheme or a port. A port named is printed unless it is
+/// the scheme's well-known one (which may be printed); a scheme changed without a port takes the
+/// new scheme's well-known port. The suite's HTTPS listener on 443 is not reproduced, and its
+/// case naming neither (the listener's port kept) is the ignored test below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_redirect_port_and_scheme() {
+    if !envoy::available() {
+        return;
+    }
+    let backend = lone_backend().await;
+    let port = free_port().port();
+    let (world, proxy) = port_and_scheme_world(&backend, port).await;
+
+    let to_example = Redirect { host: Some("example.org"), ..Redirect::FOUND };
+    let https = Redirect { scheme: "https", ..to_example };
+    let cases = [
+        ("/scheme-nil-and-port-80", Redirect { port: PortRule::WellKnown, ..to_example }),
+        ("/scheme-nil-and-port-8080", Redirect { port: PortRule::Exactly(8080), ..to_example }),
+        ("/scheme-https-and-port-nil", Redirect { port: PortRule::WellKnown, ..https }),
+        ("/scheme-https-and-port-443", Redirect { port: PortRule::WellKnown, ..https }),
+        ("/scheme-https-and-port-8443", Redirect { port: PortRule::Exactly(8443), ..https }),
+    ];
+    for (path, expected) in cases {
+        let location = until_redirected(port, path, expected).await;
+        println!("GET {path}: Location {location}");
+    }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// `HTTPRouteRedirectPortAndScheme` (feature `HTTPRoutePortRedirect`), its listener on 8080 (ours
+/// on a free port): a redirect naming a hostname but neither scheme nor port keeps the
+/// listener's port, `http://example.org:8080/scheme-nil-and-port-nil`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "gap: a hostname redirect without port drops the listener's port: Envoy answers \
+            `http://example.org/scheme-nil-and-port-nil` where the suite wants `http://example.org:<listener port>/…`"]
+async fn http_route_redirect_port_and_scheme_keeps_the_listener_port() {
+    if !envoy::available() {
+        return;
+    }
+    let backend = lone_backend().await;
+    let port = free_port().port();
+    let (world, proxy) = port_and_scheme_world(&backend, port).await;
+
+    let expected = Redirect { host: Some("example.org"), port: PortRule::Listener, ..Redirect::FOUND };
+    until_redirected(port, "/scheme-nil-and-port-nil", expected).await;
+    drop(proxy);
+    world.stop().await;
+}
