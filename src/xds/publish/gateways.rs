@@ -396,10 +396,8 @@ mod tests {
 
         let mut f = fixture();
         apply(&mut f.classes, class());
-        let translation = gateway::translate(&GatewayInputs {
-            classes: &f.caches.classes.state(),
-            ..Default::default()
-        });
+        let translation =
+            gateway::translate(&GatewayInputs { classes: &f.caches.classes.state(), ..Default::default() });
         assert_eq!(translation.classes.len(), 1, "our class is judged");
         assert!(outcomes.replace(translation.clone()));
         assert!(subscriber.has_changed().unwrap());
