@@ -11,7 +11,8 @@
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::children::apply::{needs_apply, strip_metadata};
 use envoy_operator_core::gateway::api::Gateway;
-use envoy_operator_core::names::{FIELD_MANAGER, GATEWAY_LABEL};
+use envoy_operator_core::gateway::fleet::is_fleet_of;
+use envoy_operator_core::names::FIELD_MANAGER;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -20,21 +21,6 @@ use tracing::{debug, info};
 use crate::controller::{Context, Error, Result};
 
 const KIND: &str = "Envoy";
-
-/// Whether `envoy` is the fleet the operator applied for the Gateway `name` of uid `uid`: it
-/// carries the Gateway's label and the Gateway controls it.
-pub fn is_fleet_of(envoy: &Envoy, name: &str, uid: &str) -> bool {
-    let gateway_kind = Gateway::kind(&());
-    let gateway_api_version = Gateway::api_version(&());
-    let labelled = envoy.labels().get(GATEWAY_LABEL).is_some_and(|label| label == name);
-    labelled
-        && envoy.owner_references().iter().any(|owner| {
-            owner.controller == Some(true)
-                && owner.uid == uid
-                && owner.kind == gateway_kind
-                && owner.api_version == gateway_api_version
-        })
-}
 
 /// What became of a fleet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +63,7 @@ pub async fn apply(
         }
     };
     let params = match &current {
-        Some(current) if !is_fleet_of(current, gateway.name, gateway.uid) => {
+        Some(current) if !is_fleet_of(current, gateway.name, Some(gateway.uid)) => {
             debug!(%namespace, %name, gateway = gateway.name, "an Envoy of the fleet's name is not the Gateway's: left alone");
             return Ok(Applied::Foreign);
         }
@@ -105,7 +91,7 @@ pub async fn remove(ctx: &Context, envoys: &Store<Envoy>, gateway: &Gateway) -> 
     let fleets = envoys.state_filter(|envoy| {
         envoy.namespace().as_deref() == Some(namespace.as_str())
             && envoy.meta().deletion_timestamp.is_none()
-            && is_fleet_of(envoy, &name, &uid)
+            && is_fleet_of(envoy, &name, Some(&uid))
     });
     let api: Api<Envoy> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut deleted = 0;
@@ -133,35 +119,4 @@ pub async fn remove(ctx: &Context, envoys: &Store<Envoy>, gateway: &Gateway) -> 
 fn api_error(verb: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
     let name = name.to_owned();
     move |source| Error::Api { verb, kind: KIND, name, source }
-}
-
-#[cfg(test)]
-mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
-    use super::*;
-
-    fn envoy(label: Option<&str>, owner_uid: &str, owner_kind: &str) -> Envoy {
-        let mut envoy = Envoy::new("edge", Default::default());
-        envoy.metadata.labels =
-            label.map(|label| [(GATEWAY_LABEL.to_owned(), label.to_owned())].into_iter().collect());
-        envoy.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "gateway.networking.k8s.io/v1".into(),
-            kind: owner_kind.into(),
-            name: "edge".into(),
-            uid: owner_uid.into(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        }]);
-        envoy
-    }
-
-    #[test]
-    fn a_fleet_is_labelled_with_its_gateway_and_controlled_by_its_uid() {
-        assert!(is_fleet_of(&envoy(Some("edge"), "u1", "Gateway"), "edge", "u1"));
-        assert!(!is_fleet_of(&envoy(Some("edge"), "u2", "Gateway"), "edge", "u1"), "another Gateway's uid");
-        assert!(!is_fleet_of(&envoy(None, "u1", "Gateway"), "edge", "u1"), "not labelled");
-        assert!(!is_fleet_of(&envoy(Some("other"), "u1", "Gateway"), "edge", "u1"), "another label");
-        assert!(!is_fleet_of(&envoy(Some("edge"), "u1", "Foo"), "edge", "u1"), "owned by another kind");
-    }
 }

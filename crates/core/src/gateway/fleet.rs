@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
 
 use super::api::{Gateway, GatewayStatusAddress};
 use super::listeners::JudgedListener;
@@ -59,8 +60,8 @@ pub fn desired(
                 (MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned()),
             ])),
             owner_references: Some(vec![OwnerReference {
-                api_version: "gateway.networking.k8s.io/v1".to_owned(),
-                kind: "Gateway".to_owned(),
+                api_version: Gateway::api_version(&()).into_owned(),
+                kind: Gateway::kind(&()).into_owned(),
                 name: name.clone(),
                 uid: gateway.metadata.uid.clone().unwrap_or_default(),
                 controller: Some(true),
@@ -102,15 +103,26 @@ pub fn stored<'a>(gateway: &Gateway, fleets: &'a [Arc<Envoy>]) -> Option<&'a Env
         .map(AsRef::as_ref)
 }
 
-/// Whether `envoy` is `gateway`'s fleet: labelled with its name, and owned by it (by uid).
-pub fn is_fleet_of(envoy: &Envoy, gateway: &Gateway) -> bool {
-    let labelled = envoy.metadata.labels.as_ref().and_then(|labels| labels.get(GATEWAY_LABEL))
-        == gateway.metadata.name.as_ref();
-    let owned = match &gateway.metadata.uid {
-        None => true,
-        Some(uid) => envoy.metadata.owner_references.iter().flatten().any(|owner| &owner.uid == uid),
+/// Whether `envoy` is the fleet of the Gateway `name` of uid `uid`: labelled with its name, and
+/// controlled by it (a Gateway's controller ownerReference of that uid). A Gateway not stored
+/// yet (no uid) is judged by the label alone. The translation and the fleet controller both
+/// ask this, so what one serves the other applies.
+pub fn is_fleet_of(envoy: &Envoy, name: &str, uid: Option<&str>) -> bool {
+    let labelled = envoy
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(GATEWAY_LABEL))
+        .is_some_and(|label| label == name);
+    let controlled = |uid: &str| {
+        envoy.metadata.owner_references.iter().flatten().any(|owner| {
+            owner.controller == Some(true)
+                && owner.uid == uid
+                && owner.kind == Gateway::kind(&())
+                && owner.api_version == Gateway::api_version(&())
+        })
     };
-    labelled && owned
+    labelled && uid.is_none_or(controlled)
 }
 
 /// Whether the stored fleet has a ready proxy.
@@ -150,4 +162,36 @@ pub fn addresses(gateway: &Gateway, services: &[Arc<Service>]) -> Vec<GatewaySta
         addresses.push(address(IP_ADDRESS, cluster_ip));
     }
     addresses
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envoy(label: Option<&str>, owner_uid: &str, owner_kind: &str) -> Envoy {
+        let mut envoy = Envoy::new("edge", Default::default());
+        envoy.metadata.labels =
+            label.map(|label| [(GATEWAY_LABEL.to_owned(), label.to_owned())].into_iter().collect());
+        envoy.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: owner_kind.into(),
+            name: "edge".into(),
+            uid: owner_uid.into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]);
+        envoy
+    }
+
+    #[test]
+    fn a_fleet_is_labelled_with_its_gateway_and_controlled_by_its_uid() {
+        assert!(is_fleet_of(&envoy(Some("edge"), "u1", "Gateway"), "edge", Some("u1")));
+        assert!(
+            !is_fleet_of(&envoy(Some("edge"), "u2", "Gateway"), "edge", Some("u1")),
+            "another Gateway's uid"
+        );
+        assert!(!is_fleet_of(&envoy(None, "u1", "Gateway"), "edge", Some("u1")), "not labelled");
+        assert!(!is_fleet_of(&envoy(Some("other"), "u1", "Gateway"), "edge", Some("u1")), "another label");
+        assert!(!is_fleet_of(&envoy(Some("edge"), "u1", "Foo"), "edge", Some("u1")), "owned by another kind");
+    }
 }

@@ -131,7 +131,8 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
     let listeners = &gateway_judged.listeners;
     let ports = fleet::ports(listeners);
     let stored = fleet::stored(gateway, inputs.fleets);
-    let foreign = stored.filter(|envoy| !fleet::is_fleet_of(envoy, gateway));
+    let name = gateway.metadata.name.as_deref().unwrap_or_default();
+    let foreign = stored.filter(|envoy| !fleet::is_fleet_of(envoy, name, gateway.metadata.uid.as_deref()));
     let desired = if ports.is_empty() {
         Err(None)
     } else {
