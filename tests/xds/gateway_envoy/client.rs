@@ -1,7 +1,8 @@
-//! The clients of a Gateway's proxy: one HTTP/1.1 GET with the Host header a test names (a
-//! hyper client takes it from the URL), over plain TCP or over TLS with an SNI name of the
-//! test's choosing, and what the proxy answered: its status, its body (the backend's name) and,
-//! over TLS, the certificate it presented.
+//! The clients of a Gateway's proxy: one HTTP/1.1 request with the method and Host header a
+//! test names (a hyper client takes the Host from the URL), over plain TCP or over TLS with an
+//! SNI name of the test's choosing, never following redirects, and what the proxy answered:
+//! its status, its `Location`, its body (the backend's name) and, over TLS, the certificate it
+//! presented.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -21,6 +22,8 @@ const PATIENCE: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
+    /// The `Location` header, if any (a redirect's).
+    pub location: Option<String>,
     pub body: String,
 }
 
@@ -38,8 +41,20 @@ pub async fn get(port: u16, host: &str, path: &str) -> Result<Answer, String> {
 
 /// [`get`] with more request `headers`.
 pub async fn get_with(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> Result<Answer, String> {
+    request(port, "GET", host, path, headers).await
+}
+
+/// A request of `method` for `path` with `Host: host` and more `headers` to the proxy's port
+/// `port` on loopback.
+pub async fn request(
+    port: u16,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Answer, String> {
     let tcp = connect(port).await?;
-    exchange(tcp, host, path, headers).await
+    exchange(tcp, method, host, path, headers).await
 }
 
 /// A CA the TLS client trusts, and the serving certificates it issues, each as a
@@ -108,7 +123,7 @@ impl Authority {
             .and_then(|chain| chain.first())
             .ok_or_else(|| format!("TLS for {sni}: no server certificate"))?
             .clone();
-        Ok((leaf, exchange(stream, host, path, &[]).await?))
+        Ok((leaf, exchange(stream, "GET", host, path, &[]).await?))
     }
 }
 
@@ -125,28 +140,33 @@ async fn connect(port: u16) -> Result<TcpStream, String> {
 /// own (404, 500) only after its delayed-close timeout (1 s) unless the client closes first.
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
+    method: &str,
     host: &str,
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<Answer, String> {
-    let what = format!("GET {host}{path}");
+    let what = format!("{method} {host}{path} {headers:?}");
     let extra: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\n{extra}connection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {host}\r\n{extra}content-length: 0\r\nconnection: close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).await.map_err(|e| format!("{what}: {e}"))?;
-    match tokio::time::timeout(PATIENCE, read_response(&mut stream)).await {
+    // The reply to a HEAD has a head only, whatever its `content-length` says.
+    let head_only = method == "HEAD";
+    match tokio::time::timeout(PATIENCE, read_response(&mut stream, head_only)).await {
         Ok(Ok(response)) => parse(&response).map_err(|error| format!("{what}: {error}")),
         Ok(Err(error)) => Err(format!("{what}: {error}")),
         Err(_) => Err(format!("{what}: no answer in {PATIENCE:?}")),
     }
 }
 
-/// The response's bytes: up to the end of its head plus `content-length`, or to the end of the
-/// connection when it has none.
-async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Vec<u8>> {
+/// The response's bytes: up to the end of its head (all of it when `head_only`) plus
+/// `content-length`, or to the end of the connection when it has none.
+async fn read_response<S: AsyncRead + Unpin>(stream: &mut S, head_only: bool) -> std::io::Result<Vec<u8>> {
     let mut response = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        if let Some(length) = complete_length(&response) {
+        if let Some(length) = complete_length(&response, head_only) {
             response.truncate(length);
             return Ok(response);
         }
@@ -160,16 +180,24 @@ async fn read_response<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<
     }
 }
 
-/// The length of the whole response in `bytes`, once its head is in and it has a
-/// `content-length`.
-fn complete_length(bytes: &[u8]) -> Option<usize> {
+/// The length of the whole response in `bytes`, once its head is in and (unless `head_only`)
+/// it has a `content-length`.
+fn complete_length(bytes: &[u8], head_only: bool) -> Option<usize> {
     let head_end = bytes.windows(4).position(|window| window == b"\r\n\r\n")? + 4;
+    if head_only {
+        return Some(head_end);
+    }
     let head = String::from_utf8_lossy(&bytes[..head_end]);
-    let length: usize = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.trim().eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
-    })?;
+    let length: usize = header_value(&head, "content-length")?.parse().ok()?;
     (bytes.len() >= head_end + length).then_some(head_end + length)
+}
+
+/// The value of header `name` in a response's `head`, if there.
+fn header_value(head: &str, name: &str) -> Option<String> {
+    head.lines().skip(1).find_map(|line| {
+        let (found, value) = line.split_once(':')?;
+        found.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_owned())
+    })
 }
 
 fn parse(response: &[u8]) -> Result<Answer, String> {
@@ -181,5 +209,5 @@ fn parse(response: &[u8]) -> Result<Answer, String> {
         .and_then(|line| line.split(' ').nth(1))
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| format!("no status line: {head:?}"))?;
-    Ok(Answer { status, body: body.to_owned() })
+    Ok(Answer { status, location: header_value(head, "location"), body: body.to_owned() })
 }

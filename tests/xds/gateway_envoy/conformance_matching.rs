@@ -4,26 +4,16 @@
 //! routes (names kept, namespaces ours), objects in and traffic out through a real Envoy. As in
 //! `conformance`, the backends answer with their names and ports are free ports of this host.
 
-use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
-
 use envoy_operator_testkit::fleet_world::{NS, at, free_port};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::client::{self, Answer};
 use super::world::{Expect, GatewayWorld, gateway, gateway_api_at, http_route, until_answered};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
 /// The Gateway every case here routes through, as the suite's `same-namespace`.
 const GATEWAY: &str = "same-namespace";
-
-/// How long one connection or exchange of a redirect request may take.
-const PATIENCE: Duration = Duration::from_secs(5);
-
-/// The most of a redirect's response read: its head is all that is looked at.
-const HEAD_LIMIT: usize = 64 * 1024;
 
 /// The suite's three infra backends, started.
 struct Backends([Backend; 3]);
@@ -238,7 +228,7 @@ async fn http_route_redirect_host_and_status() {
     for (path, status) in [("/hostname-redirect", 302), ("/host-and-status", 301)] {
         let what = format!("GET example.com{path} redirected ({status}) to host example.org, same path");
         eventually(&what, CONVERGE, || async {
-            let (answered, location) = redirect_of(port, "example.com", path).await?;
+            let Answer { status: answered, location, .. } = client::get(port, "example.com", path).await?;
             let location = location.ok_or_else(|| format!("answered {answered} without a Location"))?;
             let (host, location_path) = host_and_path(&location).ok_or_else(|| {
                 format!("answered {answered} with a Location not an absolute URL: {location}")
@@ -367,55 +357,6 @@ fn host_and_path(url: &str) -> Option<(&str, &str)> {
     let (authority, path) = rest.find('/').map_or((rest, "/"), |slash| rest.split_at(slash));
     let host = authority.rsplit_once(':').map_or(authority, |(host, _port)| host);
     Some((host, path))
-}
-
-/// A GET of `path` with `Host: host` to the proxy's `port`, not following redirects: the
-/// status and the `Location` header, if any. Only the response's head is read.
-async fn redirect_of(port: u16, host: &str, path: &str) -> Result<(u16, Option<String>), String> {
-    let what = format!("GET {host}{path}");
-    let address = SocketAddr::from((IpAddr::from([127, 0, 0, 1]), port));
-    let mut stream = tokio::time::timeout(PATIENCE, TcpStream::connect(address))
-        .await
-        .map_err(|_| format!("{what}: connecting to {address}: no answer in {PATIENCE:?}"))?
-        .map_err(|error| format!("{what}: connecting to {address}: {error}"))?;
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.map_err(|error| format!("{what}: {error}"))?;
-    let head = tokio::time::timeout(PATIENCE, read_head(&mut stream))
-        .await
-        .map_err(|_| format!("{what}: no answer in {PATIENCE:?}"))?
-        .map_err(|error| format!("{what}: {error}"))?;
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|line| line.split(' ').nth(1))
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("{what}: no status line in {head:?}"))?;
-    let location = lines.find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.trim().eq_ignore_ascii_case("location").then(|| value.trim().to_owned())
-    });
-    Ok((status, location))
-}
-
-/// The response's head, up to its blank line (or the connection's end), at most
-/// [`HEAD_LIMIT`] bytes.
-async fn read_head(stream: &mut TcpStream) -> Result<String, String> {
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = response.windows(4).position(|window| window == b"\r\n\r\n") {
-            return Ok(String::from_utf8_lossy(&response[..end]).into_owned());
-        }
-        if response.len() > HEAD_LIMIT {
-            return Err(format!("no end of the response's head in {HEAD_LIMIT} bytes"));
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) if response.is_empty() => return Err("the connection closed without an answer".to_owned()),
-            Ok(0) => return Ok(String::from_utf8_lossy(&response).into_owned()),
-            Ok(read) => response.extend_from_slice(&chunk[..read]),
-            Err(error) => return Err(error.to_string()),
-        }
-    }
 }
 
 #[test]

@@ -12,15 +12,11 @@
 
 use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::client::{self, Answer};
 use super::world::{GatewayWorld, gateway, http_route};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
-
-/// How long one connection or exchange may take.
-const PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The Gateway every test here attaches its route to, as the suite's `same-namespace`.
 const GATEWAY: &str = "same-namespace";
@@ -35,15 +31,6 @@ struct Request<'a> {
 
 fn request<'a>(method: &'a str, path: &'a str, headers: &'a [(&'a str, &'a str)]) -> Request<'a> {
     Request { method, path, headers }
-}
-
-/// What the proxy answered: its status, its `Location` header if any, and its body (the
-/// backend's name when one answered).
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    location: Option<String>,
-    body: String,
 }
 
 /// A redirect's `Location` split as the suite's Go client splits it (`url.Parse`): the port is
@@ -128,70 +115,8 @@ fn query(name: &str, value: &str) -> Value {
 
 /// `request` sent to the proxy's `port` on loopback with `Host: 127.0.0.1:<port>`, as the
 /// suite's client sends it to the Gateway's address, on its own connection.
-async fn send(port: u16, request: Request<'_>) -> Result<Reply, String> {
-    let what = format!("{} {} {:?}", request.method, request.path, request.headers);
-    let mut stream = tokio::time::timeout(PATIENCE, TcpStream::connect(("127.0.0.1", port)))
-        .await
-        .map_err(|_| format!("{what}: no connection in {PATIENCE:?}"))?
-        .map_err(|error| format!("{what}: connecting: {error}"))?;
-    let extra: String = request.headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
-    let text = format!(
-        "{} {} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{extra}content-length: 0\r\nconnection: close\r\n\r\n",
-        request.method, request.path
-    );
-    stream.write_all(text.as_bytes()).await.map_err(|error| format!("{what}: {error}"))?;
-    let head_only = request.method == "HEAD";
-    let bytes = tokio::time::timeout(PATIENCE, read_reply(&mut stream, head_only))
-        .await
-        .map_err(|_| format!("{what}: no answer in {PATIENCE:?}"))?
-        .map_err(|error| format!("{what}: {error}"))?;
-    parse(&bytes).map_err(|error| format!("{what}: {error}"))
-}
-
-/// The reply's bytes: its head, then (unless `head_only`, a HEAD's reply having no body) up to
-/// its `content-length`, or to the connection's end without one.
-async fn read_reply(stream: &mut TcpStream, head_only: bool) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(head_end) = bytes.windows(4).position(|window| window == b"\r\n\r\n").map(|at| at + 4) {
-            if head_only {
-                bytes.truncate(head_end);
-                return Ok(bytes);
-            }
-            let head = String::from_utf8_lossy(&bytes[..head_end]);
-            if let Some(length) = header_value(&head, "content-length").and_then(|v| v.parse::<usize>().ok())
-                && bytes.len() >= head_end + length
-            {
-                bytes.truncate(head_end + length);
-                return Ok(bytes);
-            }
-        }
-        match stream.read(&mut chunk).await? {
-            0 => return Ok(bytes),
-            read => bytes.extend_from_slice(&chunk[..read]),
-        }
-    }
-}
-
-/// The value of header `name` in a response's `head`, if there.
-fn header_value(head: &str, name: &str) -> Option<String> {
-    head.lines().skip(1).find_map(|line| {
-        let (found, value) = line.split_once(':')?;
-        found.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_owned())
-    })
-}
-
-fn parse(bytes: &[u8]) -> Result<Reply, String> {
-    let text = String::from_utf8_lossy(bytes);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("no HTTP response: {text:?}"))?;
-    let status = head
-        .lines()
-        .next()
-        .and_then(|line| line.split(' ').nth(1))
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("no status line: {head:?}"))?;
-    Ok(Reply { status, location: header_value(head, "location"), body: body.to_owned() })
+async fn send(port: u16, request: Request<'_>) -> Result<Answer, String> {
+    client::request(port, request.method, &format!("127.0.0.1:{port}"), request.path, request.headers).await
 }
 
 /// What a request should be answered with.
