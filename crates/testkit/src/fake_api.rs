@@ -9,7 +9,8 @@
 //! resourceVersion precondition), PATCH (server-side apply, JSON merge and strategic merge as a
 //! JSON merge, JSON Patch with `test`) and DELETE; the `status` subresource; and records every
 //! request, with whether its object existed, so tests can check requests against RBAC. It does
-//! no validation, defaulting, admission or garbage collection.
+//! no defaulting, admission or garbage collection, and validates only what is written to a
+//! `status` subresource, against the schema of a stored CustomResourceDefinition that has one.
 //!
 //! Discovery of a group version (`GET /apis/<group>/<version>`) lists the resources of the
 //! CustomResourceDefinitions stored (e.g. by [`FakeApi::install_gateway_api`]) and is 404 for
@@ -30,6 +31,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 pub use crate::api_path::Target;
+use crate::{gateway_api_schema, schema};
 
 type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -160,19 +162,34 @@ impl FakeApi {
 
     /// Stores the CustomResourceDefinitions of the Gateway API's standard channel (v1.3) the
     /// operator reads, reduced to what discovery answers from: GatewayClass, Gateway and
-    /// HTTPRoute (`v1`, and `v1beta1` still served) and ReferenceGrant (`v1beta1`).
+    /// HTTPRoute (`v1`, and `v1beta1` still served) and ReferenceGrant (`v1beta1`); with the
+    /// rules their schemas set on `status` ([`gateway_api_schema`]), so that a status a real
+    /// API server would refuse is refused here too.
     pub fn install_gateway_api(&self) {
         let group = "gateway.networking.k8s.io";
-        for (kind, plural, scope, versions) in [
-            ("GatewayClass", "gatewayclasses", "Cluster", &["v1", "v1beta1"][..]),
-            ("Gateway", "gateways", "Namespaced", &["v1", "v1beta1"][..]),
-            ("HTTPRoute", "httproutes", "Namespaced", &["v1", "v1beta1"][..]),
-            ("ReferenceGrant", "referencegrants", "Namespaced", &["v1beta1"][..]),
+        for (kind, plural, scope, versions, schema) in [
+            (
+                "GatewayClass",
+                "gatewayclasses",
+                "Cluster",
+                &["v1", "v1beta1"][..],
+                gateway_api_schema::gateway_class(),
+            ),
+            ("Gateway", "gateways", "Namespaced", &["v1", "v1beta1"][..], gateway_api_schema::gateway()),
+            (
+                "HTTPRoute",
+                "httproutes",
+                "Namespaced",
+                &["v1", "v1beta1"][..],
+                gateway_api_schema::http_route(),
+            ),
+            ("ReferenceGrant", "referencegrants", "Namespaced", &["v1beta1"][..], json!({"type": "object"})),
         ] {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|version| {
                     json!({"name": version, "served": true, "storage": *version == versions[0],
+                    "schema": {"openAPIV3Schema": schema},
                     "subresources": if kind == "ReferenceGrant" { json!({}) } else { json!({"status": {}}) }})
                 })
                 .collect();
@@ -218,6 +235,38 @@ impl FakeApi {
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
                    "resources": resources})
         })
+    }
+
+    /// Why a write to `target`'s status subresource leaving `object` is refused (422 Invalid),
+    /// as the API server refuses it: when the stored CustomResourceDefinition of its resource
+    /// has a schema for `status` that `object`'s status breaks. Writes to anything else, and
+    /// resources without such a schema, pass unchecked.
+    fn status_refusal(
+        &self,
+        state: &State,
+        target: &Target,
+        object: &Value,
+        before: Option<&Value>,
+    ) -> Option<String> {
+        if target.subresource.as_deref() != Some("status") {
+            return None;
+        }
+        let crd = state.objects.iter().find_map(|((group, resource, _, _), crd)| {
+            (group == "apiextensions.k8s.io"
+                && resource == "customresourcedefinitions"
+                && crd["spec"]["group"] == target.group
+                && crd["spec"]["names"]["plural"] == target.resource)
+                .then_some(crd)
+        });
+        let schema = crd?["spec"]["versions"]
+            .as_array()?
+            .iter()
+            .find(|v| v["name"] == target.version)
+            .map(|v| &v["schema"]["openAPIV3Schema"])
+            .filter(|s| s["properties"].get("status").is_some())?;
+        let errors = schema::errors(schema, object, before);
+        (!errors.is_empty())
+            .then(|| format!("{} {:?} is invalid: {}", target.resource, target.name, errors.join("; ")))
     }
 
     /// Waits until `condition` holds for the stored objects, polling (bounded by `guard`).
@@ -363,6 +412,9 @@ impl FakeApi {
                 if expected.is_some_and(|v| Some(v) != current["metadata"]["resourceVersion"].as_str()) {
                     return status(StatusCode::CONFLICT, "Conflict", "the object has been modified");
                 }
+                if let Some(why) = self.status_refusal(&state, &target, &sent, Some(&current)) {
+                    return invalid(&why);
+                }
                 let stored = self.store(&mut state, &target, sent, "MODIFIED");
                 ok(StatusCode::OK, &stored)
             }
@@ -393,6 +445,10 @@ impl FakeApi {
                         }
                     }
                 };
+                let before = state.objects.get(&target.key());
+                if let Some(why) = self.status_refusal(&state, &target, &patched, before) {
+                    return invalid(&why);
+                }
                 let kind = if existed { "MODIFIED" } else { "ADDED" };
                 let stored = self.store(&mut state, &target, patched, kind);
                 ok(StatusCode::OK, &stored)
@@ -615,10 +671,64 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBod
     ok(code, &body)
 }
 
+/// 422 Invalid, as the API server answers a write its schema refuses; said on stderr too, so
+/// that a test waiting for a status that never comes shows why.
+fn invalid(why: &str) -> Response<ResponseBody> {
+    eprintln!("fake API server refused a status write: {why}");
+    status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", why)
+}
+
 fn not_found(target: &Target) -> Response<ResponseBody> {
     status(
         StatusCode::NOT_FOUND,
         "NotFound",
         &format!("{} {:?} not found", target.resource, target.name.as_deref().unwrap_or_default()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::discovery::ApiResource;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_status_write_the_crds_schema_refuses_is_refused_and_leaves_the_object_as_it_was() {
+        let api = FakeApi::new();
+        api.install_gateway_api();
+        let path = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways/edge";
+        api.put(path, json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                             "metadata": {"name": "edge", "namespace": "shop"}, "spec": {"gatewayClassName": "x"}}));
+        let resource = ApiResource {
+            group: "gateway.networking.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "Gateway".into(),
+            plural: "gateways".into(),
+        };
+        let gateways: Api<DynamicObject> = Api::namespaced_with(api.client(), "shop", &resource);
+        let params = PatchParams::apply("test").force();
+        let status = |reason: &str| {
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "status": {"conditions": [
+                {"type": "Accepted", "status": "True", "reason": reason, "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+        };
+
+        let refused = gateways.patch_status("edge", &params, &Patch::Apply(status("Not valid"))).await;
+        match refused {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422);
+                assert!(status.message.contains("reason"), "the message names the field: {}", status.message);
+            }
+            other => panic!("a reason with a space is written: {other:?}"),
+        }
+        assert!(api.get(path).expect("stored")["status"].is_null(), "nothing of it is stored");
+
+        gateways
+            .patch_status("edge", &params, &Patch::Apply(status("Accepted")))
+            .await
+            .expect("a valid status");
+        assert_eq!(api.get(path).expect("stored")["status"]["conditions"][0]["reason"], "Accepted");
+    }
 }

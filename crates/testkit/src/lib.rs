@@ -24,9 +24,11 @@ pub mod envoy;
 pub mod fake_api;
 pub mod fleet;
 pub mod fleet_world;
+pub mod gateway_api_schema;
 pub mod mock;
 pub mod pod_host;
 pub mod rbac;
+pub mod schema;
 mod timing;
 pub mod xds;
 
