@@ -349,8 +349,8 @@ fn redirect_rule(path_prefix: &str, redirect: Value) -> Value {
 /// rest of the path after the matched prefix, `ReplaceFullPath` replaces all of it; with a
 /// hostname and with status 301. The port is checked as the suite checks it on its listener on
 /// 80: the listener's or none. (Ours keeps the listener's port, e.g.
-/// `http://127.0.0.1:41807/replacement-prefix/lemon`, but drops it with a hostname:
-/// `http://example.org/replacement-prefix`; see `http_route_redirect_port_and_scheme_keeps_the_listener_port`.)
+/// `http://127.0.0.1:41807/replacement-prefix/lemon`, and with a hostname
+/// `http://example.org:41807/replacement-prefix`; see `http_route_redirect_port_and_scheme_keeps_the_listener_port`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_path() {
     if !envoy::available() {
@@ -530,8 +530,8 @@ async fn port_and_scheme_world(backend: &Backend, port: u16) -> (GatewayWorld, s
 /// `HTTPRouteRedirectPortAndScheme` (features `HTTPRoutePortRedirect`, `HTTPRouteSchemeRedirect`):
 /// its HTTP listeners' cases that name a scheme or a port. A port named is printed unless it is
 /// the scheme's well-known one (which may be printed); a scheme changed without a port takes the
-/// new scheme's well-known port. The suite's HTTPS listener on 443 is not reproduced, and its
-/// case naming neither (the listener's port kept) is the ignored test below.
+/// new scheme's well-known port. The suite's HTTPS listener on 443 is not reproduced; its case
+/// naming neither (the listener's port kept) is the test below.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_port_and_scheme() {
     if !envoy::available() {
@@ -561,9 +561,9 @@ async fn http_route_redirect_port_and_scheme() {
 /// `HTTPRouteRedirectPortAndScheme` (feature `HTTPRoutePortRedirect`), its listener on 8080 (ours
 /// on a free port): a redirect naming a hostname but neither scheme nor port keeps the
 /// listener's port, `http://example.org:8080/scheme-nil-and-port-nil`.
+/// (Envoy alone drops the request's port when it swaps the hostname; the translation writes
+/// the listener's port into such redirects.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "gap: a hostname redirect without port drops the listener's port: Envoy answers \
-            `http://example.org/scheme-nil-and-port-nil` where the suite wants `http://example.org:<listener port>/…`"]
 async fn http_route_redirect_port_and_scheme_keeps_the_listener_port() {
     if !envoy::available() {
         return;

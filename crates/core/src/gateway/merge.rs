@@ -65,6 +65,7 @@ pub fn fleet(
                 listener.virtual_hosts = http_virtual_hosts(&on_port);
             }
         }
+        keep_listener_port_in_redirects(&mut listener, first);
         ir_listeners.push(listener);
     }
     ir_listeners.sort_by(|a, b| a.name.cmp(&b.name));
@@ -104,4 +105,33 @@ fn http_virtual_hosts(on_port: &[(Domain, Vec<&CheckedRoute>)]) -> Vec<ir::Virtu
             routes::virtual_host(domain, routes, HostnameOrder::Ignored)
         })
         .collect()
+}
+
+/// Gateway API's rule for a redirect's port when the filter names neither port nor scheme: the
+/// Gateway listener's port. Envoy keeps the request's `Host`, port and all, unless the redirect
+/// names a hostname: then it drops the port, so the listener's is written into those redirects,
+/// except where it is the well-known port of the listener's scheme (80, 443), which a location
+/// leaves out (`http://example.org/`, not `http://example.org:80/`).
+fn keep_listener_port_in_redirects(listener: &mut ir::Listener, on: &JudgedListener) {
+    let well_known = match on.protocol {
+        Some(Protocol::Https) => 443,
+        _ => 80,
+    };
+    let Ok(port) = u32::try_from(on.port) else { return };
+    if port == well_known {
+        return;
+    }
+    let hosts = listener
+        .virtual_hosts
+        .iter_mut()
+        .chain(listener.tls_servers.iter_mut().flat_map(|s| &mut s.virtual_hosts));
+    for route in hosts.flat_map(|host| &mut host.routes) {
+        if let ir::Action::Redirect(redirect) = &mut route.action
+            && redirect.hostname.is_some()
+            && redirect.scheme.is_none()
+            && redirect.port.is_none()
+        {
+            redirect.port = Some(port);
+        }
+    }
 }

@@ -413,6 +413,83 @@ spec:
     assert!(gateway.ir.backends.is_empty(), "the redirect's backendRefs get nothing");
 }
 
+/// HTTPRouteRedirectPortAndScheme's HTTP listeners (features `HTTPRoutePortRedirect`,
+/// `GatewayPort8080`): a redirect naming neither port nor scheme goes to the Gateway listener's
+/// port, which Envoy would drop with the hostname, so it is written in off the scheme's
+/// well-known port; with a scheme or a port, the rendering decides as for EnvoyRoutes.
+#[test]
+fn conformance_httproute_redirect_port_and_scheme_keeps_the_listener_port() {
+    let mut world = World::conformance();
+    world.apply(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: same-namespace-with-http-listener-on-8080, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: "{GATEWAY_CLASS_NAME}"
+  listeners:
+  - {name: http, port: 8080, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: http-route-for-listener-on-port-80, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /scheme-nil-and-port-nil}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: http-route-for-listener-on-port-8080, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace-with-http-listener-on-8080}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /scheme-nil-and-port-nil}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org}}]
+  - matches: [{path: {type: PathPrefix, value: /scheme-nil-and-port-80}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org, port: 80}}]
+  - matches: [{path: {type: PathPrefix, value: /scheme-https-and-port-nil}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org, scheme: https}}]
+  - matches: [{path: {type: PathPrefix, value: /path-only}}]
+    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /elsewhere}}}]
+"#,
+    );
+    let translation = world.translate();
+    let redirect_ports = |gateway_name: &str, port_name: &str| -> Vec<(String, Option<u32>)> {
+        let gateway = gateway(&translation, gateway_name);
+        let hosts = &port(gateway, port_name).virtual_hosts;
+        let mut ports: Vec<(String, Option<u32>)> = hosts[0]
+            .routes
+            .iter()
+            .map(|route| match &route.action {
+                ir::Action::Redirect(redirect) => (route.name.clone(), redirect.port),
+                other => panic!("{} forwards: {other:?}", route.name),
+            })
+            .collect();
+        ports.sort();
+        ports
+    };
+    let on_80 = "gateway-conformance-infra/http-route-for-listener-on-port-80/rule";
+    assert_eq!(
+        redirect_ports("same-namespace", "http-80"),
+        [(format!("{on_80}/0/match/0"), None)],
+        "the scheme's well-known port is left out"
+    );
+    let on_8080 = "gateway-conformance-infra/http-route-for-listener-on-port-8080/rule";
+    assert_eq!(
+        redirect_ports("same-namespace-with-http-listener-on-8080", "http-8080"),
+        [
+            (format!("{on_8080}/0/match/0"), Some(8080)),
+            (format!("{on_8080}/1/match/0"), Some(80)),
+            (format!("{on_8080}/2/match/0"), None),
+            (format!("{on_8080}/3/match/0"), None),
+        ],
+        "the listener's port where the hostname would drop the request's; the filter's own; \
+         the new scheme's (at rendering); the request's Host kept"
+    );
+}
+
 /// HTTPRouteCrossNamespace: a route of a backend namespace attaches to a Gateway selecting
 /// its namespace by label, and sends requests to a Service of its own namespace.
 #[test]
