@@ -5,6 +5,8 @@
 //! namespaces). Each Gateway's configuration is published under its fleet's key (the fleet is
 //! an Envoy, so the authorizer serves its proxies as it serves any Envoy's), and the whole
 //! translation is kept in [`GatewayOutcomes`] for the leader's status writers and fleet applier.
+//! Changes to Services, EndpointSlices, Secrets and Envoys that no Gateway API object names do
+//! not re-run it (`Named`).
 //!
 //! The snapshot cache is shared with the EnvoyRoute publisher ([`super::publish`]); a key
 //! belongs to this one when its Envoy carries [`GATEWAY_LABEL`], to that one otherwise, and
@@ -18,8 +20,8 @@ use std::time::Instant;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
-use envoy_operator_core::gateway::{self, GatewayInputs, GatewayTranslation};
-use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL};
+use envoy_operator_core::gateway::{self, GatewayInputs, GatewayTranslation, named};
+use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
@@ -107,13 +109,16 @@ impl GatewayCaches {
     }
 }
 
-/// The index's caches of the translation's inputs, and a tick whenever one of them changes.
-/// Call only where
-/// [`Index::gateway_api`] is on.
+/// The index's caches of the translation's inputs, and a tick whenever one of them changes in
+/// a way the translation could read (`Named`). Call only where [`Index::gateway_api`] is on.
 pub fn from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Send + 'static) {
     let slices = index.endpoint_slices();
     let (caches, mut changed) = statuses_from_index_with(index, slices.store().clone());
-    changed.push(ticks(slices.changes()));
+    let named = Named::from(&caches);
+    changed.push(named_ticks(slices.changes(), move |slice: &EndpointSlice| {
+        let service = slice.labels().get(SERVICE_NAME_LABEL);
+        service.is_some_and(|service| named.service(&slice.namespace().unwrap_or_default(), service))
+    }));
     (caches, changed)
 }
 
@@ -138,16 +143,22 @@ fn statuses_from_index_with(
         secrets: index.tls_secrets().store().clone(),
         envoys: index.envoys().store().clone(),
     };
+    let named = Named::from(&caches);
     let mut changed = SelectAll::<BoxStream<'static, ()>>::new();
     changed.push(ticks(index.gateway_classes().changes()));
     changed.push(ticks(index.gateways().changes()));
     changed.push(ticks(index.http_routes().changes()));
     changed.push(ticks(index.reference_grants().changes()));
     changed.push(ticks(index.namespaces().changes()));
-    changed.push(ticks(index.services().changes()));
-    changed.push(ticks(index.tls_secrets().changes()));
-    // Every Envoy's: a Gateway's fleet, an Envoy taking a Gateway's name, a class's parameters.
-    changed.push(ticks(index.envoys().changes()));
+    let services = named.clone();
+    changed.push(named_ticks(index.services().changes(), move |service: &Service| {
+        services.service(&service.namespace().unwrap_or_default(), &service.name_any())
+    }));
+    let secrets = named.clone();
+    changed.push(named_ticks(index.tls_secrets().changes(), move |secret: &Secret| {
+        secrets.secret(&secret.namespace().unwrap_or_default(), &secret.name_any())
+    }));
+    changed.push(named_ticks(index.envoys().changes(), move |envoy: &Envoy| named.envoy(envoy)));
     (caches, changed)
 }
 
@@ -155,6 +166,67 @@ fn ticks<K: Send + 'static>(
     changes: impl Stream<Item = Change<K>> + Send + 'static,
 ) -> BoxStream<'static, ()> {
     changes.map(|_| ()).boxed()
+}
+
+/// A tick for each change of `changes` to an object the Gateway API objects name (`named`),
+/// and for each relist (anything may have changed then).
+fn named_ticks<K: Send + Sync + 'static>(
+    changes: impl Stream<Item = Change<K>> + Send + 'static,
+    named: impl Fn(&K) -> bool + Send + 'static,
+) -> BoxStream<'static, ()> {
+    changes
+        .filter(move |change| {
+            let read = match change {
+                Change::Applied(object) | Change::Deleted(object) => named(object),
+                Change::Relisted => true,
+            };
+            std::future::ready(read)
+        })
+        .map(|_| ())
+        .boxed()
+}
+
+/// Which Services, Secrets and Envoys the Gateway API objects in the caches name, for
+/// skipping the changes of the others: in a busy cluster, most changes are other workloads'
+/// endpoints, and each would re-run the whole cluster's translation. Read when the change
+/// comes, so an object named by a route not yet cached is caught by the route's own change.
+#[derive(Clone)]
+struct Named {
+    classes: Store<GatewayClass>,
+    gateways: Store<Gateway>,
+    routes: Store<HTTPRoute>,
+}
+
+impl From<&GatewayCaches> for Named {
+    fn from(caches: &GatewayCaches) -> Self {
+        Self {
+            classes: caches.classes.clone(),
+            gateways: caches.gateways.clone(),
+            routes: caches.routes.clone(),
+        }
+    }
+}
+
+impl Named {
+    /// A route's backend or mirror, or a Gateway's fleet's Service (named after the Gateway:
+    /// its addresses).
+    fn service(&self, namespace: &str, name: &str) -> bool {
+        self.routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
+            || self.gateways.find(|gateway| named::is_gateway(gateway, namespace, name)).is_some()
+    }
+
+    /// A listener's certificate.
+    fn secret(&self, namespace: &str, name: &str) -> bool {
+        self.gateways.find(|gateway| named::gateway_names_secret(gateway, namespace, name)).is_some()
+    }
+
+    /// A Gateway's fleet, an Envoy taking a Gateway's name, or a class's parameters.
+    fn envoy(&self, envoy: &Envoy) -> bool {
+        let (namespace, name) = (envoy.namespace().unwrap_or_default(), envoy.name_any());
+        is_gateway_fleet(envoy)
+            || self.gateways.find(|gateway| named::is_gateway(gateway, &namespace, &name)).is_some()
+            || self.classes.find(|class| named::class_names_envoy(class, &namespace, &name)).is_some()
+    }
 }
 
 /// An Envoy whose configuration the Gateway API translation makes.
@@ -295,10 +367,11 @@ mod tests {
         classes: Writer<GatewayClass>,
         gateways: Writer<Gateway>,
         envoys: Writer<Envoy>,
+        routes: Writer<HTTPRoute>,
         outputs: GatewayOutputs,
         cache: SnapshotCache,
         // Kept so the caches stay open.
-        _others: (Writer<HTTPRoute>, Writer<ReferenceGrant>, Writer<Namespace>, Writer<Service>),
+        _others: (Writer<ReferenceGrant>, Writer<Namespace>, Writer<Service>),
         _more: (Writer<EndpointSlice>, Writer<Secret>),
     }
 
@@ -340,7 +413,8 @@ mod tests {
                 outcomes: GatewayOutcomes::new(),
             },
             cache,
-            _others: (route_writer, grant_writer, namespace_writer, service_writer),
+            routes: route_writer,
+            _others: (grant_writer, namespace_writer, service_writer),
             _more: (slice_writer, secret_writer),
         }
     }
@@ -465,5 +539,48 @@ mod tests {
         let after = f.cache.get(&FleetKey::from("shop/edge")).expect("still the Envoy's snapshot");
         assert!(Arc::ptr_eq(&before, &after), "untouched");
         assert_eq!(f.outputs.outcomes.latest().gateways[0].fleet, None);
+    }
+
+    #[tokio::test]
+    async fn only_changes_to_what_gateway_api_objects_name_wake_the_translation() {
+        let mut f = fixture();
+        apply(&mut f.classes, class());
+        apply(&mut f.gateways, gateway());
+        apply(
+            &mut f.routes,
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "shop", "namespace": "shop"},
+                   "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+        );
+        let named = Named::from(&f.caches);
+        let service = |namespace: &str, name: &str| -> Arc<Service> {
+            Arc::new(
+                serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": name, "namespace": namespace}}))
+                .unwrap(),
+            )
+        };
+        let changes = futures::stream::iter([
+            Change::Applied(service("shop", "web")),  // a route's backend
+            Change::Applied(service("shop", "edge")), // the Gateway's fleet's Service: its address
+            Change::Applied(service("shop", "cart")), // named by nothing
+            Change::Deleted(service("other", "web")), // a namesake elsewhere
+            Change::Relisted,                         // anything may have changed
+            Change::Deleted(service("shop", "web")),
+        ]);
+        let ticks = named_ticks(changes, move |s: &Service| {
+            named.service(&s.namespace().unwrap_or_default(), &s.name_any())
+        });
+        assert_eq!(
+            ticks.count().await,
+            4,
+            "web, edge, the relist and web's deletion; not cart nor other/web"
+        );
+
+        let named = Named::from(&f.caches);
+        let typed = |value: Value| -> Envoy { serde_json::from_value(value).unwrap() };
+        assert!(named.envoy(&typed(envoy("edge", Some("edge")))), "the fleet");
+        assert!(named.envoy(&typed(envoy("edge", None))), "an Envoy in the fleet's way");
+        assert!(!named.envoy(&typed(envoy("cart", None))), "an Envoy of its own");
     }
 }

@@ -29,6 +29,7 @@ pub mod grants;
 pub mod hostnames;
 pub mod listeners;
 pub mod merge;
+pub mod named;
 pub mod route;
 pub mod selector;
 pub mod status;

@@ -1,0 +1,103 @@
+//! Whether the Gateway API objects name a Service, Secret or Envoy: a change to one that none
+//! names cannot change the translation, so it need not re-run it (endpoint churn of the rest
+//! of the cluster is most changes in a busy one). Answers err towards yes: references are
+//! matched by namespace and name whatever their group and kind, so an answer of no is sure.
+
+use super::api::{Gateway, GatewayClass, HTTPRoute, HTTPRouteFilter};
+
+/// Whether `route` sends requests to, or mirrors them to, `namespace/name`.
+pub fn route_names_service(route: &HTTPRoute, namespace: &str, name: &str) -> bool {
+    let own = route.metadata.namespace.as_deref().unwrap_or_default();
+    let is_it = |reference_namespace: Option<&str>, reference_name: &str| {
+        reference_name == name && reference_namespace.unwrap_or(own) == namespace
+    };
+    let mirrors = |filters: &[HTTPRouteFilter]| {
+        filters
+            .iter()
+            .filter_map(|f| f.request_mirror.as_ref())
+            .any(|m| is_it(m.backend_ref.namespace.as_deref(), &m.backend_ref.name))
+    };
+    route.spec.rules.iter().any(|rule| {
+        mirrors(&rule.filters)
+            || rule.backend_refs.iter().any(|backend| {
+                is_it(backend.backend.namespace.as_deref(), &backend.backend.name)
+                    || mirrors(&backend.filters)
+            })
+    })
+}
+
+/// Whether a listener of `gateway` names `namespace/name` as a certificate.
+pub fn gateway_names_secret(gateway: &Gateway, namespace: &str, name: &str) -> bool {
+    let own = gateway.metadata.namespace.as_deref().unwrap_or_default();
+    gateway
+        .spec
+        .listeners
+        .iter()
+        .filter_map(|listener| listener.tls.as_ref())
+        .flat_map(|tls| &tls.certificate_refs)
+        .any(|reference| reference.name == name && reference.namespace.as_deref().unwrap_or(own) == namespace)
+}
+
+/// Whether `class` takes its fleets' settings from `namespace/name`.
+pub fn class_names_envoy(class: &GatewayClass, namespace: &str, name: &str) -> bool {
+    class
+        .spec
+        .parameters_ref
+        .as_ref()
+        .is_some_and(|reference| reference.name == name && reference.namespace.as_deref() == Some(namespace))
+}
+
+/// Whether `gateway` is `namespace/name`: an Envoy of that name is its fleet, or stands in the
+/// fleet's way.
+pub fn is_gateway(gateway: &Gateway, namespace: &str, name: &str) -> bool {
+    gateway.metadata.name.as_deref() == Some(name) && gateway.metadata.namespace.as_deref() == Some(namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn route(rules: serde_json::Value) -> HTTPRoute {
+        serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "shop", "namespace": "shop"}, "spec": {"rules": rules}}))
+        .expect("a route")
+    }
+
+    #[test]
+    fn a_route_names_its_backends_in_its_namespace_or_the_one_given_and_its_mirrors() {
+        let route = route(json!([
+            {"backendRefs": [{"name": "web", "port": 80}, {"name": "api", "namespace": "backends", "port": 80}],
+             "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}}]}
+        ]));
+        assert!(route_names_service(&route, "shop", "web"));
+        assert!(route_names_service(&route, "backends", "api"));
+        assert!(route_names_service(&route, "shop", "shadow"), "a mirror is read too");
+        assert!(!route_names_service(&route, "backends", "web"), "another namespace's namesake");
+        assert!(!route_names_service(&route, "shop", "api"));
+        assert!(!route_names_service(&route, "shop", "unrelated"));
+    }
+
+    #[test]
+    fn a_gateway_names_its_certificates_and_a_class_its_parameters() {
+        let gateway: Gateway = serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway", "metadata": {"name": "edge", "namespace": "infra"},
+            "spec": {"gatewayClassName": "x", "listeners": [
+                {"name": "https", "port": 443, "protocol": "HTTPS",
+                 "tls": {"certificateRefs": [{"name": "own"}, {"name": "shared", "namespace": "certs"}]}},
+                {"name": "http", "port": 80, "protocol": "HTTP"}]}}))
+        .expect("a Gateway");
+        assert!(gateway_names_secret(&gateway, "infra", "own"));
+        assert!(gateway_names_secret(&gateway, "certs", "shared"));
+        assert!(!gateway_names_secret(&gateway, "infra", "shared"));
+        assert!(is_gateway(&gateway, "infra", "edge") && !is_gateway(&gateway, "other", "edge"));
+
+        let class: GatewayClass = serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass", "metadata": {"name": "c"}, "spec": {"controllerName": "example.com/envoy-operator",
+            "parametersRef": {"group": "example.com", "kind": "Envoy", "name": "template", "namespace": "ops"}}}))
+        .expect("a class");
+        assert!(class_names_envoy(&class, "ops", "template"));
+        assert!(!class_names_envoy(&class, "shop", "template"));
+    }
+}
