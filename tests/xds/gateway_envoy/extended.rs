@@ -2,13 +2,11 @@
 //! `conformance/tests`, profile `GATEWAY-HTTP`), each test named after the one it reproduces,
 //! with its routes (names kept, namespaces ours) and requests: method and query parameter
 //! matching, and redirects of path, scheme and port, read from the `Location` the proxy sends
-//! without following it. The suite's echo server reports the path and Host it saw and can
-//! delay its answer; our backends only answer with their names, so `HTTPRouteRewritePath`,
-//! `HTTPRouteRewriteHost` and `HTTPRouteTimeoutRequest` are not reproduced here.
+//! without following it. The tests the suite checks on the backend's side (rewrites, request
+//! timeouts) are in `extended_rewrite`.
 //!
-//! Requests go through a client of this module's own, since these need methods other than GET
-//! and the `Location` header, which `client` neither sends nor returns. Each names the Host
-//! `127.0.0.1:<listener port>`, as the suite's client names the Gateway's address.
+//! Each request names the Host `127.0.0.1:<listener port>`, as the suite's client names the
+//! Gateway's address.
 
 use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
@@ -19,7 +17,7 @@ use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
 /// The Gateway every test here attaches its route to, as the suite's `same-namespace`.
-const GATEWAY: &str = "same-namespace";
+pub(super) const GATEWAY: &str = "same-namespace";
 
 /// A request: method, path (with its query) and extra headers.
 #[derive(Clone, Copy, Debug)]
@@ -59,10 +57,10 @@ impl Location {
 }
 
 /// The suite's three infra backends, started.
-struct Backends([Backend; 3]);
+pub(super) struct Backends([Backend; 3]);
 
 impl Backends {
-    async fn start() -> Self {
+    pub(super) async fn start() -> Self {
         Backends([
             Backend::start("infra-backend-v1").await,
             Backend::start("infra-backend-v2").await,
@@ -70,7 +68,7 @@ impl Backends {
         ])
     }
 
-    fn services(&self) -> Vec<(&str, &Backend)> {
+    pub(super) fn services(&self) -> Vec<(&str, &Backend)> {
         self.0.iter().map(|backend| (backend.name.as_str(), backend)).collect()
     }
 }
@@ -81,7 +79,7 @@ async fn lone_backend() -> Backend {
 }
 
 /// Gateway [`GATEWAY`] with one HTTP listener on `port` taking routes of its namespace.
-fn same_namespace_gateway(port: u16) -> (String, Value) {
+pub(super) fn same_namespace_gateway(port: u16) -> (String, Value) {
     gateway(
         GATEWAY,
         json!([{"name": "http", "port": port, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
@@ -97,11 +95,11 @@ fn route_on_gateway(name: &str, rules: Value) -> (String, Value) {
     )
 }
 
-fn backend_ref(name: &str) -> Value {
+pub(super) fn backend_ref(name: &str) -> Value {
     json!({"name": name, "port": 80})
 }
 
-fn prefix(value: &str) -> Value {
+pub(super) fn prefix(value: &str) -> Value {
     json!({"type": "PathPrefix", "value": value})
 }
 

@@ -14,6 +14,7 @@ mod conflict;
 mod conformance;
 mod conformance_matching;
 mod extended;
+mod extended_rewrite;
 mod https;
 mod reference_grant;
 mod world;

@@ -1312,6 +1312,50 @@ fn conformance_gateway_with_attached_routes() {
     }
 }
 
+/// GatewayWithAttachedRoutesWithPort8080 (feature `GatewayPort8080`): a Gateway with listeners
+/// on 8080 and 80; the route naming `http` by `sectionName` attaches to it alone, and both
+/// listeners are valid and served (8080 on its own port, unprivileged already).
+#[test]
+fn conformance_gateway_with_attached_routes_with_port_8080() {
+    let mut world = World::conformance();
+    world.apply(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gateway-with-two-listeners-and-one-attached-route, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: "{GATEWAY_CLASS_NAME}"
+  listeners:
+  - {name: http-unattached, port: 8080, protocol: HTTP, allowedRoutes: {kinds: [{kind: HTTPRoute}], namespaces: {from: All}}}
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {kinds: [{kind: HTTPRoute}], namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: http-route-4-port8080, namespace: gateway-conformance-infra}
+spec:
+  parentRefs:
+  - {kind: Gateway, name: gateway-with-two-listeners-and-one-attached-route, namespace: gateway-conformance-infra, sectionName: http}
+  rules: [{backendRefs: [{name: infra-backend-v1, port: 8080}]}]
+"#,
+    );
+    let translation = world.translate();
+    let gateway = gateway(&translation, "gateway-with-two-listeners-and-one-attached-route");
+    for (name, attached) in [("http-unattached", 0), ("http", 1)] {
+        let listener = listener(gateway, name);
+        assert_eq!(listener.attached_routes, attached, "{name}");
+        assert_eq!(said(&listener.conditions, ACCEPTED), (true, REASON_ACCEPTED), "{name}");
+        assert_eq!(said(&listener.conditions, RESOLVED_REFS), (true, REASON_RESOLVED_REFS), "{name}");
+        assert_eq!(
+            serde_json::to_value(&listener.supported_kinds).unwrap(),
+            json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+        );
+    }
+    assert_eq!(port(gateway, "http-8080").port, 8080);
+    assert_eq!(port(gateway, "http-80").port, 10080);
+    let outcome = route(&translation, INFRA, "http-route-4-port8080");
+    assert_eq!(parent_said(outcome), ((true, REASON_ACCEPTED), (true, REASON_RESOLVED_REFS)));
+}
+
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(second).unwrap())
 }
