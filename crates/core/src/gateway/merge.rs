@@ -15,7 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use super::listeners::{JudgedListener, Protocol};
 use crate::ir::{self, Domain};
 use crate::xds::attach::CheckedRoute;
-use crate::xds::routes::HostnameOrder;
+use crate::xds::routes::{HostnameOrder, RouteHosts};
 use crate::xds::{endpoints, routes, rule};
 
 /// The fleet's IR: `attached` holds, per listener (by index), the routes attached to it as they
@@ -83,9 +83,10 @@ pub fn fleet(
 /// a host too where a less specific domain would otherwise take its requests (answered 404
 /// when none of its routes serves it).
 fn http_virtual_hosts(on_port: &[(Domain, Vec<&CheckedRoute>)]) -> Vec<ir::VirtualHost> {
-    let every_route: Vec<&CheckedRoute> =
-        on_port.iter().flat_map(|(_, routes)| routes.iter().copied()).collect();
-    let mut domains: BTreeSet<Domain> = routes::domains(&every_route);
+    let listeners: Vec<(&Domain, RouteHosts)> =
+        on_port.iter().map(|(domain, routes)| (domain, RouteHosts::new(routes))).collect();
+    let mut domains: BTreeSet<Domain> =
+        listeners.iter().flat_map(|(_, hosts)| hosts.domains()).cloned().collect();
     let shadowed: Vec<Domain> = on_port
         .iter()
         .map(|(domain, _)| domain)
@@ -97,12 +98,14 @@ fn http_virtual_hosts(on_port: &[(Domain, Vec<&CheckedRoute>)]) -> Vec<ir::Virtu
     domains
         .into_iter()
         .map(|domain| {
-            let owner = on_port
+            let owner = listeners
                 .iter()
                 .filter(|(listener, _)| listener.covers(&domain))
                 .max_by_key(|(listener, _)| listener.specificity());
-            let routes = owner.map(|(_, routes)| routes.as_slice()).unwrap_or_default();
-            routes::virtual_host(domain, routes, HostnameOrder::Ignored)
+            match owner {
+                Some((_, hosts)) => hosts.virtual_host(domain, HostnameOrder::Ignored),
+                None => ir::VirtualHost { domain, routes: Vec::new() },
+            }
         })
         .collect()
 }

@@ -50,6 +50,24 @@ impl Domain {
         }
     }
 
+    /// Every hostname that covers this domain ([`Domain::covers`]), most specific first: the
+    /// domain itself, the wildcards of its parents from the nearest (`shop.example.com` →
+    /// `*.example.com`, `*.com`), and every host.
+    pub fn covering(&self) -> Vec<Domain> {
+        let name = match self {
+            Self::Exact(name) | Self::Wildcard(name) => name.as_str(),
+            Self::Any => return vec![Self::Any],
+        };
+        let mut covering = vec![self.clone()];
+        let mut rest = name;
+        while let Some((_, parent)) = rest.split_once('.') {
+            covering.push(Self::Wildcard(parent.to_owned()));
+            rest = parent;
+        }
+        covering.push(Self::Any);
+        covering
+    }
+
     /// Gateway API's precedence of a matching hostname: characters of a non-wildcard hostname
     /// first, then characters of the hostname; the larger the more specific.
     pub fn specificity(&self) -> (usize, usize) {
@@ -78,6 +96,34 @@ mod tests {
 
     fn domain(text: &str) -> Domain {
         if text == "*" { Domain::Any } else { Domain::of_hostname(text) }
+    }
+
+    #[test]
+    fn the_hostnames_covering_a_domain_are_those_covers_accepts_most_specific_first() {
+        let all: Vec<Domain> = [
+            "*",
+            "com",
+            "example.com",
+            "shop.example.com",
+            "a.shop.example.com",
+            "*.com",
+            "*.example.com",
+            "*.shop.example.com",
+            "other.com",
+            "*.other.com",
+            "example.org",
+        ]
+        .into_iter()
+        .map(domain)
+        .collect();
+        for target in &all {
+            let mut expected: Vec<Domain> = all.iter().filter(|h| h.covers(target)).cloned().collect();
+            expected.sort_by_key(|h| std::cmp::Reverse(h.specificity()));
+            let covering: Vec<Domain> =
+                target.covering().into_iter().filter(|hostname| all.contains(hostname)).collect();
+            assert_eq!(covering, expected, "the hostnames covering {target}");
+            assert!(target.covering().iter().all(|h| h.covers(target)), "{target} is covered by each");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
@@ -16,13 +16,47 @@ use super::backends::{ClusterKey, find_service, service_port};
 use crate::ir;
 use crate::names::SERVICE_NAME_LABEL;
 
-/// The backends of `keys`, sorted by name, without duplicates.
+/// The backends of `keys`, sorted by name, without duplicates. Services and slices are
+/// grouped once, so that each key's are found by lookup, not by a pass over the cluster's.
 pub fn backends(
     keys: &[ClusterKey],
     services: &[Arc<Service>],
     slices: &[Arc<EndpointSlice>],
 ) -> Vec<ir::Backend> {
-    let mut backends: Vec<ir::Backend> = keys.iter().map(|key| backend(key, services, slices)).collect();
+    let mut services_by_name: HashMap<(&str, &str), Vec<&Arc<Service>>> = HashMap::new();
+    for service in services {
+        let name = service.metadata.name.as_deref().unwrap_or_default();
+        services_by_name
+            .entry((service.metadata.namespace.as_deref().unwrap_or_default(), name))
+            .or_default()
+            .push(service);
+    }
+    let mut slices_by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+    for slice in slices {
+        let Some(service) = slice.metadata.labels.as_ref().and_then(|labels| labels.get(SERVICE_NAME_LABEL))
+        else {
+            continue;
+        };
+        let namespace = slice.metadata.namespace.as_deref().unwrap_or_default();
+        slices_by_service.entry((namespace, service.as_str())).or_default().push(slice);
+    }
+    let mut backends: Vec<ir::Backend> = keys
+        .iter()
+        .map(|key| {
+            // Objects without a namespace are anyone's, as `find_service` and `of_service` say.
+            let at = [(key.namespace.as_str(), key.service.as_str()), ("", key.service.as_str())];
+            let at = if key.namespace.is_empty() { &at[..1] } else { &at[..] };
+            let services: Vec<Arc<Service>> = at
+                .iter()
+                .filter_map(|at| services_by_name.get(at))
+                .flatten()
+                .map(|s| Arc::clone(s))
+                .collect();
+            let slices: Vec<&EndpointSlice> =
+                at.iter().filter_map(|at| slices_by_service.get(at)).flatten().copied().collect();
+            backend_of(key, &services, &slices)
+        })
+        .collect();
     backends.sort_by(|a, b| a.name.cmp(&b.name));
     backends.dedup_by(|a, b| a.name == b.name);
     backends
@@ -30,10 +64,17 @@ pub fn backends(
 
 /// One backend: every ready endpoint of its Service port, sorted, each once.
 pub fn backend(key: &ClusterKey, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) -> ir::Backend {
+    let slices: Vec<&EndpointSlice> =
+        slices.iter().map(AsRef::as_ref).filter(|slice| of_service(slice, key)).collect();
+    backend_of(key, services, &slices)
+}
+
+/// [`backend`], from its Service's slices alone.
+fn backend_of(key: &ClusterKey, services: &[Arc<Service>], slices: &[&EndpointSlice]) -> ir::Backend {
     let port = find_service(&key.namespace, &key.service, services).and_then(|s| service_port(s, key.port));
     let mut endpoints: BTreeSet<ir::Endpoint> = BTreeSet::new();
     if let Some(port) = port {
-        for slice in slices.iter().filter(|slice| of_service(slice, key)) {
+        for slice in slices {
             endpoints.extend(ready_endpoints(slice, port));
         }
     }
