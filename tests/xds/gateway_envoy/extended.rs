@@ -12,7 +12,7 @@ use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::world::{GatewayWorld, gateway, http_route};
+use super::world::{GatewayWorld, Proxy, gateway, http_route};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
@@ -93,6 +93,20 @@ fn route_on_gateway(name: &str, rules: Value) -> (String, Value) {
         json!({"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY}],
                "rules": rules}),
     )
+}
+
+/// A world whose Gateway [`GATEWAY`] listens on `port` with `route` on it, once the route is
+/// accepted as the suite checks, and the Gateway's proxy.
+pub(super) async fn serving(
+    services: &[(&str, &Backend)],
+    port: u16,
+    route: (String, Value),
+) -> (GatewayWorld, Proxy) {
+    let name = route.1["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let world = GatewayWorld::start(services, &[same_namespace_gateway(port), route]).await;
+    world.until_accepted_as_the_suite_checks(&name, GATEWAY).await;
+    let proxy = world.proxy(GATEWAY).await;
+    (world, proxy)
 }
 
 pub(super) fn backend_ref(name: &str) -> Value {
@@ -232,13 +246,8 @@ async fn http_route_method_matching() {
         {"matches": [{"headers": [header("version", "four")], "method": "PATCH"}],
          "backendRefs": [backend_ref("infra-backend-v2")]},
     ]);
-    let world = GatewayWorld::start(
-        &backends.services(),
-        &[same_namespace_gateway(port), route_on_gateway("method-matching", rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("method-matching", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&backends.services(), port, route_on_gateway("method-matching", rules)).await;
 
     let cases = [
         (request("POST", "/", &[]), Expect::By("infra-backend-v1")),
@@ -297,13 +306,8 @@ async fn http_route_query_param_matching() {
         {"matches": [{"headers": [header("version", "four")], "queryParams": [query("animal", "hydra")]}],
          "backendRefs": [backend_ref("infra-backend-v3")]},
     ]);
-    let world = GatewayWorld::start(
-        &backends.services(),
-        &[same_namespace_gateway(port), route_on_gateway("query-param-matching", rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("query-param-matching", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&backends.services(), port, route_on_gateway("query-param-matching", rules)).await;
 
     let cases = [
         ("/?animal=whale", &[][..], Expect::By("infra-backend-v1")),
@@ -372,13 +376,8 @@ async fn http_route_redirect_path() {
             json!({"path": replace_full("/replacement-full"), "statusCode": 301})
         ),
     ]);
-    let world = GatewayWorld::start(
-        &[(backend.name.as_str(), &backend)],
-        &[same_namespace_gateway(port), route_on_gateway("redirect-path", rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("redirect-path", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&[(backend.name.as_str(), &backend)], port, route_on_gateway("redirect-path", rules)).await;
 
     let found = Redirect::FOUND;
     let moved = Redirect { status: 301, ..found };
@@ -424,13 +423,8 @@ async fn http_route_redirect_scheme() {
             json!({"scheme": "https", "hostname": "example.org", "statusCode": 302}),
         ),
     ]);
-    let world = GatewayWorld::start(
-        &[(backend.name.as_str(), &backend)],
-        &[same_namespace_gateway(port), route_on_gateway("redirect-scheme", rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("redirect-scheme", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&[(backend.name.as_str(), &backend)], port, route_on_gateway("redirect-scheme", rules)).await;
 
     let https = Redirect { scheme: "https", port: PortRule::WellKnown, ..Redirect::FOUND };
     let cases = [
@@ -465,13 +459,8 @@ async fn http_route_redirect_port() {
             json!({"port": 8083, "hostname": "example.org", "statusCode": 302}),
         ),
     ]);
-    let world = GatewayWorld::start(
-        &[(backend.name.as_str(), &backend)],
-        &[same_namespace_gateway(port), route_on_gateway("redirect-port", rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("redirect-port", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&[(backend.name.as_str(), &backend)], port, route_on_gateway("redirect-port", rules)).await;
 
     let to_8083 = Redirect { port: PortRule::Exactly(8083), ..Redirect::FOUND };
     let cases = [
@@ -513,15 +502,11 @@ fn port_and_scheme_rules() -> Value {
 
 /// A world whose Gateway [`GATEWAY`] listens on `port` with the `HTTPRouteRedirectPortAndScheme`
 /// route, once the route is accepted, and its proxy.
-async fn port_and_scheme_world(backend: &Backend, port: u16) -> (GatewayWorld, super::world::Proxy) {
+async fn port_and_scheme_world(backend: &Backend, port: u16) -> (GatewayWorld, Proxy) {
     let route = "http-route-for-listener-on-port-80";
-    let world = GatewayWorld::start(
-        &[(backend.name.as_str(), backend)],
-        &[same_namespace_gateway(port), route_on_gateway(route, port_and_scheme_rules())],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks(route, GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&[(backend.name.as_str(), backend)], port, route_on_gateway(route, port_and_scheme_rules()))
+            .await;
     (world, proxy)
 }
 

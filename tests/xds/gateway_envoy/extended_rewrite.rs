@@ -14,8 +14,8 @@ use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::extended::{Backends, GATEWAY, backend_ref, prefix, same_namespace_gateway};
-use super::world::{GatewayWorld, http_route};
+use super::extended::{Backends, GATEWAY, backend_ref, prefix, serving};
+use super::world::http_route;
 use crate::support::{CONVERGE, envoy, eventually};
 
 /// Route `name` on [`GATEWAY`] (parentRef defaulted as a real API server stores it) for
@@ -158,13 +158,9 @@ async fn http_route_rewrite_host() {
             "infra-backend-v2",
         ),
     ]);
-    let world = GatewayWorld::start(
-        &backends.services(),
-        &[same_namespace_gateway(port), route_on_gateway("rewrite-host", &["rewrite.example"], rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("rewrite-host", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&backends.services(), port, route_on_gateway("rewrite-host", &["rewrite.example"], rules))
+            .await;
 
     let seen = |backend, path, host| Seen { backend, path, host: Some(host), headers: &[], absent: &[] };
     let sent_headers = [("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")];
@@ -221,13 +217,8 @@ async fn http_route_rewrite_path() {
             v1
         ),
     ]);
-    let world = GatewayWorld::start(
-        &backends.services(),
-        &[same_namespace_gateway(port), route_on_gateway("rewrite-path", &[], rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("rewrite-path", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&backends.services(), port, route_on_gateway("rewrite-path", &[], rules)).await;
 
     let seen = |path| Seen { backend: v1, path, host: None, headers: &[], absent: &[] };
     let modified = |path| Seen { headers: &MODIFIED_HEADERS, absent: &[REMOVED_HEADER], ..seen(path) };
@@ -299,13 +290,8 @@ async fn http_route_timeout_request() {
     };
     let rules =
         json!([with_timeout("/request-timeout", "500ms"), with_timeout("/disable-request-timeout", "0s")]);
-    let world = GatewayWorld::start(
-        &backends.services(),
-        &[same_namespace_gateway(port), route_on_gateway("request-timeout", &[], rules)],
-    )
-    .await;
-    world.until_accepted_as_the_suite_checks("request-timeout", GATEWAY).await;
-    let proxy = world.proxy(GATEWAY).await;
+    let (world, proxy) =
+        serving(&backends.services(), port, route_on_gateway("request-timeout", &[], rules)).await;
 
     let cases = [
         ("/request-timeout", 200),
