@@ -57,7 +57,7 @@ pub fn ordered_virtual_hosts(routes: &[&CheckedRoute], order: HostnameOrder) -> 
 /// Routes indexed by the domains of their hostnames. The routes serving a domain are found by
 /// one lookup per hostname that could cover it (the domain, its wildcard parents, every host),
 /// not by a pass over every route: with a hostname per route, building a listener's hosts
-/// would otherwise take routes² steps (90 ms for 1,000 routes).
+/// would otherwise take routes² steps.
 pub struct RouteHosts<'a> {
     routes: Vec<&'a CheckedRoute>,
     by_hostname: BTreeMap<Domain, Vec<usize>>,
