@@ -10,42 +10,15 @@ use envoy_operator_testkit::fleet_world::{NS, at_in, free_port, service_with_end
 use serde_json::{Value, json};
 
 use super::client::{self, Authority};
+use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref};
 use super::world::{
     Expect, GatewayWorld, gateway, gateway_api_at, http_route, listener_status, tls_secret, until_answered,
 };
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
-/// The suite's three infra backends, started, and their Services' (name, backend).
-struct Backends([Backend; 3]);
-
-impl Backends {
-    async fn start() -> Self {
-        Backends([
-            Backend::start("infra-backend-v1").await,
-            Backend::start("infra-backend-v2").await,
-            Backend::start("infra-backend-v3").await,
-        ])
-    }
-
-    fn services(&self) -> Vec<(&str, &Backend)> {
-        self.0.iter().map(|backend| (backend.name.as_str(), backend)).collect()
-    }
-}
-
 /// A request (Host, path, headers) and what it should be answered with.
 type RequestCase<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Expect<'a>);
-
-/// A parentRef to Gateway `name` as a real API server stores it: the HTTPRoute CRD's schema
-/// defaults `group` and `kind` (the in-memory API server applies no defaults), and the route's
-/// status copies them, as the suite requires.
-fn defaulted_parent_ref(name: &str) -> Value {
-    json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name})
-}
-
-fn backend_ref(name: &str) -> Value {
-    json!({"name": name, "port": 80})
-}
 
 fn http_listener(name: &str, port: u16, hostname: &str) -> Value {
     json!({"name": name, "port": port, "protocol": "HTTP", "hostname": hostname,
@@ -230,24 +203,24 @@ async fn http_route_matching_across_routes() {
         &backends.services(),
         &[
             gateway(
-                "same-namespace",
+                GATEWAY,
                 json!([{"name": "http", "port": port, "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
             ),
             http_route(
                 "matching-part1",
-                json!({"parentRefs": [defaulted_parent_ref("same-namespace")], "hostnames": ["example.com", "example.net"],
+                json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "hostnames": ["example.com", "example.net"],
                        "rules": [rule("/", "one", "infra-backend-v1")]}),
             ),
             http_route(
                 "matching-part2",
-                json!({"parentRefs": [defaulted_parent_ref("same-namespace")], "hostnames": ["*.com"],
+                json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "hostnames": ["*.com"],
                        "rules": [rule("/v2", "two", "infra-backend-v2")]}),
             ),
         ],
     )
     .await;
-    let proxy = world.proxy("same-namespace").await;
+    let proxy = world.proxy(GATEWAY).await;
 
     let (v1, v2) = (Expect::By("infra-backend-v1"), Expect::By("infra-backend-v2"));
     let cases: [RequestCase; 8] = [
@@ -264,7 +237,7 @@ async fn http_route_matching_across_routes() {
         until_answered(port, host, path, headers, expected).await;
     }
     for route in ["matching-part1", "matching-part2"] {
-        world.until_accepted_as_the_suite_checks(route, "same-namespace").await;
+        world.until_accepted_as_the_suite_checks(route, GATEWAY).await;
     }
     drop(proxy);
     world.stop().await;
@@ -402,7 +375,7 @@ async fn http_route_weight() {
         &backends.services(),
         &[
             gateway(
-                "same-namespace",
+                GATEWAY,
                 json!([{"name": "http", "port": port, "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
             ),
@@ -415,7 +388,7 @@ async fn http_route_weight() {
         ],
     )
     .await;
-    let proxy = world.proxy("same-namespace").await;
+    let proxy = world.proxy(GATEWAY).await;
     // Both weighted backends answer before counting starts: the route and its clusters are in.
     until_answered(port, "example.com", "/", &[], Expect::By("infra-backend-v1")).await;
     until_answered(port, "example.com", "/", &[], Expect::By("infra-backend-v2")).await;
@@ -460,7 +433,7 @@ async fn http_route_partially_invalid_via_invalid_reference_grant() {
         &backends.services(),
         &[
             gateway(
-                "same-namespace",
+                GATEWAY,
                 json!([{"name": "http", "port": port, "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
             ),
@@ -483,18 +456,14 @@ async fn http_route_partially_invalid_via_invalid_reference_grant() {
     .await;
     service_with_endpoints(&world.api, APP, "app-backend-v1", &app_v1);
     service_with_endpoints(&world.api, APP, "app-backend-v2", &app_v2);
-    let proxy = world.proxy("same-namespace").await;
+    let proxy = world.proxy(GATEWAY).await;
 
     until_answered(port, "example.com", "/", &[], Expect::By("app-backend-v1")).await;
     until_answered(port, "example.com", "/v2", &[], Expect::Status(500)).await;
     let route_at = gateway_api_at("httproutes", "invalid-reference-grant");
-    world.until_route_condition(&route_at, ("same-namespace", None), ("Accepted", "True", "Accepted")).await;
+    world.until_route_condition(&route_at, (GATEWAY, None), ("Accepted", "True", "Accepted")).await;
     world
-        .until_route_condition(
-            &route_at,
-            ("same-namespace", None),
-            ("ResolvedRefs", "False", "RefNotPermitted"),
-        )
+        .until_route_condition(&route_at, (GATEWAY, None), ("ResolvedRefs", "False", "RefNotPermitted"))
         .await;
     drop(proxy);
     world.stop().await;
@@ -514,7 +483,7 @@ async fn http_route_invalid_backend_ref_unknown_kind() {
         &backends.services(),
         &[
             gateway(
-                "same-namespace",
+                GATEWAY,
                 json!([{"name": "http", "port": port, "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
             ),
@@ -530,15 +499,13 @@ async fn http_route_invalid_backend_ref_unknown_kind() {
         ],
     )
     .await;
-    let proxy = world.proxy("same-namespace").await;
+    let proxy = world.proxy(GATEWAY).await;
 
     until_answered(port, "example.com", "/v1", &[], Expect::By("infra-backend-v1")).await;
     until_answered(port, "example.com", "/v2", &[], Expect::Status(500)).await;
     let route_at = gateway_api_at("httproutes", "invalid-backend-ref-unknown-kind");
-    world.until_route_condition(&route_at, ("same-namespace", None), ("Accepted", "True", "Accepted")).await;
-    world
-        .until_route_condition(&route_at, ("same-namespace", None), ("ResolvedRefs", "False", "InvalidKind"))
-        .await;
+    world.until_route_condition(&route_at, (GATEWAY, None), ("Accepted", "True", "Accepted")).await;
+    world.until_route_condition(&route_at, (GATEWAY, None), ("ResolvedRefs", "False", "InvalidKind")).await;
     drop(proxy);
     world.stop().await;
 }

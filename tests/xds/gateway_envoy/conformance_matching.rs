@@ -8,52 +8,13 @@ use envoy_operator_testkit::fleet_world::{NS, at, free_port};
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::world::{Expect, GatewayWorld, gateway, gateway_api_at, http_route, until_answered};
+use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref, same_namespace_gateway};
+use super::world::{Expect, GatewayWorld, gateway_api_at, http_route, until_answered};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
-/// The Gateway every case here routes through, as the suite's `same-namespace`.
-const GATEWAY: &str = "same-namespace";
-
-/// The suite's three infra backends, started.
-struct Backends([Backend; 3]);
-
-impl Backends {
-    async fn start() -> Self {
-        Backends([
-            Backend::start("infra-backend-v1").await,
-            Backend::start("infra-backend-v2").await,
-            Backend::start("infra-backend-v3").await,
-        ])
-    }
-
-    fn services(&self) -> Vec<(&str, &Backend)> {
-        self.0.iter().map(|backend| (backend.name.as_str(), backend)).collect()
-    }
-}
-
 /// A request (path, headers) and what it should be answered with.
 type PathCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Expect<'a>);
-
-/// The suite's Gateway `same-namespace`: one HTTP listener on `port`.
-fn same_namespace_gateway(port: u16) -> (String, Value) {
-    gateway(
-        GATEWAY,
-        json!([{"name": "http", "port": port, "protocol": "HTTP",
-                "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
-    )
-}
-
-/// A parentRef to [`GATEWAY`] as a real API server stores it: the CRD's schema defaults
-/// `group` and `kind` (the in-memory API server applies no defaults), and the suite requires
-/// the route's status to copy them.
-fn parent_ref() -> Value {
-    json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY})
-}
-
-fn backend_ref(name: &str) -> Value {
-    json!({"name": name, "port": 80})
-}
 
 fn path_rule(kind: &str, path: &str, backend: &str) -> Value {
     json!({"matches": [{"path": {"type": kind, "value": path}}], "backendRefs": [backend_ref(backend)]})
@@ -104,7 +65,7 @@ async fn http_route_exact_path_matching() {
     let port = free_port().port();
     let route = http_route(
         "exact-matching",
-        json!({"parentRefs": [parent_ref()],
+        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
                "rules": [path_rule("Exact", "/one", "infra-backend-v1"),
                          path_rule("Exact", "/two", "infra-backend-v2")]}),
     );
@@ -142,7 +103,8 @@ async fn http_route_header_matching() {
         rule(json!([{"headers": [color("blue")]}, {"headers": [color("green")]}]), "infra-backend-v1"),
         rule(json!([{"headers": [color("red")]}, {"headers": [color("yellow")]}]), "infra-backend-v2"),
     ];
-    let route = http_route("header-matching", json!({"parentRefs": [parent_ref()], "rules": rules}));
+    let route =
+        http_route("header-matching", json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "rules": rules}));
     let (v1, v2, not_found) =
         (Expect::By("infra-backend-v1"), Expect::By("infra-backend-v2"), Expect::Status(404));
     let cases: [PathCase; 11] = [
@@ -173,7 +135,7 @@ async fn http_route_path_match_order() {
     let port = free_port().port();
     let route = http_route(
         "path-matching-order",
-        json!({"parentRefs": [parent_ref()],
+        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
                "rules": [path_rule("Exact", "/match", "infra-backend-v1"),
                          path_rule("Exact", "/match/exact", "infra-backend-v2"),
                          path_rule("Exact", "/match/exact/one", "infra-backend-v3"),
@@ -216,7 +178,7 @@ async fn http_route_redirect_host_and_status() {
     let host_and_status = json!({"statusCode": 301, "hostname": "example.org"});
     let route = http_route(
         "redirect-host-and-status",
-        json!({"parentRefs": [parent_ref()],
+        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
                "rules": [redirect_rule("/hostname-redirect", json!({"hostname": "example.org"}), true),
                          redirect_rule("/status-code-301", json!({"statusCode": 301}), false),
                          redirect_rule("/host-and-status", host_and_status, true)]}),
@@ -279,7 +241,7 @@ async fn http_route_service_types() {
         .collect();
     let mut objects = vec![
         same_namespace_gateway(port),
-        http_route("service-types", json!({"parentRefs": [parent_ref()], "rules": rules})),
+        http_route("service-types", json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "rules": rules})),
     ];
     for (name, service_type) in SERVICES {
         objects.push(service(name, service_type, &backend));

@@ -12,12 +12,10 @@ use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::world::{GatewayWorld, Proxy, gateway, http_route};
+use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref, same_namespace_gateway};
+use super::world::{GatewayWorld, Proxy, http_route};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
-
-/// The Gateway every test here attaches its route to, as the suite's `same-namespace`.
-pub(super) const GATEWAY: &str = "same-namespace";
 
 /// A request: method, path (with its query) and extra headers.
 #[derive(Clone, Copy, Debug)]
@@ -56,41 +54,16 @@ impl Location {
     }
 }
 
-/// The suite's three infra backends, started.
-pub(super) struct Backends([Backend; 3]);
-
-impl Backends {
-    pub(super) async fn start() -> Self {
-        Backends([
-            Backend::start("infra-backend-v1").await,
-            Backend::start("infra-backend-v2").await,
-            Backend::start("infra-backend-v3").await,
-        ])
-    }
-
-    pub(super) fn services(&self) -> Vec<(&str, &Backend)> {
-        self.0.iter().map(|backend| (backend.name.as_str(), backend)).collect()
-    }
-}
-
 /// One backend, for tests whose routes only redirect: the world needs one for its own fleet.
 async fn lone_backend() -> Backend {
     Backend::start("infra-backend-v1").await
-}
-
-/// Gateway [`GATEWAY`] with one HTTP listener on `port` taking routes of its namespace.
-pub(super) fn same_namespace_gateway(port: u16) -> (String, Value) {
-    gateway(
-        GATEWAY,
-        json!([{"name": "http", "port": port, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
-    )
 }
 
 /// Route `name` on [`GATEWAY`] (parentRef defaulted as a real API server stores it) with `rules`.
 fn route_on_gateway(name: &str, rules: Value) -> (String, Value) {
     http_route(
         name,
-        json!({"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY}],
+        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
                "rules": rules}),
     )
 }
@@ -107,10 +80,6 @@ pub(super) async fn serving(
     world.until_accepted_as_the_suite_checks(&name, GATEWAY).await;
     let proxy = world.proxy(GATEWAY).await;
     (world, proxy)
-}
-
-pub(super) fn backend_ref(name: &str) -> Value {
-    json!({"name": name, "port": 80})
 }
 
 pub(super) fn prefix(value: &str) -> Value {

@@ -14,14 +14,15 @@ use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::extended::{Backends, GATEWAY, backend_ref, prefix, serving};
+use super::extended::{prefix, serving};
+use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref};
 use super::world::http_route;
 use crate::support::{CONVERGE, envoy, eventually};
 
 /// Route `name` on [`GATEWAY`] (parentRef defaulted as a real API server stores it) for
 /// `hostnames` (none: any) with `rules`.
 fn route_on_gateway(name: &str, hostnames: &[&str], rules: Value) -> (String, Value) {
-    let mut spec = json!({"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY}],
+    let mut spec = json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
                           "rules": rules});
     if !hostnames.is_empty() {
         spec["hostnames"] = json!(hostnames);

@@ -17,4 +17,5 @@ mod extended;
 mod extended_rewrite;
 mod https;
 mod reference_grant;
+mod suite;
 mod world;
