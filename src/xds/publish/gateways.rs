@@ -16,7 +16,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
@@ -30,9 +29,9 @@ use kube::ResourceExt;
 use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::info;
 
-use super::{Published, snapshot};
+use super::{Published, Said, publish_logged, snapshot};
 use crate::index::{Change, Index};
 use crate::xds::server::{FleetKey, SnapshotCache, Tracker};
 
@@ -333,23 +332,16 @@ pub async fn run(
 
 /// [`publish`] off the async workers: the whole cluster's Gateway API objects are CPU work.
 async fn rebuild(caches: &GatewayCaches, outputs: &GatewayOutputs) {
-    let started = Instant::now();
     let (caches, outputs) = (caches.clone(), outputs.clone());
-    let published = match tokio::task::spawn_blocking(move || publish(&caches, &outputs)).await {
-        Ok(published) => published,
-        Err(error) => {
-            warn!(%error, "translating the Gateway API objects failed");
-            return;
-        }
-    };
-    for (fleet, error) in &published.failed {
-        warn!(%fleet, %error, "the Gateway's configuration is inconsistent; its proxies keep the last one");
-    }
-    for fleet in &published.removed {
-        info!(%fleet, "no longer serving the Gateway's fleet (its Gateway is gone or not of the operator's classes)");
-    }
-    debug!(fleets = published.fleets.len(), took = ?started.elapsed(), "published the Gateways' configuration");
+    publish_logged(move || publish(&caches, &outputs), &GATEWAYS_SAID).await;
 }
+
+const GATEWAYS_SAID: Said = Said {
+    failed: "translating the Gateway API objects failed",
+    inconsistent: "the Gateway's configuration is inconsistent; its proxies keep the last one",
+    removed: "no longer serving the Gateway's fleet (its Gateway is gone or not of the operator's classes)",
+    published: "published the Gateways' configuration",
+};
 
 #[cfg(test)]
 mod tests {

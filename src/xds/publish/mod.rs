@@ -280,22 +280,44 @@ pub(crate) async fn batch<S: Stream + Unpin>(events: &mut S, mut add: impl FnMut
 
 /// [`publish`] off the async workers: a namespace of many routes is CPU work.
 async fn rebuild(caches: &Caches, scope: Scope, outputs: &Outputs) {
-    let started = Instant::now();
     let (caches, outputs) = (caches.clone(), outputs.clone());
-    let published = match tokio::task::spawn_blocking(move || publish(&caches, &scope, &outputs)).await {
+    publish_logged(move || publish(&caches, &scope, &outputs), &FLEETS_SAID).await;
+}
+
+/// What a publisher logs of each publication.
+pub(crate) struct Said {
+    /// The translation itself failed (panicked).
+    pub failed: &'static str,
+    /// A fleet's resources are inconsistent: it keeps its last configuration.
+    pub inconsistent: &'static str,
+    pub removed: &'static str,
+    pub published: &'static str,
+}
+
+const FLEETS_SAID: Said = Said {
+    failed: "rebuilding the fleets' configuration failed",
+    inconsistent: "the fleet's configuration is inconsistent; its proxies keep the last one",
+    removed: "no longer serving the fleet (its Envoy is gone or names its own xDS server)",
+    published: "published the fleets' configuration",
+};
+
+/// Runs `publish` off the async workers (translating is CPU work) and logs what it published.
+pub(crate) async fn publish_logged(publish: impl FnOnce() -> Published + Send + 'static, said: &Said) {
+    let started = Instant::now();
+    let published = match tokio::task::spawn_blocking(publish).await {
         Ok(published) => published,
         Err(error) => {
-            warn!(%error, "rebuilding the fleets' configuration failed");
+            warn!(%error, "{}", said.failed);
             return;
         }
     };
     for (fleet, error) in &published.failed {
-        warn!(%fleet, %error, "the fleet's configuration is inconsistent; its proxies keep the last one");
+        warn!(%fleet, %error, "{}", said.inconsistent);
     }
     for fleet in &published.removed {
-        info!(%fleet, "no longer serving the fleet (its Envoy is gone or names its own xDS server)");
+        info!(%fleet, "{}", said.removed);
     }
-    debug!(fleets = published.fleets.len(), took = ?started.elapsed(), "published the fleets' configuration");
+    debug!(fleets = published.fleets.len(), took = ?started.elapsed(), "{}", said.published);
 }
 
 #[cfg(test)]
