@@ -5,18 +5,15 @@
 //! entries beside other controllers', a new generation gets a new `observedGeneration`, and
 //! objects of other controllers' classes get nothing.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use envoy_operator::controller::{self, ControllerConfig, ReconcileMetrics, Settings};
+use envoy_operator::controller::ReconcileMetrics;
 use envoy_operator_testkit::fake_api::FakeApi;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-/// Guards against hangs; never part of an assertion about speed.
-const HANG_GUARD: Duration = Duration::from_secs(30);
+use crate::controllers::{self, HANG_GUARD};
+
 const NS: &str = "shop";
 const CONTROLLER_NAME: &str = "example.com/envoy-operator";
 const OTHER_CONTROLLER: &str = "example.net/other-gateway";
@@ -95,45 +92,12 @@ impl ReconcileMetrics for Reconciles {
     }
 }
 
-/// `controller::run` against an in-memory API server.
-struct Controllers {
-    reconciles: Arc<Reconciles>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), controller::Error>>,
-}
+/// The controllers, counting reconciles per Gateway API kind.
+type Controllers = controllers::Controllers<Reconciles>;
 
-impl Controllers {
-    fn start(api: &FakeApi) -> Self {
-        let reconciles = Arc::new(Reconciles::default());
-        let metrics: Arc<dyn ReconcileMetrics> = reconciles.clone();
-        let config = ControllerConfig {
-            namespace: None,
-            concurrency: 4,
-            settings: Settings::default(),
-            xds_reports_namespace: None,
-        };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        let task = tokio::spawn(controller::run(api.client(), config, shutdown, move |ctx| {
-            ctx.with_metrics(metrics)
-        }));
-        Self { reconciles, stop, task }
-    }
-
-    fn routes(&self) -> usize {
-        self.reconciles.routes.load(Ordering::SeqCst)
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(HANG_GUARD, self.task)
-            .await
-            .expect("the controllers stop")
-            .expect("the controllers did not panic")
-            .expect("the controllers ran without error");
-    }
+/// How many HTTPRoute reconciles have finished.
+fn routes_reconciled(controllers: &Controllers) -> usize {
+    controllers.reconciles.routes.load(Ordering::SeqCst)
 }
 
 /// `(status, reason, observedGeneration)` of the condition `type_` in `conditions`.
@@ -186,7 +150,7 @@ async fn an_accepted_class_gets_its_gateways_fleet_and_every_status_follows_each
     let mut seeded = route(&["edge"]);
     seeded["status"] = json!({"parents": [others_entry("theirs")]});
     api.put(&shop, seeded);
-    let controllers = Controllers::start(&api);
+    let controllers = Controllers::start(&api, None);
 
     // The class.
     until(&api, "the class Accepted", |api| {
@@ -254,11 +218,12 @@ async fn an_accepted_class_gets_its_gateways_fleet_and_every_status_follows_each
 
     // At rest: a change of the route that is no new generation (a label) reconciles it, and
     // writes nothing.
-    let (status_writes, reconciled) = (writes_to(&api, &format!("{shop}/status")), controllers.routes());
+    let (status_writes, reconciled) =
+        (writes_to(&api, &format!("{shop}/status")), routes_reconciled(&controllers));
     let mut labelled = api.get(&shop).expect("the route");
     labelled["metadata"]["labels"] = json!({"team": "shop"});
     api.put(&shop, labelled);
-    until(&api, "the labelled route reconciled", |_| controllers.routes() > reconciled).await;
+    until(&api, "the labelled route reconciled", |_| routes_reconciled(&controllers) > reconciled).await;
     assert_eq!(
         writes_to(&api, &format!("{shop}/status")),
         status_writes,
@@ -324,7 +289,7 @@ async fn other_controllers_objects_get_nothing_and_a_gateway_leaving_our_class_l
     let someone_elses = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {},
                                "spec": {"xds": {"host": "xds.mesh", "port": 18000}}});
     api.put(&envoy_path(NS, "taken"), someone_elses);
-    let controllers = Controllers::start(&api);
+    let controllers = Controllers::start(&api, None);
 
     until(&api, "the fleet of our Gateway", |api| api.get(&envoy_path(NS, "edge")).is_some()).await;
     until(&api, "our route accepted", |api| {
@@ -379,7 +344,7 @@ async fn a_fleet_changed_or_deleted_by_hand_is_restored() {
     api.install_gateway_api();
     api.put(&class_path("ours"), class(CONTROLLER_NAME));
     api.put(&gateway_path(NS, "edge"), gateway("ours"));
-    let controllers = Controllers::start(&api);
+    let controllers = Controllers::start(&api, None);
     let fleet = envoy_path(NS, "edge");
     let serves_80 = |api: &FakeApi| {
         api.get(&fleet).is_some_and(|envoy| {

@@ -2,6 +2,7 @@
 //! the reconcilers, the route controller, leader election, the Kubernetes version check, and
 //! every request checked against the RBAC of `deploy/`. One test binary.
 
+mod controllers;
 mod gateway_publish;
 mod gateways;
 mod kube_version;

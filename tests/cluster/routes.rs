@@ -8,18 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use envoy_operator::controller::{
-    self, Context, ControllerConfig, ReconcileMetrics, Settings, Stores, routes,
-};
+use envoy_operator::controller::{Context, ReconcileMetrics, Settings, Stores, routes};
 use envoy_operator::index::Index;
 use envoy_operator::xds::publish::{self, Outputs, RouteOutcomes, inputs};
 use envoy_operator_testkit::fake_api::FakeApi;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-/// Guards against hangs; never part of an assertion about speed.
-const HANG_GUARD: Duration = Duration::from_secs(30);
+use crate::controllers::{self, HANG_GUARD};
+
 const NS: &str = "shop";
 const CONTROLLER_NAME: &str = "example.com/envoy-operator";
 
@@ -66,74 +63,40 @@ impl ReconcileMetrics for RouteReconciles {
     }
 }
 
-/// Controllers running against an in-memory API server.
-struct Controllers {
-    reconciles: Arc<RouteReconciles>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), controller::Error>>,
+/// The controllers, counting EnvoyRoute reconciles.
+type Controllers = controllers::Controllers<RouteReconciles>;
+
+/// The route controller alone, with the translation that judges the routes: no Envoy
+/// controller writing Envoy status, so only the change under test can change an outcome.
+fn start_routes_only(api: &FakeApi, namespace: Option<&str>) -> Controllers {
+    let reconciles = Arc::new(RouteReconciles::default());
+    let index = Arc::new(Index::new(api.client(), namespace.map(str::to_owned)));
+    let stores = Stores::of_index(&index);
+    let ctx = Context::new(api.client(), Settings::default(), stores).with_metrics(reconciles.clone());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let outcomes = RouteOutcomes::default();
+    let (caches, touched) = inputs::translation_from_index(&index);
+    let outputs = Outputs { snapshots: None, outcomes: outcomes.clone() };
+    let translation = publish::run(caches, touched, outputs, || ());
+    let config = kube::runtime::controller::Config::default().concurrency(4);
+    let running = routes::controller(Arc::new(ctx), &index, outcomes, config, shutdown);
+    let task = tokio::spawn(async move {
+        tokio::select! {
+            () = running => {},
+            () = translation => panic!("the translation ended"),
+        }
+        drop(index);
+        Ok(())
+    });
+    Controllers { reconciles, stop, task }
 }
 
-impl Controllers {
-    /// All of them, as `controller::run` starts them.
-    fn start(api: &FakeApi, namespace: Option<&str>) -> Self {
-        let reconciles = Arc::new(RouteReconciles::default());
-        let metrics: Arc<dyn ReconcileMetrics> = reconciles.clone();
-        let config = ControllerConfig {
-            namespace: namespace.map(str::to_owned),
-            concurrency: 4,
-            settings: Settings::default(),
-            xds_reports_namespace: None,
-        };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        let task = tokio::spawn(controller::run(api.client(), config, shutdown, move |ctx| {
-            ctx.with_metrics(metrics)
-        }));
-        Self { reconciles, stop, task }
-    }
-
-    /// The route controller alone, with the translation that judges the routes: no Envoy
-    /// controller writing Envoy status, so only the change under test can change an outcome.
-    fn start_routes_only(api: &FakeApi, namespace: Option<&str>) -> Self {
-        let reconciles = Arc::new(RouteReconciles::default());
-        let index = Arc::new(Index::new(api.client(), namespace.map(str::to_owned)));
-        let stores = Stores::of_index(&index);
-        let ctx = Context::new(api.client(), Settings::default(), stores).with_metrics(reconciles.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let shutdown = async {
-            let _ = stopped.await;
-        };
-        let outcomes = RouteOutcomes::default();
-        let (caches, touched) = inputs::translation_from_index(&index);
-        let outputs = Outputs { snapshots: None, outcomes: outcomes.clone() };
-        let translation = publish::run(caches, touched, outputs, || ());
-        let config = kube::runtime::controller::Config::default().concurrency(4);
-        let running = routes::controller(Arc::new(ctx), &index, outcomes, config, shutdown);
-        let task = tokio::spawn(async move {
-            tokio::select! {
-                () = running => {},
-                () = translation => panic!("the translation ended"),
-            }
-            drop(index);
-            Ok(())
-        });
-        Self { reconciles, stop, task }
-    }
-
-    fn reconciled(&self) -> usize {
-        self.reconciles.0.load(Ordering::SeqCst)
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(HANG_GUARD, self.task)
-            .await
-            .expect("the controllers stop")
-            .expect("the controllers did not panic")
-            .expect("the controllers ran without error");
-    }
+/// How many EnvoyRoute reconciles have finished.
+fn reconciled(controllers: &Controllers) -> usize {
+    controllers.reconciles.0.load(Ordering::SeqCst)
 }
 
 /// `(status, reason)` of the condition `type_` our controller wrote for the parentRef naming
@@ -212,11 +175,11 @@ async fn a_missing_envoy_is_no_matching_parent_until_it_appears_and_again_once_i
     api.put(&service_path(NS, "web"), service(json!({})));
     let shop = route_path(NS, "shop");
     api.put(&shop, route(&["edge"], &["web"]));
-    let controllers = Controllers::start_routes_only(&api, None);
+    let controllers = start_routes_only(&api, None);
 
     until_condition(&api, &shop, "edge", "Accepted", ("False", "NoMatchingParent")).await;
     until_condition(&api, &shop, "edge", "ResolvedRefs", ("True", "ResolvedRefs")).await;
-    api.wait_for("the route's own change reconciled", HANG_GUARD, |_| controllers.reconciled() >= 2).await;
+    api.wait_for("the route's own change reconciled", HANG_GUARD, |_| reconciled(&controllers) >= 2).await;
 
     // The Envoy watch reconciles the route when its parent appears, and when it goes.
     api.put(&envoy_path(NS, "edge"), envoy());
@@ -235,14 +198,14 @@ async fn a_missing_backend_is_backend_not_found_until_the_service_appears() {
     api.put(&elsewhere, route(&["edge"], &["web"]));
     let shop = route_path(NS, "shop");
     api.put(&shop, route(&["edge"], &["web", "api"]));
-    let controllers = Controllers::start_routes_only(&api, Some(NS));
+    let controllers = start_routes_only(&api, Some(NS));
 
     until_condition(&api, &shop, "edge", "ResolvedRefs", ("False", "BackendNotFound")).await;
     let written = api.get(&shop).expect("the route");
     let message = written["status"]["parents"][0]["conditions"][1]["message"].as_str().unwrap_or_default();
     assert!(message.contains("Service \"api\" not found"), "{message}");
     // The reconcile that wrote the status and the one its own change triggered are over.
-    api.wait_for("the route's own change reconciled", HANG_GUARD, |_| controllers.reconciled() >= 2).await;
+    api.wait_for("the route's own change reconciled", HANG_GUARD, |_| reconciled(&controllers) >= 2).await;
 
     // The Service watch reconciles the route when the backend appears.
     api.put(&service_path(NS, "api"), service(json!({})));
