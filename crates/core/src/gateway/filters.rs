@@ -8,10 +8,9 @@ use std::collections::HashMap;
 
 use super::api::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule};
 use crate::api::route::{HeaderModifier, HttpHeader, MAX_LIST_ITEMS};
-use crate::ir;
 use crate::rules::format;
 use crate::xds::backends::{ClusterKey, Unresolved};
-use crate::xds::rule::{ResolvedMirror, RuleExtensions};
+use crate::xds::rule::{ResolvedMirror, RuleExtensions, header_changes};
 
 pub const RESPONSE_HEADER_MODIFIER: &str = "ResponseHeaderModifier";
 pub const REQUEST_MIRROR: &str = "RequestMirror";
@@ -48,8 +47,8 @@ pub fn read_rule(
                     problems.push(format!("{at}: a rule may have one ResponseHeaderModifier filter only"));
                     continue;
                 }
-                let at = format!("{at}.responseHeaderModifier");
-                extensions.response_headers = response_header_changes(&at, modifier, problems);
+                check_response_headers(&format!("{at}.responseHeaderModifier"), modifier, problems);
+                extensions.response_headers = header_changes(Some(modifier));
             }
             REQUEST_MIRROR => {
                 let Some(mirror) = &filter.request_mirror else {
@@ -82,14 +81,11 @@ pub fn read_rule(
     (extensions, unresolved)
 }
 
-/// A `ResponseHeaderModifier` as header changes, names lowercase, checked as Gateway API
-/// checks a `RequestHeaderModifier`: at most 16 headers per list, valid names and values, one
-/// action per name. Envoy changes no `Host` or pseudo-header of a response.
-fn response_header_changes(
-    path: &str,
-    modifier: &HeaderModifier,
-    problems: &mut Vec<String>,
-) -> ir::HeaderChanges {
+/// Checks a `ResponseHeaderModifier` as Gateway API checks a `RequestHeaderModifier`: at most
+/// 16 headers per list, valid names and values, one action per name. Envoy changes no `Host`
+/// or pseudo-header of a response. (The rule engine checks a `RequestHeaderModifier` alike,
+/// in its field errors' words.)
+fn check_response_headers(path: &str, modifier: &HeaderModifier, problems: &mut Vec<String>) {
     let mut actions: HashMap<String, &str> = HashMap::new();
     let mut claim = |at: &str, name: &str, action: &'static str, problems: &mut Vec<String>| {
         let key = name.to_ascii_lowercase();
@@ -108,30 +104,24 @@ fn response_header_changes(
         if list.len() > MAX_LIST_ITEMS {
             problems.push(format!("{path}.{field}: at most {MAX_LIST_ITEMS} headers, not {}", list.len()));
         }
-        let mut changes = Vec::new();
         for (k, header) in list.iter().enumerate().take(MAX_LIST_ITEMS) {
             let at = format!("{path}.{field}[{k}]");
             syntax(&format!("{at}.name"), &header.name, format::header_name(&header.name), problems);
             syntax(&format!("{at}.value"), &header.value, format::header_value(&header.value), problems);
             claim(&at, &header.name, field, problems);
-            changes.push(ir::Header { name: header.name.to_ascii_lowercase(), value: header.value.clone() });
         }
-        changes
     };
-    let set = headers(&modifier.set, "set", problems);
-    let add = headers(&modifier.add, "add", problems);
+    headers(&modifier.set, "set", problems);
+    headers(&modifier.add, "add", problems);
     if modifier.remove.len() > MAX_LIST_ITEMS {
         problems
             .push(format!("{path}.remove: at most {MAX_LIST_ITEMS} headers, not {}", modifier.remove.len()));
     }
-    let mut remove = Vec::new();
     for (k, name) in modifier.remove.iter().enumerate().take(MAX_LIST_ITEMS) {
         let at = format!("{path}.remove[{k}]");
         syntax(&at, name, format::header_name(name), problems);
         claim(&at, name, "remove", problems);
-        remove.push(name.to_ascii_lowercase());
     }
-    ir::HeaderChanges { set, add, remove }
 }
 
 fn syntax(at: &str, value: &str, reasons: Vec<String>, problems: &mut Vec<String>) {

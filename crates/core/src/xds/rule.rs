@@ -161,7 +161,8 @@ fn path_modifier(path: &PathModifier) -> Option<ir::PathModifier> {
 }
 
 /// Gateway API's `RequestHeaderModifier`, names lowercase.
-fn header_changes(modifier: Option<&HeaderModifier>) -> ir::HeaderChanges {
+/// A header modifier as the IR's changes, names lowercase.
+pub(crate) fn header_changes(modifier: Option<&HeaderModifier>) -> ir::HeaderChanges {
     let Some(modifier) = modifier else { return ir::HeaderChanges::default() };
     let headers = |headers: &[HttpHeader]| -> Vec<ir::Header> {
         headers
