@@ -43,7 +43,7 @@ pub fn backends(
     let mut backends: Vec<ir::Backend> = keys
         .iter()
         .map(|key| {
-            // Objects without a namespace are anyone's, as `find_service` and `of_service` say.
+            // Objects without a namespace are anyone's, as `find_service` says.
             let at = [(key.namespace.as_str(), key.service.as_str()), ("", key.service.as_str())];
             let at = if key.namespace.is_empty() { &at[..1] } else { &at[..] };
             let services: Vec<Arc<Service>> = at
@@ -62,14 +62,8 @@ pub fn backends(
     backends
 }
 
-/// One backend: every ready endpoint of its Service port, sorted, each once.
-pub fn backend(key: &ClusterKey, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) -> ir::Backend {
-    let slices: Vec<&EndpointSlice> =
-        slices.iter().map(AsRef::as_ref).filter(|slice| of_service(slice, key)).collect();
-    backend_of(key, services, &slices)
-}
-
-/// [`backend`], from its Service's slices alone.
+/// One backend, from its Service's slices: every ready endpoint of its Service port, sorted,
+/// each once.
 fn backend_of(key: &ClusterKey, services: &[Arc<Service>], slices: &[&EndpointSlice]) -> ir::Backend {
     let port = find_service(&key.namespace, &key.service, services).and_then(|s| service_port(s, key.port));
     let mut endpoints: BTreeSet<ir::Endpoint> = BTreeSet::new();
@@ -79,13 +73,6 @@ fn backend_of(key: &ClusterKey, services: &[Arc<Service>], slices: &[&EndpointSl
         }
     }
     ir::Backend { name: key.cluster_name(), endpoints: endpoints.into_iter().collect() }
-}
-
-/// Whether `slice` belongs to the Service of `key`.
-fn of_service(slice: &EndpointSlice, key: &ClusterKey) -> bool {
-    let labels = slice.metadata.labels.as_ref();
-    labels.and_then(|labels| labels.get(SERVICE_NAME_LABEL)) == Some(&key.service)
-        && slice.metadata.namespace.as_deref().is_none_or(|ns| ns == key.namespace)
 }
 
 /// The slice's endpoints that are not known to be unready, on the port the Service port
@@ -192,6 +179,13 @@ mod tests {
 
     fn key(port: i32) -> ClusterKey {
         ClusterKey { namespace: "shop".into(), service: "web".into(), port }
+    }
+
+    /// The backend of `key` alone.
+    fn backend(key: &ClusterKey, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) -> ir::Backend {
+        let [backend] = <[ir::Backend; 1]>::try_from(backends(std::slice::from_ref(key), services, slices))
+            .expect("one backend per key");
+        backend
     }
 
     fn addresses(backend: &ir::Backend) -> Vec<String> {
