@@ -7,14 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::api::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, HTTPRoute, HTTPRouteStatus, ListenerStatus,
-    RouteParentStatus,
+    ParentReference, RouteParentStatus,
 };
-use super::conditions::{ACCEPTED, RESOLVED_REFS};
 use super::{ClassOutcome, GatewayOutcome, Judged, RouteOutcome};
-use crate::xds::status::condition;
-
-/// Gateway API's limit on `status.parents`.
-const MAX_PARENTS: usize = 32;
+use crate::xds::status::{ParentEntry, condition, parent_statuses};
 
 fn conditions(
     judged: &[Judged],
@@ -68,29 +64,32 @@ pub fn route_status(
     now: &Time,
 ) -> HTTPRouteStatus {
     let previous = route.status.as_ref().map(|s| s.parents.as_slice()).unwrap_or_default();
-    let mut parents: Vec<RouteParentStatus> =
-        previous.iter().filter(|p| p.controller_name != controller_name).cloned().collect();
-    let mut seen = Vec::new();
-    for parent_ref in &route.spec.parent_refs {
-        if seen.contains(&parent_ref) {
-            continue;
-        }
-        seen.push(parent_ref);
-        let Some(parent) = outcome.parents.iter().find(|p| &p.parent_ref == parent_ref) else { continue };
-        let before = previous
-            .iter()
-            .find(|p| p.controller_name == controller_name && &p.parent_ref == parent_ref)
-            .map(|p| p.conditions.as_slice())
-            .unwrap_or_default();
-        parents.push(RouteParentStatus {
-            parent_ref: parent_ref.clone(),
-            controller_name: controller_name.to_owned(),
-            conditions: vec![
-                condition(ACCEPTED, &parent.accepted, before, outcome.generation, now),
-                condition(RESOLVED_REFS, &parent.resolved_refs, before, outcome.generation, now),
-            ],
-        });
-    }
-    parents.truncate(MAX_PARENTS);
+    let parents = parent_statuses(
+        previous,
+        &route.spec.parent_refs,
+        controller_name,
+        outcome.generation,
+        now,
+        |parent_ref| {
+            let parent = outcome.parents.iter().find(|p| &p.parent_ref == parent_ref)?;
+            Some((&parent.accepted, &parent.resolved_refs))
+        },
+    );
     HTTPRouteStatus { parents }
+}
+
+impl ParentEntry for RouteParentStatus {
+    type Ref = ParentReference;
+    fn new(parent_ref: ParentReference, controller_name: String, conditions: Vec<Condition>) -> Self {
+        Self { parent_ref, controller_name, conditions }
+    }
+    fn controller_name(&self) -> &str {
+        &self.controller_name
+    }
+    fn parent_ref(&self) -> &ParentReference {
+        &self.parent_ref
+    }
+    fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
 }

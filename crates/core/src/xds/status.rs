@@ -110,36 +110,91 @@ pub fn route_status(
 ) -> EnvoyRouteStatus {
     let previous = route.status.as_ref().map(|s| s.parents.as_slice()).unwrap_or_default();
     let name = route.metadata.name.as_deref().unwrap_or_default();
-    let generation = route.metadata.generation;
-    let mut parents: Vec<RouteParentStatus> =
-        previous.iter().filter(|p| p.controller_name != controller_name).cloned().collect();
-    let mut seen: Vec<&ParentReference> = Vec::new();
-    let mut accepted = 0;
-    for parent_ref in &route.spec.parent_refs {
-        if seen.contains(&parent_ref) {
-            continue;
-        }
-        seen.push(parent_ref);
-        let Some(outcome) = outcomes.iter().find(|o| o.route == name && &o.parent_ref == parent_ref) else {
-            continue;
-        };
-        accepted += usize::from(outcome.accepted.status);
+    let judged = |parent_ref: &ParentReference| {
+        outcomes.iter().find(|o| o.route == name && &o.parent_ref == parent_ref)
+    };
+    let parents = parent_statuses(
+        previous,
+        &route.spec.parent_refs,
+        controller_name,
+        route.metadata.generation,
+        now,
+        |parent_ref| judged(parent_ref).map(|o| (&o.accepted, &o.resolved_refs)),
+    );
+    let seen = distinct(&route.spec.parent_refs);
+    let accepted =
+        seen.iter().filter_map(|parent_ref| judged(parent_ref)).filter(|o| o.accepted.status).count();
+    EnvoyRouteStatus { parents, summary: Some(summary(&route.spec.hostnames, &seen, accepted)) }
+}
+
+/// An entry of a route's `status.parents`, of EnvoyRoute's or HTTPRoute's own type.
+pub trait ParentEntry: Sized {
+    type Ref: PartialEq + Clone;
+    fn new(parent_ref: Self::Ref, controller_name: String, conditions: Vec<Condition>) -> Self;
+    fn controller_name(&self) -> &str;
+    fn parent_ref(&self) -> &Self::Ref;
+    fn conditions(&self) -> &[Condition];
+}
+
+impl ParentEntry for RouteParentStatus {
+    type Ref = ParentReference;
+    fn new(parent_ref: ParentReference, controller_name: String, conditions: Vec<Condition>) -> Self {
+        Self { parent_ref, controller_name, conditions }
+    }
+    fn controller_name(&self) -> &str {
+        &self.controller_name
+    }
+    fn parent_ref(&self) -> &ParentReference {
+        &self.parent_ref
+    }
+    fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+}
+
+/// A route's `status.parents`: other controllers' entries kept as they are; ours, one per
+/// distinct parentRef of the spec that `judged` has `Accepted` and `ResolvedRefs` for, in the
+/// spec's order (entries for parentRefs no longer in the spec dropped); at most Gateway API's
+/// 32. A condition's `lastTransitionTime` moves only when its status changes.
+pub fn parent_statuses<'a, E: ParentEntry + Clone>(
+    previous: &[E],
+    parent_refs: &'a [E::Ref],
+    controller_name: &str,
+    generation: Option<i64>,
+    now: &Time,
+    judged: impl Fn(&E::Ref) -> Option<(&'a ConditionState, &'a ConditionState)>,
+) -> Vec<E> {
+    let mut parents: Vec<E> =
+        previous.iter().filter(|p| p.controller_name() != controller_name).cloned().collect();
+    for parent_ref in distinct(parent_refs) {
+        let Some((accepted, resolved_refs)) = judged(parent_ref) else { continue };
         let before = previous
             .iter()
-            .find(|p| p.controller_name == controller_name && &p.parent_ref == parent_ref)
-            .map(|p| p.conditions.as_slice())
+            .find(|p| p.controller_name() == controller_name && p.parent_ref() == parent_ref)
+            .map(ParentEntry::conditions)
             .unwrap_or_default();
-        parents.push(RouteParentStatus {
-            parent_ref: parent_ref.clone(),
-            controller_name: controller_name.to_owned(),
-            conditions: vec![
-                condition(ACCEPTED, &outcome.accepted, before, generation, now),
-                condition(RESOLVED_REFS, &outcome.resolved_refs, before, generation, now),
+        parents.push(E::new(
+            parent_ref.clone(),
+            controller_name.to_owned(),
+            vec![
+                condition(ACCEPTED, accepted, before, generation, now),
+                condition(RESOLVED_REFS, resolved_refs, before, generation, now),
             ],
-        });
+        ));
     }
     parents.truncate(MAX_PARENTS);
-    EnvoyRouteStatus { parents, summary: Some(summary(&route.spec.hostnames, &seen, accepted)) }
+    parents
+}
+
+/// The parentRefs, each once, in their order.
+fn distinct<R: PartialEq>(parent_refs: &[R]) -> Vec<&R> {
+    let mut seen: Vec<&R> = Vec::new();
+    for parent_ref in parent_refs {
+        if !seen.contains(&parent_ref) {
+            seen.push(parent_ref);
+        }
+    }
+    seen
 }
 
 /// What `kubectl get envoyroute` prints: `accepted` of the distinct `parent_refs` accepted the
