@@ -12,6 +12,7 @@ mod gateway_envoy;
 mod gateway_filters;
 mod https_sds;
 mod proxy_drain;
+mod re2_corpus;
 mod run_xds;
 mod xds_connections;
 mod xds_envoy;

@@ -114,9 +114,9 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
 /// The runtime keys of the operator's control plane's proxies: Envoy refuses a regular
 /// expression whose RE2 program is larger than `re2.max_program_size.error_level` (100 by
 /// default, which a few dozen alternatives exceed), and with it the whole route configuration
-/// of the listener. The webhook checks regexes with Rust's `regex`, not RE2, so it cannot hold
-/// routes to Envoy's limit; the limit is raised to 2^32 - 1, as Envoy Gateway's bootstrap does,
-/// and programs over `warn_level` are only logged.
+/// of the listener. Routes are held to RE2's syntax and its own limits before they reach a proxy
+/// ([`crate::rules::re2`]), not to that one: it is raised to 2^32 - 1, as Envoy Gateway's
+/// bootstrap does, and programs over `warn_level` are only logged.
 pub const RE2_RUNTIME: [(&str, u64); 2] =
     [("re2.max_program_size.error_level", u32::MAX as u64), ("re2.max_program_size.warn_level", 1000)];
 

@@ -221,19 +221,12 @@ pub fn replacement_path(value: &str, allow_empty: bool) -> Vec<String> {
     reasons
 }
 
-/// A regular expression Envoy compiles (RE2 syntax; checked with Rust's `regex`, whose syntax
-/// is nearly the same), within a bounded compiled size.
+/// A regular expression Envoy compiles: RE2's syntax and limits, as Envoy applies them
+/// ([`super::re2`]).
 pub fn regular_expression(value: &str) -> Vec<String> {
-    const MAX_COMPILED_BYTES: usize = 1 << 20;
-    match regex::RegexBuilder::new(value).size_limit(MAX_COMPILED_BYTES).build() {
-        Ok(_) => Vec::new(),
-        Err(error) => {
-            let error = error.to_string();
-            // The last line says what is wrong (`error: unclosed group`), the others where.
-            let detail = error.lines().map(str::trim).rfind(|line| !line.is_empty()).unwrap_or_default();
-            let detail = detail.strip_prefix("error: ").unwrap_or(detail);
-            vec![format!("must be a valid regular expression (RE2 syntax): {detail}")]
-        }
+    match super::re2::judge(value) {
+        Ok(()) => Vec::new(),
+        Err(refusal) => vec![format!("must be a regular expression Envoy's RE2 compiles: {refusal}")],
     }
 }
 
@@ -371,7 +364,7 @@ mod tests {
         assert!(!replacement_path("relative", true).is_empty() && replacement_path("/v2", false).is_empty());
         assert!(regular_expression("/api/v[0-9]+").is_empty());
         assert!(
-            regular_expression("/api/(v").iter().all(|r| r.starts_with("must be a valid regular expression"))
+            regular_expression("/api/(v").iter().all(|r| r.starts_with("must be a regular expression Envoy's RE2 compiles"))
         );
         assert!(!regular_expression("(").is_empty());
         assert!(

@@ -17,6 +17,7 @@ mod field;
 pub mod foo;
 pub mod format;
 pub mod quantity;
+pub mod re2;
 pub mod route;
 
 use std::ops::Deref;
