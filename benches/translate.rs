@@ -78,6 +78,7 @@ fn benches(c: &mut Criterion) {
                     routes: &envoy_routes,
                     services: &services,
                     endpoint_slices: &slices,
+                    rejected: envoy_operator_core::fleet::isolate::Rejections::none(),
                 }))
             })
         });

@@ -101,7 +101,7 @@ pub async fn run_with_index(
         None => {
             let outcomes = RouteOutcomes::default();
             let (caches, touched) = inputs::translation_from_index(&index);
-            let outputs = Outputs { snapshots: None, outcomes: outcomes.clone() };
+            let outputs = Outputs { snapshots: None, outcomes: outcomes.clone(), isolation: None };
             let translation = publish::run(caches, touched, outputs, || ());
             let stop = shutdown.clone();
             tokio::spawn(async move {
@@ -162,7 +162,7 @@ pub async fn run_with_index(
 fn translate_gateways(index: &Index, shutdown: impl Future<Output = ()> + Send + 'static) -> GatewayOutcomes {
     let outcomes = GatewayOutcomes::new();
     let (caches, changed) = gateway_publish::statuses_from_index(index);
-    let outputs = GatewayOutputs { snapshots: None, outcomes: outcomes.clone() };
+    let outputs = GatewayOutputs { snapshots: None, outcomes: outcomes.clone(), isolation: None };
     let translation = gateway_publish::run(caches, changed, outputs, || ());
     tokio::spawn(async move {
         tokio::select! {

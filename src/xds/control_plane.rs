@@ -10,10 +10,11 @@ use futures::FutureExt;
 use kube::Client;
 use rustls::server::ResolvesServerCert;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::authorize::{FleetAuthorizer, PodRoles};
+use super::isolate::{self, Isolation, Republish};
 use super::publish::gateways::{self, GatewayOutputs};
 use super::publish::inputs::{self, Caches};
 use super::publish::{self, GatewayOutcomes, Outputs, RouteOutcomes};
@@ -36,6 +37,15 @@ pub struct XdsConfig {
     /// Serve a connection without a client certificate the fleet its node metadata names: for
     /// Envoys started by hand, outside a cluster, in development.
     pub insecure_node_identity: bool,
+}
+
+/// What `receiver` receives, as a stream that ends when every sender is gone.
+fn received<T: Send + 'static>(
+    receiver: mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
 }
 
 /// A bound, not yet serving, control plane.
@@ -78,8 +88,15 @@ impl ControlPlaneServer {
         let ready = Readiness::default();
         health.add_readiness("xds", &ready);
         let snapshots = Some((cache.clone(), tracker.clone()));
-        let outputs = Outputs { snapshots: snapshots.clone(), outcomes };
+        // A route the proxies reject sends its publisher back to work, without it.
+        let isolation = Isolation::default();
+        let (routes_again, routes_rejected) = mpsc::unbounded_channel();
+        let (gateways_again, gateways_rejected) = mpsc::unbounded_channel();
+        let republish = Republish { routes: routes_again, gateways: gateways_again };
+        let isolating = isolate::run(isolation.clone(), tracker.clone(), republish);
+        let outputs = Outputs { snapshots: snapshots.clone(), outcomes, isolation: Some(isolation.clone()) };
         let (routes_done, routes_published) = oneshot::channel::<()>();
+        let touched = futures::stream::select(touched, received(routes_rejected));
         let routes = publish::run(caches.clone(), touched, outputs, move || {
             let _ = routes_done.send(());
         });
@@ -87,7 +104,9 @@ impl ControlPlaneServer {
         let gateways = match index.gateway_api().await.is_on() {
             true => {
                 let (gateway_caches, changed) = gateways::from_index(index);
-                let outputs = GatewayOutputs { snapshots, outcomes: gateway_outcomes };
+                let changed = futures::stream::select(changed, received(gateways_rejected));
+                let outputs =
+                    GatewayOutputs { snapshots, outcomes: gateway_outcomes, isolation: Some(isolation) };
                 gateways::run(gateway_caches, changed, outputs, move || {
                     let _ = gateways_done.send(());
                 })
@@ -103,9 +122,13 @@ impl ControlPlaneServer {
                 ready.set(true);
             }
         };
-        // Ends once every watch ended (with the client).
+        // Ends once every watch ended (with the client); the isolation, which has no end of its
+        // own, with it.
         let publisher = Box::pin(async move {
-            tokio::join!(routes, gateways, readiness);
+            tokio::select! {
+                _ = async { tokio::join!(routes, gateways, readiness) } => {}
+                () = isolating => {}
+            }
         });
         Ok(Self { listener, service, caches, cache, tracker, publisher })
     }

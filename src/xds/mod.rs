@@ -6,6 +6,7 @@
 
 pub mod authorize;
 pub mod control_plane;
+pub mod isolate;
 pub mod metrics;
 pub mod publish;
 pub mod report;

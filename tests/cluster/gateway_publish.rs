@@ -94,8 +94,11 @@ async fn a_gateway_is_served_its_routes_and_judged_from_the_api_server() {
 
     let (cache, outcomes) = (SnapshotCache::new(), GatewayOutcomes::new());
     let (caches, changed) = gateways::from_index(&index);
-    let outputs =
-        GatewayOutputs { snapshots: Some((cache.clone(), Tracker::new())), outcomes: outcomes.clone() };
+    let outputs = GatewayOutputs {
+        snapshots: Some((cache.clone(), Tracker::new())),
+        outcomes: outcomes.clone(),
+        isolation: None,
+    };
     let (ready, published) = tokio::sync::oneshot::channel();
     let publisher = tokio::spawn(gateways::run(caches, changed, outputs, move || {
         let _ = ready.send(());

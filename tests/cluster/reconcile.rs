@@ -1164,6 +1164,7 @@ fn route_context(harness: &Harness, envoys: Vec<Envoy>, services: Vec<Service>) 
         routes: &[Arc::new(route())],
         services: &shared,
         endpoint_slices: &[],
+        rejected: envoy_operator_core::fleet::isolate::Rejections::none(),
     });
     let outcomes = RouteOutcomes::default();
     outcomes.replace_namespace(NS, translated.routes);

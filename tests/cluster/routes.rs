@@ -79,7 +79,7 @@ fn start_routes_only(api: &FakeApi, namespace: Option<&str>) -> Controllers {
     };
     let outcomes = RouteOutcomes::default();
     let (caches, touched) = inputs::translation_from_index(&index);
-    let outputs = Outputs { snapshots: None, outcomes: outcomes.clone() };
+    let outputs = Outputs { snapshots: None, outcomes: outcomes.clone(), isolation: None };
     let translation = publish::run(caches, touched, outputs, || ());
     let config = kube::runtime::controller::Config::default().concurrency(4);
     let running = routes::controller(Arc::new(ctx), &index, outcomes, config, shutdown);

@@ -506,3 +506,133 @@ async fn a_control_plane_advertised_by_ip_address_is_trusted_by_its_ip_san() {
     let proxy = EnvoyProcess::start(&fleet_bootstrap(&fleet, &trust, &pki, files.path())).await;
     proxy.until_served_by(listener_port, "/a", &backend.name).await;
 }
+
+/// A route Envoy refuses although the rules accepted it (here: a regex past the program size of
+/// a proxy whose runtime keeps Envoy's default limit of 100, which the operator's bootstraps
+/// raise) is found from the NACK and left out of the fleet alone, marked `Accepted: False` with
+/// Envoy's words; a change to another route is served meanwhile, and the refused route, once
+/// changed, is tried again and served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_envoy_rejects_is_left_out_alone_while_other_routes_keep_flowing() {
+    use envoy_operator::xds::isolate::{self, Isolation, Republish};
+    use envoy_operator::xds::publish::RouteOutcomes;
+    use kube::runtime::reflector::ObjectRef;
+
+    if !support::envoy::available() {
+        return;
+    }
+    let (a, b) = (Backend::start("backend-a").await, Backend::start("backend-b").await);
+    let (caches, mut objects, touched) = caches();
+    listed(&mut objects);
+    let listener_port = free_port();
+    let fleet = envoy(listener_port);
+    Objects::apply(&mut objects.envoys, fleet.clone());
+    for (name, backend) in [("a", &a), ("b", &b)] {
+        Objects::apply(&mut objects.services, service(name));
+        Objects::apply(&mut objects.endpoint_slices, endpoint_slice(name, backend.address));
+    }
+    let named = |name: &str, generation: i64, rules: Value| {
+        let mut route = route(rules);
+        route["metadata"]["name"] = json!(name);
+        route["metadata"]["uid"] = json!(format!("uid-{name}"));
+        route["metadata"]["generation"] = json!(generation);
+        route
+    };
+    Objects::apply(&mut objects.routes, named("shop", 1, json!([path_to("/a", &[("a", 1)])])));
+    Objects::apply(&mut objects.pods, fleet_pod());
+
+    // The control plane as `run` wires it: the publisher, the isolation and its way back.
+    let pki = pki();
+    let (cache, tracker) = (SnapshotCache::new(), Tracker::new());
+    let (outcomes, isolation) = (RouteOutcomes::default(), Isolation::default());
+    let (again, rejected) = tokio::sync::mpsc::unbounded_channel();
+    let (gateways, _unused) = tokio::sync::mpsc::unbounded_channel();
+    let republish = Republish { routes: again, gateways };
+    tokio::spawn(isolate::run(isolation.clone(), tracker.clone(), republish));
+    let rejected = futures::stream::unfold(rejected, |mut rejected| async move {
+        rejected.recv().await.map(|touched| (touched, rejected))
+    });
+    let outputs = Outputs {
+        snapshots: Some((cache.clone(), tracker.clone())),
+        outcomes: outcomes.clone(),
+        isolation: Some(isolation.clone()),
+    };
+    let (ready, published) = tokio::sync::oneshot::channel();
+    tokio::spawn(publish::run(
+        caches.clone(),
+        futures::stream::select(touched, rejected),
+        outputs,
+        move || {
+            let _ = ready.send(());
+        },
+    ));
+    published.await.expect("the first publication");
+    let authorizer = FleetAuthorizer { envoys: caches.envoys.clone(), insecure_node_identity: false };
+    let service = AdsService::builder(cache.clone(), authorizer).tracker(tracker.clone()).build();
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    let plane = ControlPlane::start(any_port, service, pki.mutual_tls()).await;
+    let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
+    let mut bootstrap = fleet_bootstrap(&fleet, &trust(&pki, &plane.address), &pki, files.path());
+    let layer = &mut bootstrap["layered_runtime"]["layers"][0]["static_layer"];
+    assert!(
+        layer.get("re2.max_program_size.error_level").is_some(),
+        "the operator's runtime keys: {bootstrap}"
+    );
+    layer["re2.max_program_size.error_level"] = json!(100);
+    let proxy = EnvoyProcess::start(&bootstrap).await;
+    proxy.until_served_by(listener_port, "/a", &a.name).await;
+
+    // A route whose regex this proxy's RE2 refuses: the whole route configuration is NACKed.
+    let big = "/bad/[a-z]{200}";
+    assert_eq!(envoy_operator_core::rules::re2::judge(big), Ok(()), "the rules accept it");
+    let applied = std::time::Instant::now();
+    objects.route(named(
+        "bad",
+        1,
+        json!([{"matches": [{"path": {"type": "RegularExpression", "value": big}}],
+        "backendRefs": [{"name": "b", "port": 80}]}]),
+    ));
+    let bad = ObjectRef::<EnvoyRoute>::new("bad").within(NAMESPACE);
+    let message = eventually("the refused route marked Accepted: False", CONVERGE, || async {
+        let outcome = outcomes.get(&bad).ok_or("no outcome yet")?;
+        let accepted = &outcome.parents[0].accepted;
+        match accepted.status {
+            false => Ok(accepted.message.clone()),
+            true => Err(format!("{accepted:?}")),
+        }
+    })
+    .await;
+    let marked = applied.elapsed();
+    assert!(message.contains("program size"), "Envoy's words: {message}");
+    assert!(
+        outcomes.get(&ObjectRef::new("shop").within(NAMESPACE)).expect("shop").parents[0].accepted.status
+    );
+
+    // Another route's change is served meanwhile, and the proxy holds no rejection.
+    let changed = std::time::Instant::now();
+    objects.route(named("shop", 2, json!([path_to("/a", &[("b", 1)])])));
+    proxy.until_served_by(listener_port, "/a", &b.name).await;
+    let served = changed.elapsed();
+    eventually("the proxy accepting the configuration without the refused route", CONVERGE, || async {
+        let status = tracker.fleet_status(&FleetKey::from(FLEET));
+        match status.last_nack {
+            None => Ok(()),
+            Some(nack) => Err(format!("{nack:?}")),
+        }
+    })
+    .await;
+    eprintln!(
+        "the refused route marked {marked:?} after its apply; another route's change served in {served:?}"
+    );
+
+    // The refused route, changed, is tried again: now within the limit, it is served.
+    objects.route(named(
+        "bad",
+        2,
+        json!([{"matches": [{"path": {"type": "RegularExpression", "value": "/bad/[a-z]+"}}],
+        "backendRefs": [{"name": "b", "port": 80}]}]),
+    ));
+    proxy.until_served_by(listener_port, "/bad/xyz", &b.name).await;
+    assert!(outcomes.get(&bad).expect("bad").parents[0].accepted.status);
+    drop((plane, files));
+}

@@ -199,6 +199,7 @@ fn fleet(route: Value, backends: &[&RecordingBackend]) -> ir::Fleet {
         secrets: &[],
         fleets: &[],
         parameters: &[],
+        rejected: envoy_operator_core::fleet::isolate::Rejections::none(),
     });
     let route = &translation.routes[0].parents[0];
     assert!(route.accepted.status && route.resolved_refs.status, "the route is served: {route:?}");

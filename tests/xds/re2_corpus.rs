@@ -133,7 +133,8 @@ fn envoy_verdict(envoy: &Path, dir: &Path, index: usize, pattern: &str) -> Resul
     if output.status.success() {
         return Ok(());
     }
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     // `... error initializing configuration '<file>': <RE2's error>`
     let error = text
         .lines()
@@ -167,7 +168,8 @@ fn the_judge_refuses_what_envoys_re2_refuses_and_accepts_the_rest_but_what_it_na
                 })
             })
             .collect();
-        let mut all: Vec<_> = halves.into_iter().flat_map(|half| half.join().expect("a validation thread")).collect();
+        let mut all: Vec<_> =
+            halves.into_iter().flat_map(|half| half.join().expect("a validation thread")).collect();
         all.sort_by_key(|(index, _)| *index);
         all.into_iter().map(|(_, verdict)| verdict).collect()
     });
@@ -179,12 +181,20 @@ fn the_judge_refuses_what_envoys_re2_refuses_and_accepts_the_rest_but_what_it_na
         let fine = match (expect, envoy, &ours) {
             (Accepted, Ok(()), Ok(())) => true,
             (RefusedHere(_), Ok(()), Err(_)) => true,
-            (Refused(kind), Err(error), Err(refusal)) => error.starts_with(kind) && refusal.0.starts_with(kind),
+            (Refused(kind), Err(error), Err(refusal)) => {
+                error.starts_with(kind) && refusal.0.starts_with(kind)
+            }
             _ => false,
         };
         if !fine {
             disagreements.push(format!("{shown:?}: corpus {expect:?}, Envoy {envoy:?}, judge {ours:?}"));
         }
     }
-    assert!(disagreements.is_empty(), "{} of {}:\n{}", disagreements.len(), corpus.len(), disagreements.join("\n"));
+    assert!(
+        disagreements.is_empty(),
+        "{} of {}:\n{}",
+        disagreements.len(),
+        corpus.len(),
+        disagreements.join("\n")
+    );
 }

@@ -93,6 +93,7 @@ impl Fixture {
             routes: &self.routes,
             services: &self.services,
             endpoint_slices: &self.endpoint_slices,
+            rejected: envoy_operator_core::fleet::isolate::Rejections::none(),
         })
     }
 }

@@ -148,6 +148,7 @@ fn envoy_routes_as_translated() {
         routes: &[Arc::new(route)],
         services: &[Arc::new(service("web")), Arc::new(service("canary"))],
         endpoint_slices: &[Arc::new(slice("web", web_port)), Arc::new(slice("canary", canary_port))],
+        rejected: envoy_operator_core::fleet::isolate::Rejections::none(),
     });
 
     let mut resources =

@@ -18,8 +18,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
+use envoy_operator_core::fleet::isolate::{RouteId, RouteVersion, VersionRoutes};
 use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
-use envoy_operator_core::gateway::{self, GatewayInputs, GatewayTranslation, named};
+use envoy_operator_core::gateway::{
+    self, GatewayInputs, GatewayOutcome, GatewayTranslation, RouteOutcome, named,
+};
 use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
@@ -33,6 +36,7 @@ use tracing::info;
 
 use super::{Published, Said, publish_logged, snapshot};
 use crate::index::{Change, Index};
+use crate::xds::isolate::Isolation;
 use crate::xds::server::{FleetKey, SnapshotCache, Tracker};
 
 /// The newest Gateway API translation. Cheap to clone; every clone shares it.
@@ -240,6 +244,8 @@ pub struct GatewayOutputs {
     /// no xDS.
     pub snapshots: Option<(SnapshotCache, Tracker)>,
     pub outcomes: GatewayOutcomes,
+    /// Which routes each published version carries, and those the proxies rejected, left out.
+    pub isolation: Option<Isolation>,
 }
 
 /// Translates every Gateway from the caches, publishes each one's fleet, removes the snapshots
@@ -247,13 +253,15 @@ pub struct GatewayOutputs {
 pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     let envoys = caches.envoys.state();
     let classes = caches.classes.state();
+    let routes = caches.routes.state();
+    let rejected = outputs.isolation.as_ref().map(Isolation::rejections).unwrap_or_default();
     // No class names the operator (a cluster whose Gateways are another controller's): nothing
     // to translate, whatever else changed, so the other caches are not even read.
     let translation = match classes.iter().any(|class| class.spec.controller_name == CONTROLLER_NAME) {
         true => gateway::translate(&GatewayInputs {
             classes: &classes,
             gateways: &caches.gateways.state(),
-            routes: &caches.routes.state(),
+            routes: &routes,
             grants: &caches.grants.state(),
             namespaces: &caches.namespaces.state(),
             services: &caches.services.state(),
@@ -261,6 +269,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             secrets: &caches.secrets.state(),
             fleets: &envoys,
             parameters: &envoys,
+            rejected: &rejected,
         }),
         false => GatewayTranslation::default(),
     };
@@ -275,6 +284,9 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             match snapshot(&outcome.resources) {
                 Ok(snapshot) => {
                     let version = cache.set(key.clone(), snapshot);
+                    if let Some(isolation) = &outputs.isolation {
+                        isolation.record(&key, &version, carried(outcome, &translation.routes, &routes));
+                    }
                     published.fleets.push((key, version));
                 }
                 Err(error) => published.failed.push((key, error.to_string())),
@@ -289,11 +301,38 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             }
             cache.remove(&key);
             tracker.forget(&key);
+            if let Some(isolation) = &outputs.isolation {
+                isolation.forget(&key);
+            }
             published.removed.push(key);
         }
     }
     outputs.outcomes.replace(translation);
     published
+}
+
+/// The HTTPRoutes the version of `gateway`'s fleet carries: those one of its parentRefs naming
+/// the Gateway accepted, as they are now.
+fn carried(gateway: &GatewayOutcome, outcomes: &[RouteOutcome], routes: &[Arc<HTTPRoute>]) -> VersionRoutes {
+    let on_gateway = |outcome: &&RouteOutcome| {
+        outcome.parents.iter().any(|parent| {
+            let namespace = parent.parent_ref.namespace.as_deref().unwrap_or(&outcome.namespace);
+            parent.accepted.status && parent.parent_ref.name == gateway.name && namespace == gateway.namespace
+        })
+    };
+    let accepted: BTreeSet<(&str, &str)> =
+        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.as_str(), o.name.as_str())).collect();
+    routes
+        .iter()
+        .filter(|route| {
+            let key = (route.metadata.namespace.as_deref().unwrap_or_default(), route.name_any());
+            accepted.contains(&(key.0, key.1.as_str()))
+        })
+        .filter_map(|route| {
+            let id = RouteId::of("HTTPRoute", &route.metadata)?;
+            Some((id, RouteVersion::new(route.metadata.generation, &route.spec)))
+        })
+        .collect()
 }
 
 /// Whether `key` is the key of an Envoy that is a Gateway's fleet.
@@ -403,6 +442,7 @@ mod tests {
             outputs: GatewayOutputs {
                 snapshots: Some((cache.clone(), Tracker::new())),
                 outcomes: GatewayOutcomes::new(),
+                isolation: None,
             },
             cache,
             routes: route_writer,

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::children::envoy::fleet_key;
+use envoy_operator_core::fleet::isolate::{RouteId, RouteVersion, VersionRoutes};
 use envoy_operator_core::rules::{Defaulted, defaulted};
-use envoy_operator_core::xds::Resources;
 use envoy_operator_core::xds::namespace::{NamespaceInputs, translate_namespace};
+use envoy_operator_core::xds::{Resources, RouteStatus};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -33,6 +34,7 @@ pub mod outcomes;
 pub use self::gateways::GatewayOutcomes;
 use self::inputs::{Caches, Touched};
 pub use self::outcomes::{OutcomeChange, RouteOutcomes};
+use crate::xds::isolate::Isolation;
 use crate::xds::server::{FleetKey, Snapshot, SnapshotCache, SnapshotError, Tracker};
 
 /// How long to gather further changes after the first of a batch: a `kubectl apply` of many
@@ -147,6 +149,9 @@ pub struct Outputs {
     pub snapshots: Option<(SnapshotCache, Tracker)>,
     /// Every route's outcome, for the route status writer.
     pub outcomes: RouteOutcomes,
+    /// Which routes each published version carries, and those the proxies rejected, left out
+    /// (`None` where no proxy is served).
+    pub isolation: Option<Isolation>,
 }
 
 /// What one batch did.
@@ -165,12 +170,14 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
     let mut published = Published::default();
     let mut served = BTreeSet::new();
     let mut translated = BTreeSet::new();
+    let rejected = outputs.isolation.as_ref().map(Isolation::rejections).unwrap_or_default();
     for (namespace, objects) in Namespaced::read(caches, scope) {
         let translation = translate_namespace(&NamespaceInputs {
             envoys: &objects.envoys,
             routes: &objects.routes,
             services: &objects.services,
             endpoint_slices: &objects.endpoint_slices,
+            rejected: &rejected,
         });
         outputs.outcomes.replace_namespace(&namespace, translation.routes);
         translated.insert(namespace.clone());
@@ -185,6 +192,13 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
             match snapshot(&fleet.translation.resources) {
                 Ok(snapshot) => {
                     let version = cache.set(key.clone(), snapshot);
+                    if let Some(isolation) = &outputs.isolation {
+                        isolation.record(
+                            &key,
+                            &version,
+                            carried(&fleet.translation.route_statuses, &objects.routes),
+                        );
+                    }
                     published.fleets.push((key, version));
                 }
                 Err(error) => published.failed.push((key, error.to_string())),
@@ -209,11 +223,28 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
             if scope.covers(namespace) && !served.contains(&key) && !gateway_fleets.contains(&key) {
                 cache.remove(&key);
                 tracker.forget(&key);
+                if let Some(isolation) = &outputs.isolation {
+                    isolation.forget(&key);
+                }
                 published.removed.push(key);
             }
         }
     }
     published
+}
+
+/// The routes a fleet's version carries: those it accepted, as they are now.
+fn carried(statuses: &[RouteStatus], routes: &[Arc<EnvoyRoute>]) -> VersionRoutes {
+    let accepted: BTreeSet<&str> =
+        statuses.iter().filter(|status| status.accepted.status).map(|status| status.route.as_str()).collect();
+    routes
+        .iter()
+        .filter(|route| route.metadata.name.as_deref().is_some_and(|name| accepted.contains(name)))
+        .filter_map(|route| {
+            let id = RouteId::of("EnvoyRoute", &route.metadata)?;
+            Some((id, RouteVersion::new(route.metadata.generation, &route.spec)))
+        })
+        .collect()
 }
 
 /// The namespaces of `scope` that hold outcomes now.
@@ -417,6 +448,7 @@ mod tests {
             let outputs = Outputs {
                 snapshots: Some((self.cache.clone(), self.tracker.clone())),
                 outcomes: self.outcomes.clone(),
+                isolation: None,
             };
             publish(&self.caches, &scope, &outputs)
         }

@@ -71,6 +71,8 @@ pub struct GatewayInputs<'a> {
     /// name. Its spec is the template of the class's fleets: `replicas`, `image`,
     /// `resources`, `serviceType` and `accessLog` are taken from it, the rest ignored.
     pub parameters: &'a [Arc<Envoy>],
+    /// Routes the fleets' proxies refused ([`crate::fleet::isolate`]): left out, with the reason.
+    pub rejected: &'a crate::fleet::isolate::Rejections,
 }
 
 /// What the translation makes of every object naming the operator.

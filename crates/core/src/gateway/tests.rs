@@ -173,6 +173,7 @@ struct World {
     secrets: Vec<Arc<Secret>>,
     fleets: Vec<Arc<Envoy>>,
     parameters: Vec<Arc<Envoy>>,
+    rejected: crate::fleet::isolate::Rejections,
 }
 
 /// Puts `object` in `list`, replacing the one of the same namespace and name.
@@ -242,6 +243,7 @@ impl World {
             secrets: &self.secrets,
             fleets: &self.fleets,
             parameters: &self.parameters,
+            rejected: &self.rejected,
         })
     }
 }
@@ -372,6 +374,38 @@ spec:
     let endpoints: Vec<String> = backend.endpoints.iter().map(|e| format!("{}:{}", e.ip, e.port)).collect();
     assert_eq!(endpoints, ["10.0.1.1:3000"], "the Service's ready endpoint, on its target port");
     assert!(!gateway.resources.listeners.is_empty(), "the IR is rendered");
+}
+
+/// A route the fleet's proxies refused is left out alone (fleet::isolate): the other route on
+/// the listener keeps serving, the refused one says why, the listener counts only the other.
+#[test]
+fn a_route_the_proxies_refused_drops_out_alone() {
+    use crate::fleet::isolate::{Rejection, RouteId};
+    let mut world = World::conformance();
+    for (name, path) in [("good", "/good"), ("bad", "/bad")] {
+        world.apply(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {INFRA}, uid: uid-{name}, generation: 2}}\nspec:\n  parentRefs: [{{name: same-namespace}}]\n  rules: [{{matches: [{{path: {{type: PathPrefix, value: {path}}}}}], backendRefs: [{{name: infra-backend-v1, port: 8080}}]}}]\n"
+        ));
+    }
+    let bad = world.routes.iter().find(|r| r.metadata.name.as_deref() == Some("bad")).expect("bad");
+    let id = RouteId::of("HTTPRoute", &bad.metadata).expect("stored");
+    world
+        .rejected
+        .insert(id, Rejection { generation: 2, message: "header 'host' may not be modified".to_owned() });
+    let translation = world.translate();
+    let ((accepted, reason), _) = parent_said(route(&translation, INFRA, "bad"));
+    assert_eq!((accepted, reason), (false, REASON_UNSUPPORTED_VALUE));
+    let message = &route(&translation, INFRA, "bad").parents[0].accepted.message;
+    assert!(message.ends_with("header 'host' may not be modified"), "{message}");
+    assert_eq!(parent_said(route(&translation, INFRA, "good")).0, (true, REASON_ACCEPTED));
+    let gateway = gateway(&translation, "same-namespace");
+    assert_eq!(listener(gateway, "http").attached_routes, 1);
+    let served: Vec<String> =
+        host(&port(gateway, "http-80").virtual_hosts, "*").into_iter().map(|(name, _)| name).collect();
+    assert!(
+        !served.is_empty() && served.iter().all(|name| name.starts_with("gateway-conformance-infra/good/")),
+        "{served:?}"
+    );
 }
 
 /// HTTPRouteRedirectHostAndStatus: a rule with a `RequestRedirect` answers with the redirect

@@ -96,7 +96,10 @@ fn route_outcome(
     }
     parent_refs.sort();
     parent_refs.dedup();
-    let read = ReadRoute::read(route, inputs.services, inputs.grants);
+    let mut read = ReadRoute::read(route, inputs.services, inputs.grants);
+    if let Some(rejection) = inputs.rejected.of("HTTPRoute", &route.metadata) {
+        read.unsupported = Some(rejection.condition_message());
+    }
     let mut parents = Vec::new();
     for parent_ref in parent_refs {
         let Some(judged) = gateways.iter_mut().find(|judged| names_gateway(parent_ref, judged.gateway))

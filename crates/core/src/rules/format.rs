@@ -364,7 +364,9 @@ mod tests {
         assert!(!replacement_path("relative", true).is_empty() && replacement_path("/v2", false).is_empty());
         assert!(regular_expression("/api/v[0-9]+").is_empty());
         assert!(
-            regular_expression("/api/(v").iter().all(|r| r.starts_with("must be a regular expression Envoy's RE2 compiles"))
+            regular_expression("/api/(v")
+                .iter()
+                .all(|r| r.starts_with("must be a regular expression Envoy's RE2 compiles"))
         );
         assert!(!regular_expression("(").is_empty());
         assert!(

@@ -274,9 +274,8 @@ impl Checker<'_> {
 
     fn class_set(&mut self, set: &ClassSet) {
         match set {
-            ClassSet::BinaryOp(op) => {
-                self.refuse("class set operations are not RE2 syntax (RE2 reads them as characters)", &op.span)
-            }
+            ClassSet::BinaryOp(op) => self
+                .refuse("class set operations are not RE2 syntax (RE2 reads them as characters)", &op.span),
             ClassSet::Item(item) => self.class_item(item),
         }
     }
@@ -291,9 +290,10 @@ impl Checker<'_> {
                 self.literal(&range.end);
             }
             ClassSetItem::Unicode(class) => self.unicode_class(class),
-            ClassSetItem::Bracketed(class) => {
-                self.refuse("nested character classes are not RE2 syntax (RE2 reads `[` as a character)", &class.span)
-            }
+            ClassSetItem::Bracketed(class) => self.refuse(
+                "nested character classes are not RE2 syntax (RE2 reads `[` as a character)",
+                &class.span,
+            ),
             ClassSetItem::Union(union) => union.items.iter().for_each(|item| self.class_item(item)),
         }
     }
@@ -301,8 +301,9 @@ impl Checker<'_> {
 
 /// RE2's Unicode general categories (`unicode_groups.cc`), and `Any`.
 const GENERAL_CATEGORIES: &[&str] = &[
-    "Any", "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N", "Nd", "Nl",
-    "No", "P", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So", "Z", "Zl", "Zp", "Zs",
+    "Any", "C", "Cc", "Cf", "Co", "Cs", "L", "Ll", "Lm", "Lo", "Lt", "Lu", "M", "Mc", "Me", "Mn", "N", "Nd",
+    "Nl", "No", "P", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "S", "Sc", "Sk", "Sm", "So", "Z", "Zl", "Zp",
+    "Zs",
 ];
 
 /// Whether RE2 knows `\p{name}`: a general category, or a script by its long name exactly as

@@ -20,6 +20,9 @@ pub struct CheckedRoute {
     pub route: Defaulted<EnvoyRoute>,
     /// The rule engine's errors, if any.
     pub invalid: Option<FieldErrors>,
+    /// Why the fleet's proxies refused this very version of the route, if they did
+    /// ([`crate::fleet::isolate`]): it attaches nowhere until it changes.
+    pub rejected: Option<String>,
     /// For each rule, for each of its backendRefs: the Service port it names, or why none.
     pub backends: Vec<Vec<Result<ClusterKey, Unresolved>>>,
     /// For each rule, what an HTTPRoute's rule does that an EnvoyRoute's cannot say (response
@@ -49,7 +52,7 @@ impl CheckedRoute {
     pub fn with_backends(route: &EnvoyRoute, backends: Vec<Vec<Result<ClusterKey, Unresolved>>>) -> Self {
         let route = defaulted(route.clone());
         let invalid = route.validate(None).err();
-        Self { route, invalid, backends, extensions: Vec::new() }
+        Self { route, invalid, rejected: None, backends, extensions: Vec::new() }
     }
 
     pub fn name(&self) -> &str {
@@ -74,6 +77,9 @@ pub fn attach(
     if let Some(errors) = &checked.invalid {
         let message = errors.message("EnvoyRoute", checked.name());
         return refused(REASON_UNSUPPORTED_VALUE, message);
+    }
+    if let Some(message) = &checked.rejected {
+        return refused(REASON_UNSUPPORTED_VALUE, message.clone());
     }
     let Some(envoy) = envoy else {
         let message = format!("no Envoy named {:?} in namespace {:?}", parent_ref.name, checked.namespace());

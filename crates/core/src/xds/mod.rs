@@ -38,6 +38,7 @@ use self::routes::AttachedRoute;
 pub use self::status::RouteStatus;
 pub use self::to_envoy::Resources;
 use crate::api::{Envoy, EnvoyRoute};
+use crate::fleet::isolate::Rejections;
 use crate::ir;
 use crate::rules::Defaulted;
 
@@ -51,6 +52,8 @@ pub struct Inputs<'a> {
     pub services: &'a [Arc<Service>],
     /// Every EndpointSlice of the namespace (found per Service by `kubernetes.io/service-name`).
     pub endpoint_slices: &'a [Arc<EndpointSlice>],
+    /// Routes the fleet's proxies refused ([`crate::fleet::isolate`]): left out, with the reason.
+    pub rejected: &'a Rejections,
 }
 
 /// The fleet's configuration, and what it makes of each route that names it.
@@ -87,7 +90,12 @@ fn fleet(inputs: &Inputs) -> (ir::Fleet, Vec<RouteStatus>) {
         .routes
         .iter()
         .filter(names_this_envoy)
-        .map(|route| CheckedRoute::new(route, inputs.services))
+        .map(|route| {
+            let mut checked = CheckedRoute::new(route, inputs.services);
+            checked.rejected =
+                inputs.rejected.of("EnvoyRoute", &route.metadata).map(|r| r.condition_message());
+            checked
+        })
         .collect();
 
     let mut route_statuses = Vec::new();

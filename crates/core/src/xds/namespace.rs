@@ -7,11 +7,14 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+#[cfg(test)]
+use super::conditions::REASON_UNSUPPORTED_VALUE;
 use super::conditions::{ConditionState, REASON_NO_MATCHING_PARENT};
 use super::status::{RouteStatus, route_parents};
 use super::{Inputs, Translation, translate};
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
+use crate::fleet::isolate::Rejections;
 use crate::names::GATEWAY_LABEL;
 use crate::rules::Defaulted;
 
@@ -23,6 +26,8 @@ pub struct NamespaceInputs<'a> {
     pub routes: &'a [Arc<EnvoyRoute>],
     pub services: &'a [Arc<Service>],
     pub endpoint_slices: &'a [Arc<EndpointSlice>],
+    /// Routes the fleets' proxies refused ([`crate::fleet::isolate`]): left out, with the reason.
+    pub rejected: &'a Rejections,
 }
 
 /// A fleet the operator serves (an Envoy without `spec.xds`), translated.
@@ -65,6 +70,7 @@ pub fn translate_namespace(inputs: &NamespaceInputs) -> NamespaceTranslation {
                 routes: inputs.routes,
                 services: inputs.services,
                 endpoint_slices: inputs.endpoint_slices,
+                rejected: inputs.rejected,
             }),
         })
         .collect();
@@ -157,8 +163,13 @@ mod tests {
             [envoy("edge", None), envoy("own", Some(json!({"host": "xds.example.com", "port": 18000})))];
         let routes =
             [route(json!([{"name": "edge"}, {"name": "own"}, {"name": "missing"}, {"name": "edge"}]))];
-        let inputs =
-            NamespaceInputs { envoys: &envoys, routes: &routes, services: &[], endpoint_slices: &[] };
+        let inputs = NamespaceInputs {
+            envoys: &envoys,
+            routes: &routes,
+            services: &[],
+            endpoint_slices: &[],
+            rejected: crate::fleet::isolate::Rejections::none(),
+        };
         let translated = translate_namespace(&inputs);
         assert_eq!(translated.fleets.iter().map(|f| f.envoy.as_str()).collect::<Vec<_>>(), ["edge"]);
         let [outcome] = translated.routes.as_slice() else { panic!("one route: {:?}", translated.routes) };
@@ -174,8 +185,13 @@ mod tests {
         fleet.metadata.labels = Some([(GATEWAY_LABEL.to_owned(), "gw".to_owned())].into());
         let envoys = [defaulted(fleet), envoy("edge", None)];
         let routes = [route(json!([{"name": "gw"}, {"name": "edge"}]))];
-        let inputs =
-            NamespaceInputs { envoys: &envoys, routes: &routes, services: &[], endpoint_slices: &[] };
+        let inputs = NamespaceInputs {
+            envoys: &envoys,
+            routes: &routes,
+            services: &[],
+            endpoint_slices: &[],
+            rejected: crate::fleet::isolate::Rejections::none(),
+        };
         let translated = translate_namespace(&inputs);
         assert_eq!(translated.fleets.iter().map(|f| f.envoy.as_str()).collect::<Vec<_>>(), ["edge"]);
         let parents = &translated.routes[0].parents;
@@ -194,9 +210,60 @@ mod tests {
     fn a_route_of_served_fleets_only_takes_the_translations_outcome() {
         let envoys = [envoy("edge", None)];
         let routes = [route(json!([{"name": "edge"}]))];
-        let inputs =
-            NamespaceInputs { envoys: &envoys, routes: &routes, services: &[], endpoint_slices: &[] };
+        let inputs = NamespaceInputs {
+            envoys: &envoys,
+            routes: &routes,
+            services: &[],
+            endpoint_slices: &[],
+            rejected: crate::fleet::isolate::Rejections::none(),
+        };
         let translated = translate_namespace(&inputs);
         assert_eq!(translated.routes[0].parents, translated.fleets[0].translation.route_statuses);
+    }
+
+    /// A route the proxies refused is left out of its fleet, alone, with Envoy's words in its
+    /// status; once it changes it is tried again.
+    #[test]
+    fn a_rejected_route_drops_out_alone_until_it_changes() {
+        use crate::fleet::isolate::{Rejection, Rejections, RouteId};
+
+        let envoys = [envoy("edge", None)];
+        let mut other = EnvoyRoute::clone(&route(json!([{"name": "edge"}])));
+        other.metadata.name = Some("other".to_owned());
+        other.metadata.uid = Some("other-uid".to_owned());
+        let routes = [route(json!([{"name": "edge"}])), Arc::new(other)];
+        let mut rejected = Rejections::default();
+        let id = RouteId::of("EnvoyRoute", &routes[0].metadata).expect("stored");
+        rejected
+            .insert(id, Rejection { generation: 3, message: "invalid repetition size: {1001}".to_owned() });
+        let inputs = NamespaceInputs {
+            envoys: &envoys,
+            routes: &routes,
+            services: &[],
+            endpoint_slices: &[],
+            rejected: &rejected,
+        };
+        let translated = translate_namespace(&inputs);
+        let accepted = |name: &str| {
+            let outcome = translated.routes.iter().find(|r| r.route == name).expect(name);
+            outcome.parents[0].accepted.clone()
+        };
+        let refused = accepted("shop");
+        assert_eq!((refused.status, refused.reason), (false, REASON_UNSUPPORTED_VALUE));
+        assert!(refused.message.ends_with(": invalid repetition size: {1001}"), "{}", refused.message);
+        assert!(accepted("other").status);
+        let virtual_hosts = &translated.fleets[0].translation.ir.listeners[0].virtual_hosts;
+        let served: Vec<&str> =
+            virtual_hosts.iter().flat_map(|vh| &vh.routes).map(|r| r.name.as_str()).collect();
+        assert!(
+            !served.is_empty() && served.iter().all(|name| name.starts_with("shop/other/")),
+            "{served:?}"
+        );
+
+        let mut changed = EnvoyRoute::clone(&routes[0]);
+        changed.metadata.generation = Some(4);
+        let routes = [Arc::new(changed), routes[1].clone()];
+        let inputs = NamespaceInputs { routes: &routes, ..inputs };
+        assert!(translate_namespace(&inputs).routes.iter().all(|r| r.parents[0].accepted.status));
     }
 }

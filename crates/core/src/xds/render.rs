@@ -152,6 +152,7 @@ impl Manifests {
                     routes: &self.routes,
                     services: &self.services,
                     endpoint_slices: &self.endpoint_slices,
+                    rejected: crate::fleet::isolate::Rejections::none(),
                 }),
             })
             .collect()

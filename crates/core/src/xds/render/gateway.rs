@@ -82,6 +82,7 @@ impl GatewayObjects {
             // manifests with a Gateway's name is not its fleet, as `run` would find it.
             fleets: &self.envoys,
             parameters: &self.envoys,
+            rejected: crate::fleet::isolate::Rejections::none(),
         })
     }
 

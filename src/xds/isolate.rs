@@ -1,0 +1,230 @@
+//! This replica's side of [`envoy_operator_core::fleet::isolate`]: the publishers record which
+//! routes each snapshot version of a fleet carries; when a proxy NACKs a route configuration or
+//! a listener, the route behind it is found, recorded as rejected, and its publisher runs again,
+//! leaving it out of every fleet (with Envoy's words in its status) until it changes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use envoy_operator_core::fleet::isolate::{Rejection, Rejections, RouteId, VersionRoutes, culprits};
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use super::publish::inputs::Touched;
+use crate::xds::server::resource::type_url;
+use crate::xds::server::{FleetKey, FleetStatus, Tracker};
+
+/// How many snapshot versions of a fleet are remembered: a proxy that last accepted an older
+/// one is compared with nothing (see [`culprits`]).
+const VERSIONS: usize = 32;
+
+#[derive(Default)]
+struct State {
+    /// Per fleet, the routes of its latest snapshot versions, newest last.
+    versions: HashMap<FleetKey, VecDeque<(String, Arc<VersionRoutes>)>>,
+    /// Shared with the translations in progress: replaced, never changed in place.
+    rejections: Arc<Rejections>,
+}
+
+/// Which routes each fleet's versions carry, and which routes are rejected. Cheap to clone;
+/// clones share it.
+#[derive(Clone, Default)]
+pub struct Isolation {
+    state: Arc<Mutex<State>>,
+}
+
+impl Isolation {
+    /// The routes left out now.
+    pub fn rejections(&self) -> Arc<Rejections> {
+        self.lock().rejections.clone()
+    }
+
+    /// Records the routes `version` of `key` carries (nothing when it is the newest already).
+    pub fn record(&self, key: &FleetKey, version: &str, routes: VersionRoutes) {
+        let mut state = self.lock();
+        let versions = state.versions.entry(key.clone()).or_default();
+        if versions.back().is_some_and(|(newest, _)| newest == version) {
+            return;
+        }
+        if versions.len() == VERSIONS {
+            versions.pop_front();
+        }
+        versions.push_back((version.to_owned(), Arc::new(routes)));
+    }
+
+    /// Forgets a fleet no longer served.
+    pub fn forget(&self, key: &FleetKey) {
+        self.lock().versions.remove(key);
+    }
+
+    /// The routes newly rejected because of what the proxies of `key` NACKed.
+    pub fn examine(&self, key: &FleetKey, status: &FleetStatus) -> Vec<(RouteId, Rejection)> {
+        let mut state = self.lock();
+        let Some(versions) = state.versions.get(key) else { return Vec::new() };
+        let carried = |version: &str| {
+            versions.iter().find(|(known, _)| known == version).map(|(_, routes)| routes.clone())
+        };
+        let mut found = Vec::new();
+        for proxy in &status.proxies {
+            for (type_url, types) in &proxy.types {
+                let route_bearing = type_url == type_url::ROUTE || type_url == type_url::LISTENER;
+                let Some(nack) = types.last_nack.as_ref().filter(|_| types.rejecting && route_bearing) else {
+                    continue;
+                };
+                let Some(rejected) = carried(&nack.version) else { continue };
+                let accepted = types.acked_version.as_deref().and_then(carried);
+                for id in culprits(&rejected, accepted.as_deref(), &nack.message) {
+                    let generation = rejected.get(&id).map_or(0, |version| version.generation);
+                    found.push((id, Rejection { generation, message: nack.message.clone() }));
+                }
+            }
+        }
+        let mut rejections = Rejections::clone(&state.rejections);
+        found.retain(|(id, rejection)| rejections.insert(id.clone(), rejection.clone()));
+        if !found.is_empty() {
+            state.rejections = Arc::new(rejections);
+        }
+        found
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Where a rejection sends the publishers back to work.
+pub struct Republish {
+    /// The EnvoyRoute publisher: the rejected route's namespace.
+    pub routes: mpsc::UnboundedSender<Touched>,
+    /// The Gateway API publisher.
+    pub gateways: mpsc::UnboundedSender<()>,
+}
+
+/// Examines every fleet whose proxies changed, until the tracker's feed ends (never, while the
+/// server lives: the caller stops it with the publishers).
+pub async fn run(isolation: Isolation, tracker: Tracker, republish: Republish) {
+    let mut feed = tracker.changes();
+    loop {
+        for key in feed.changed().await {
+            for (route, rejection) in isolation.examine(&key, &tracker.fleet_status(&key)) {
+                warn!(
+                    fleet = %key,
+                    route = %format!("{}/{}", route.namespace, route.name),
+                    kind = route.kind,
+                    generation = rejection.generation,
+                    envoy = %rejection.message,
+                    "the fleet's proxies rejected a route: serving the fleet without it until it changes"
+                );
+                // A publisher that is gone has nothing left to publish.
+                if route.kind == "HTTPRoute" {
+                    let _ = republish.gateways.send(());
+                } else {
+                    let _ = republish.routes.send(Touched::Namespace(route.namespace.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::SystemTime;
+
+    use envoy_operator_core::fleet::isolate::RouteVersion;
+    use serde_json::json;
+
+    use super::*;
+    use crate::xds::server::{Nack, Protocol, ProxyStatus, TypeStatus};
+
+    fn id(name: &str) -> RouteId {
+        RouteId {
+            kind: "EnvoyRoute",
+            namespace: "shop".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        }
+    }
+
+    fn routes(entries: &[(&str, i64)]) -> VersionRoutes {
+        entries
+            .iter()
+            .map(|(name, generation)| {
+                (id(name), RouteVersion::new(Some(*generation), &json!({"name": name})))
+            })
+            .collect()
+    }
+
+    fn proxy(types: &[(&str, TypeStatus)]) -> ProxyStatus {
+        ProxyStatus {
+            node_id: "edge-1".into(),
+            peer: None,
+            protocol: Protocol::Delta,
+            connected_since: SystemTime::now(),
+            applied_version: Some("v1".into()),
+            types: types
+                .iter()
+                .map(|(url, status)| ((*url).to_owned(), status.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn nacked(accepted: &str, rejected: &str) -> TypeStatus {
+        TypeStatus {
+            acked_version: Some(accepted.into()),
+            last_nack: Some(Nack { version: rejected.into(), message: "no".into(), at: SystemTime::now() }),
+            rejecting: true,
+        }
+    }
+
+    #[test]
+    fn a_route_configuration_nack_rejects_the_route_that_changed_once() {
+        let isolation = Isolation::default();
+        let key = FleetKey::from("shop/edge");
+        isolation.record(&key, "v1", routes(&[("a", 1), ("b", 1)]));
+        isolation.record(&key, "v2", routes(&[("a", 1), ("b", 2)]));
+        let status = FleetStatus {
+            proxies: vec![proxy(&[(type_url::ROUTE, nacked("v1", "v2"))])],
+            ..FleetStatus::default()
+        };
+        let found = isolation.examine(&key, &status);
+        assert_eq!(
+            found.iter().map(|(id, r)| (id.name.as_str(), r.generation)).collect::<Vec<_>>(),
+            [("b", 2)]
+        );
+        assert!(isolation.examine(&key, &status).is_empty(), "known already");
+        assert_eq!(isolation.rejections().iter().count(), 1);
+    }
+
+    #[test]
+    fn nacks_of_other_types_and_of_unknown_versions_reject_nothing() {
+        let isolation = Isolation::default();
+        let key = FleetKey::from("shop/edge");
+        isolation.record(&key, "v1", routes(&[("a", 1)]));
+        isolation.record(&key, "v2", routes(&[("a", 2)]));
+        let cluster = FleetStatus {
+            proxies: vec![proxy(&[(type_url::CLUSTER, nacked("v1", "v2"))])],
+            ..FleetStatus::default()
+        };
+        assert!(isolation.examine(&key, &cluster).is_empty());
+        let unknown = FleetStatus {
+            proxies: vec![proxy(&[(type_url::ROUTE, nacked("v1", "v9"))])],
+            ..FleetStatus::default()
+        };
+        assert!(isolation.examine(&key, &unknown).is_empty());
+        let overcome = TypeStatus { rejecting: false, ..nacked("v2", "v2") };
+        let acked =
+            FleetStatus { proxies: vec![proxy(&[(type_url::ROUTE, overcome)])], ..FleetStatus::default() };
+        assert!(isolation.examine(&key, &acked).is_empty());
+    }
+
+    #[test]
+    fn versions_are_bounded_per_fleet() {
+        let isolation = Isolation::default();
+        let key = FleetKey::from("shop/edge");
+        for i in 0..VERSIONS + 5 {
+            isolation.record(&key, &format!("v{i}"), routes(&[("a", i as i64)]));
+        }
+        assert_eq!(isolation.lock().versions[&key].len(), VERSIONS);
+    }
+}
