@@ -15,7 +15,7 @@
 //!   through nested repetitions (RE2's `RepetitionWalker`: `(a{100}){11}` is refused too), and
 //!   no repetition operator directly on another (`a**`, `bad repetition operator`);
 //! - the compiled program's size: RE2 gives up (`pattern too large - compile failed`) past
-//!   `max_mem` (8 MiB by default, the memory Envoy up to 1.36 compiles with; later releases
+//!   `max_mem` (8 MiB by default, what the fleets' default Envoy, 1.34, compiles with; newer ones
 //!   allow more), about [`MAX_PROGRAM_INSTRUCTIONS`] instructions; the size is estimated with a
 //!   Thompson NFA of the same pattern (`regex-automata`), whose states follow RE2's
 //!   instructions closely (one per byte range, split and match).
