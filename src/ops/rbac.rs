@@ -115,7 +115,8 @@ pub fn namespace_rules() -> Vec<PolicyRule> {
         rule("coordination.k8s.io", &["leases"], &[], &["create"]),
         rule("coordination.k8s.io", &["leases"], &[LEADER_LEASE], &["get", "patch"]),
         // Every replica's xDS report, named after its pod (so not by a fixed name): written
-        // with server-side apply, deleted on shutdown; the leader lists and watches them all.
+        // with server-side apply, deleted on shutdown; the leader lists and watches them all
+        // (the Envoys' status), and every replica (the routes some replica's proxies rejected).
         rule("", &["configmaps"], &[], &["list", "watch", "create", "patch", "delete"]),
     ]
 }

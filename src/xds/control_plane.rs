@@ -56,6 +56,8 @@ pub struct ControlPlaneServer {
     pub cache: SnapshotCache,
     pub tracker: Tracker,
     publisher: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    isolation: Isolation,
+    republish: Republish,
 }
 
 impl ControlPlaneServer {
@@ -93,7 +95,7 @@ impl ControlPlaneServer {
         let (routes_again, routes_rejected) = mpsc::unbounded_channel();
         let (gateways_again, gateways_rejected) = mpsc::unbounded_channel();
         let republish = Republish { routes: routes_again, gateways: gateways_again };
-        let isolating = isolate::run(isolation.clone(), tracker.clone(), republish);
+        let isolating = isolate::run(isolation.clone(), tracker.clone(), republish.clone());
         let outputs = Outputs { snapshots: snapshots.clone(), outcomes, isolation: Some(isolation.clone()) };
         let (routes_done, routes_published) = oneshot::channel::<()>();
         let touched = futures::stream::select(touched, received(routes_rejected));
@@ -105,8 +107,11 @@ impl ControlPlaneServer {
             true => {
                 let (gateway_caches, changed) = gateways::from_index(index);
                 let changed = futures::stream::select(changed, received(gateways_rejected));
-                let outputs =
-                    GatewayOutputs { snapshots, outcomes: gateway_outcomes, isolation: Some(isolation) };
+                let outputs = GatewayOutputs {
+                    snapshots,
+                    outcomes: gateway_outcomes,
+                    isolation: Some(isolation.clone()),
+                };
                 gateways::run(gateway_caches, changed, outputs, move || {
                     let _ = gateways_done.send(());
                 })
@@ -130,7 +135,7 @@ impl ControlPlaneServer {
                 () = isolating => {}
             }
         });
-        Ok(Self { listener, service, caches, cache, tracker, publisher })
+        Ok(Self { listener, service, caches, cache, tracker, publisher, isolation, republish })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -152,15 +157,24 @@ impl ControlPlaneServer {
             tracing::info!(listen = %address, "serving the xDS control plane");
         }
         let roles = Arc::new(PodRoles { pods: self.caches.pods.clone() });
+        let adopting = isolate::adopt_reported(
+            client.clone(),
+            &report.namespace,
+            self.isolation.clone(),
+            self.republish.clone(),
+            stop.clone().cancelled_owned(),
+        );
         let reporting = report::run(
             client,
-            report,
+            report.clone(),
             self.tracker.clone(),
             self.cache.clone(),
             roles,
+            self.isolation.clone(),
             stop.clone().cancelled_owned(),
         );
-        let (served, ()) = tokio::join!(self.serve(certificate, clients, stop.cancelled_owned()), reporting);
+        let (served, (), ()) =
+            tokio::join!(self.serve(certificate, clients, stop.cancelled_owned()), reporting, adopting);
         served
     }
 

@@ -2,13 +2,25 @@
 //! routes each snapshot version of a fleet carries; when a proxy NACKs a route configuration or
 //! a listener, the route behind it is found, recorded as rejected, and its publisher runs again,
 //! leaving it out of every fleet (with Envoy's words in its status) until it changes.
+//!
+//! Replicas share what they found through their xDS reports ([`super::report`] lists the
+//! rejected routes; [`adopt_reported`] reads the others'): every replica leaves the route out,
+//! so their snapshots stay equal, and the leader's statuses say so whichever replica's proxies
+//! rejected it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use std::future::Future;
+
 use envoy_operator_core::fleet::isolate::{Rejection, Rejections, RouteId, VersionRoutes, culprits};
+use envoy_operator_core::fleet::report::{RejectedRoute, report_of, reports_selector};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 use tokio::sync::mpsc;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::publish::inputs::Touched;
 use crate::xds::server::resource::type_url;
@@ -87,17 +99,46 @@ impl Isolation {
         found
     }
 
+    /// Records rejections found elsewhere (another replica's report); returns those that are new.
+    pub fn adopt(
+        &self,
+        reported: impl IntoIterator<Item = (RouteId, Rejection)>,
+    ) -> Vec<(RouteId, Rejection)> {
+        let mut state = self.lock();
+        let mut rejections = Rejections::clone(&state.rejections);
+        let adopted: Vec<_> = reported
+            .into_iter()
+            .filter(|(id, rejection)| rejections.insert(id.clone(), rejection.clone()))
+            .collect();
+        if !adopted.is_empty() {
+            state.rejections = Arc::new(rejections);
+        }
+        adopted
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 /// Where a rejection sends the publishers back to work.
+#[derive(Clone)]
 pub struct Republish {
     /// The EnvoyRoute publisher: the rejected route's namespace.
     pub routes: mpsc::UnboundedSender<Touched>,
     /// The Gateway API publisher.
     pub gateways: mpsc::UnboundedSender<()>,
+}
+
+impl Republish {
+    fn route(&self, route: &RouteId) {
+        // A publisher that is gone has nothing left to publish.
+        if route.kind == "HTTPRoute" {
+            let _ = self.gateways.send(());
+        } else {
+            let _ = self.routes.send(Touched::Namespace(route.namespace.clone()));
+        }
+    }
 }
 
 /// Examines every fleet whose proxies changed, until the tracker's feed ends (never, while the
@@ -115,13 +156,50 @@ pub async fn run(isolation: Isolation, tracker: Tracker, republish: Republish) {
                     envoy = %rejection.message,
                     "the fleet's proxies rejected a route: serving the fleet without it until it changes"
                 );
-                // A publisher that is gone has nothing left to publish.
-                if route.kind == "HTTPRoute" {
-                    let _ = republish.gateways.send(());
-                } else {
-                    let _ = republish.routes.send(Touched::Namespace(route.namespace.clone()));
-                }
+                republish.route(&route);
             }
+        }
+    }
+}
+
+/// Adopts the rejected routes the replicas' reports in `namespace` list, until `shutdown`.
+/// Never fails: a failed watch is retried with backoff.
+pub async fn adopt_reported(
+    client: Client,
+    namespace: &str,
+    isolation: Isolation,
+    republish: Republish,
+    shutdown: impl Future<Output = ()>,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let config = watcher::Config::default().labels_from(&reports_selector());
+    let events = watcher(api, config).default_backoff();
+    tokio::pin!(events, shutdown);
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            () = &mut shutdown => return,
+        };
+        let config_map = match event {
+            Some(Ok(watcher::Event::Apply(config_map) | watcher::Event::InitApply(config_map))) => config_map,
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => {
+                warn!(%error, "watching the xDS reports for rejected routes failed; retrying with backoff");
+                continue;
+            }
+            None => return,
+        };
+        let Ok(report) = report_of(&config_map) else { continue };
+        let reported = report.rejected_routes.iter().filter_map(RejectedRoute::rejection);
+        for (route, rejection) in isolation.adopt(reported) {
+            info!(
+                replica = %report.replica,
+                route = %format!("{}/{}", route.namespace, route.name),
+                kind = route.kind,
+                generation = rejection.generation,
+                "another replica's proxies rejected a route: serving its fleets without it until it changes"
+            );
+            republish.route(&route);
         }
     }
 }
@@ -216,6 +294,15 @@ mod tests {
         let acked =
             FleetStatus { proxies: vec![proxy(&[(type_url::ROUTE, overcome)])], ..FleetStatus::default() };
         assert!(isolation.examine(&key, &acked).is_empty());
+    }
+
+    #[test]
+    fn a_rejection_another_replica_reports_is_adopted_once() {
+        let isolation = Isolation::default();
+        let rejection = Rejection { generation: 2, message: "no".into() };
+        assert_eq!(isolation.adopt([(id("b"), rejection.clone())]).len(), 1);
+        assert!(isolation.adopt([(id("b"), rejection)]).is_empty());
+        assert_eq!(isolation.rejections().iter().count(), 1);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use envoy_operator_core::fleet::isolate::Rejections;
 use envoy_operator_core::fleet::report::{
     FleetReport, ProxyEntry, Rejection, ReplicaReport, report_config_map, report_name,
 };
@@ -26,6 +27,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
+use crate::xds::isolate::Isolation;
 use crate::xds::server::{FleetKey, ProxyStatus, SnapshotCache, Tracker};
 
 /// The least time between two writes of the report.
@@ -102,6 +104,7 @@ pub fn current_report(
     tracker: &Tracker,
     cache: &SnapshotCache,
     roles: &dyn ProxyRoles,
+    rejected: &Rejections,
 ) -> ReplicaReport {
     let fleets = tracker.fleets().into_iter().filter_map(|key| {
         let status = tracker.fleet_status(&key);
@@ -121,7 +124,7 @@ pub fn current_report(
         let fleet = FleetReport::of(proxies, served.as_ref().map(|snapshot| snapshot.version()));
         Some((key.to_string(), fleet))
     });
-    ReplicaReport::new(identity, fleets)
+    ReplicaReport::new(identity, fleets).with_rejected_routes(rejected)
 }
 
 /// Whether a version `cache` serves differs from what `report` says.
@@ -141,6 +144,7 @@ pub async fn run(
     tracker: Tracker,
     cache: SnapshotCache,
     roles: std::sync::Arc<dyn ProxyRoles>,
+    isolation: Isolation,
     shutdown: impl Future<Output = ()>,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &config.namespace);
@@ -161,7 +165,8 @@ pub async fn run(
             () = tokio::time::sleep_until(next_write) => {}
             () = &mut shutdown => break 'reporting,
         }
-        let report = current_report(&config.identity, &tracker, &cache, roles.as_ref());
+        let report =
+            current_report(&config.identity, &tracker, &cache, roles.as_ref(), &isolation.rejections());
         if written.as_ref() != Some(&report) {
             match write(&api, &config, &report).await {
                 Ok(()) => {
@@ -187,7 +192,10 @@ pub async fn run(
         loop {
             tokio::select! {
                 _ = changes.changed() => break,
-                _ = poll.tick() => if written.as_ref().is_none_or(|report| served_versions_moved(report, &cache)) {
+                _ = poll.tick() => if written.as_ref().is_none_or(|report| {
+                    served_versions_moved(report, &cache)
+                        || report.rejected_routes_differ_from(&isolation.rejections())
+                }) {
                     break;
                 },
                 () = &mut shutdown => break 'reporting,
@@ -245,7 +253,7 @@ mod tests {
         tracker.connected(&quiet, StreamId(3), "pod-c", None, Protocol::Delta);
         tracker.disconnected(&quiet, StreamId(3));
 
-        let report = current_report("replica-0", &tracker, &cache, &FleetOnly);
+        let report = current_report("replica-0", &tracker, &cache, &FleetOnly, Rejections::none());
         assert_eq!(report.fleets.keys().collect::<Vec<_>>(), ["ns/edge"]);
         let fleet = &report.fleets["ns/edge"];
         assert_eq!((fleet.connected_proxies, fleet.up_to_date_proxies), (2, 1));
@@ -258,7 +266,7 @@ mod tests {
 
         // Told apart, a sidecar's NACK is listed as a sidecar's.
         let sidecars = |_: &FleetKey, proxy: &ProxyStatus| proxy.node_id == "pod-b";
-        let report = current_report("replica-0", &tracker, &cache, &sidecars);
+        let report = current_report("replica-0", &tracker, &cache, &sidecars, Rejections::none());
         let fleet = &report.fleets["ns/edge"];
         assert_eq!((fleet.sidecars, fleet.rejecting_sidecars), (1, 1));
         assert_eq!(fleet.rejection, None, "not the fleet's own");

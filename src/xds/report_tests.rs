@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use super::report::{self, MIN_INTERVAL, POLL, ReportConfig};
 use crate::controller::rejections::RejectionEvents;
 use crate::controller::{self, ControllerConfig, Settings};
+use crate::xds::isolate::{self, Isolation, Republish};
 use crate::xds::server::resource::type_url;
 use crate::xds::server::{FleetKey, Protocol, ProxyStatus, Snapshot, SnapshotCache, StreamId, Tracker};
 
@@ -27,12 +28,13 @@ const GUARD: Duration = Duration::from_secs(30);
 struct Replica {
     tracker: Tracker,
     cache: SnapshotCache,
+    isolation: Isolation,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
 
 fn replica(api: &FakeApi, identity: &str) -> Replica {
-    let (tracker, cache) = (Tracker::new(), SnapshotCache::new());
+    let (tracker, cache, isolation) = (Tracker::new(), SnapshotCache::new(), Isolation::default());
     let (stop, stopped) = oneshot::channel::<()>();
     let config = ReportConfig {
         namespace: OPERATOR_NS.into(),
@@ -47,11 +49,12 @@ fn replica(api: &FakeApi, identity: &str) -> Replica {
         tracker.clone(),
         cache.clone(),
         Arc::new(roles),
+        isolation.clone(),
         async {
             let _ = stopped.await;
         },
     ));
-    Replica { tracker, cache, stop, task }
+    Replica { tracker, cache, isolation, stop, task }
 }
 
 fn snapshot(cluster: &str) -> Snapshot {
@@ -261,4 +264,41 @@ async fn the_replicas_reports_make_the_fleets_xds_status() {
         .expect("the controllers stop")
         .expect("no panic")
         .expect("no error");
+}
+
+/// A route one replica's proxies rejected is in its report, and another replica adopts it from
+/// there and republishes: every replica leaves it out, whichever proxies rejected it.
+#[tokio::test]
+async fn a_rejected_route_travels_to_the_other_replicas_through_the_reports() {
+    use envoy_operator_core::fleet::isolate::{Rejection, RouteId};
+
+    let api = FakeApi::new();
+    let finder = replica(&api, "operator-a");
+    let (routes, mut republished) = tokio::sync::mpsc::unbounded_channel();
+    let (gateways, _gateways) = tokio::sync::mpsc::unbounded_channel();
+    let adopter = Isolation::default();
+    let (stop_adopting, stopped) = oneshot::channel::<()>();
+    let adopting = tokio::spawn(isolate::adopt_reported(
+        api.client(),
+        OPERATOR_NS,
+        adopter.clone(),
+        Republish { routes, gateways },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+
+    let route =
+        RouteId { kind: "EnvoyRoute", namespace: "shop".into(), name: "bad".into(), uid: "uid-bad".into() };
+    let rejection = Rejection { generation: 4, message: "invalid repetition size: {1001}".into() };
+    finder.isolation.adopt([(route.clone(), rejection.clone())]);
+    let touched = tokio::time::timeout(GUARD, republished.recv()).await.expect("republished in time");
+    assert_eq!(touched, Some(super::publish::inputs::Touched::Namespace("shop".into())));
+    let adopted: Vec<_> = adopter.rejections().iter().map(|(id, r)| (id.clone(), r.clone())).collect();
+    assert_eq!(adopted, [(route, rejection)]);
+
+    let _ = stop_adopting.send(());
+    adopting.await.expect("the adopter stops");
+    let _ = finder.stop.send(());
+    finder.task.await.expect("the report writer stops");
 }

@@ -29,6 +29,9 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
+/// The kinds of route the operator serves.
+pub const ROUTE_KINDS: [&str; 2] = ["EnvoyRoute", "HTTPRoute"];
+
 /// A route, across its versions.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RouteId {
@@ -191,7 +194,7 @@ impl Rejections {
     }
 }
 
-impl<'a> Default for &'a Rejections {
+impl Default for &Rejections {
     fn default() -> Self {
         Rejections::none()
     }

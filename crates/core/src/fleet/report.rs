@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::core::Selector;
 use serde::{Deserialize, Serialize};
 
+use super::isolate::{self, RouteId};
 use crate::bounded;
 use crate::names::{
     COMPONENT_KEY, MANAGED_BY, MANAGED_BY_KEY, XDS_REPORT_COMPONENT, XDS_REPORT_KEY, XDS_REPORT_PREFIX,
@@ -58,6 +59,58 @@ pub struct ReplicaReport {
     /// Fleets with connected proxies left out to keep the report within its bounds.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted_fleets: usize,
+    /// Routes left out of the fleets because proxies rejected them ([`super::isolate`]), at most
+    /// [`MAX_REJECTED_ROUTES`], so that every replica leaves them out and the leader's statuses
+    /// say so whichever replica's proxies rejected them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected_routes: Vec<RejectedRoute>,
+}
+
+/// Rejected routes one report lists (beside [`MAX_REPORT_BYTES`] of fleets: with every string at
+/// its bound and escaped, they stay under 100 KiB, the rest of a ConfigMap's 1 MiB).
+pub const MAX_REJECTED_ROUTES: usize = 16;
+/// Characters kept of Envoy's message about a rejected route.
+pub const MAX_ROUTE_MESSAGE_CHARS: usize = 256;
+
+/// A route some replica's proxies rejected.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedRoute {
+    /// `EnvoyRoute` or `HTTPRoute`.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The generation rejected: a changed route is tried again.
+    pub generation: i64,
+    /// Envoy's message, cut to [`MAX_ROUTE_MESSAGE_CHARS`].
+    pub message: String,
+}
+
+impl RejectedRoute {
+    fn of(id: &RouteId, rejection: &isolate::Rejection) -> Self {
+        let cut = |value: &str, max| bounded::truncate(value, max).into_owned();
+        Self {
+            kind: id.kind.to_owned(),
+            namespace: cut(&id.namespace, MAX_NODE_CHARS),
+            name: cut(&id.name, MAX_NODE_CHARS),
+            uid: cut(&id.uid, MAX_TOKEN_CHARS),
+            generation: rejection.generation,
+            message: cut(&rejection.message, MAX_ROUTE_MESSAGE_CHARS),
+        }
+    }
+
+    /// The route and its rejection; `None` for a kind this operator does not know.
+    pub fn rejection(&self) -> Option<(RouteId, isolate::Rejection)> {
+        let kind = isolate::ROUTE_KINDS.iter().find(|kind| **kind == self.kind)?;
+        let id = RouteId {
+            kind,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+        };
+        Some((id, isolate::Rejection { generation: self.generation, message: self.message.clone() }))
+    }
 }
 
 fn is_zero(count: &usize) -> bool {
@@ -264,6 +317,20 @@ impl ReplicaReport {
         report
     }
 
+    /// The report, listing `rejections` (the first [`MAX_REJECTED_ROUTES`]).
+    pub fn with_rejected_routes(mut self, rejections: &isolate::Rejections) -> Self {
+        self.rejected_routes =
+            rejections.iter().take(MAX_REJECTED_ROUTES).map(|(id, r)| RejectedRoute::of(id, r)).collect();
+        self
+    }
+
+    /// Whether the report would list other routes than it does with `rejections`.
+    pub fn rejected_routes_differ_from(&self, rejections: &isolate::Rejections) -> bool {
+        let listed: Vec<RejectedRoute> =
+            rejections.iter().take(MAX_REJECTED_ROUTES).map(|(id, r)| RejectedRoute::of(id, r)).collect();
+        listed != self.rejected_routes
+    }
+
     /// The report as stored in the ConfigMap.
     pub fn encode(&self) -> String {
         // Plain data with string keys: serializing cannot fail.
@@ -377,6 +444,34 @@ mod tests {
 
     fn fleet(proxies: &[Option<&str>], served: Option<&str>) -> FleetReport {
         FleetReport::new(proxies, served, None)
+    }
+
+    #[test]
+    fn rejected_routes_round_trip_bounded_in_count_and_size() {
+        let mut rejections = isolate::Rejections::default();
+        for i in 0..MAX_REJECTED_ROUTES + 4 {
+            let long = |c: &str| c.repeat(300);
+            let id = RouteId {
+                kind: "HTTPRoute",
+                namespace: format!("{i:02}{}", long("\u{1}")),
+                name: long("\""),
+                uid: long("u"),
+            };
+            rejections.insert(id, isolate::Rejection { generation: 3, message: long("\u{1}\"") });
+        }
+        let report = ReplicaReport::new("operator-0", []).with_rejected_routes(&rejections);
+        assert_eq!(report.rejected_routes.len(), MAX_REJECTED_ROUTES);
+        assert!(
+            encoded_len(&report.rejected_routes) < 100 * 1024,
+            "{}",
+            encoded_len(&report.rejected_routes)
+        );
+        let read = ReplicaReport::decode(&report.encode()).expect("readable");
+        let (id, rejection) = read.rejected_routes[0].rejection().expect("a known kind");
+        assert_eq!((id.kind, rejection.generation), ("HTTPRoute", 3));
+        assert!(rejection.message.chars().count() < MAX_ROUTE_MESSAGE_CHARS + 32, "cut, with a note");
+        let unknown = RejectedRoute { kind: "TCPRoute".into(), ..RejectedRoute::default() };
+        assert!(unknown.rejection().is_none());
     }
 
     #[test]
