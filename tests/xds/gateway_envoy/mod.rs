@@ -2,7 +2,7 @@
 //! written back to it, and traffic through the Envoy started from the Gateway fleet's bootstrap.
 //! HTTPS from a `kubernetes.io/tls` Secret and its rotation in place, a ReferenceGrant allowing
 //! then revoking a cross-namespace backend, a listener conflict reported while the other
-//! listeners serve, and cases of the upstream conformance suite (v1.3, `GATEWAY-HTTP`) named
+//! listeners serve, an HTTPRoute the proxy rejects left out alone, and cases of the upstream conformance suite (v1.3, `GATEWAY-HTTP`) named
 //! after the tests they reproduce.
 //!
 //! Gateway listener ports are free ports of this host (a port above 1023 is the proxy's own).
@@ -17,5 +17,6 @@ mod extended;
 mod extended_rewrite;
 mod https;
 mod reference_grant;
+mod rejected;
 mod suite;
 mod world;

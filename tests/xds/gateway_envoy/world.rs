@@ -152,6 +152,11 @@ impl GatewayWorld {
     /// A real Envoy serving Gateway `gateway`, once the operator wrote its fleet's bootstrap
     /// (with the control plane's CA) and issued its identity.
     pub async fn proxy(&self, gateway: &str) -> Proxy {
+        self.proxy_with(gateway, |_| {}).await
+    }
+
+    /// The same, its bootstrap changed by `edit` first.
+    pub async fn proxy_with(&self, gateway: &str, edit: impl FnOnce(&mut Value)) -> Proxy {
         let bootstrap_at = at("v1", "configmaps", &format!("{gateway}-bootstrap"));
         let what = format!("Gateway {gateway}'s fleet's bootstrap with the control plane's CA");
         self.api
@@ -173,7 +178,8 @@ impl GatewayWorld {
         let identity_sds = String::from_utf8(decoded).expect("a UTF-8 file");
         let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
         let node = format!("{gateway}-7d9c-x1");
-        let bootstrap = fleet::runnable_bootstrap(&data, files.path(), &node, gateway, &identity_sds);
+        let mut bootstrap = fleet::runnable_bootstrap(&data, files.path(), &node, gateway, &identity_sds);
+        edit(&mut bootstrap);
         Proxy { envoy: Envoy::start(&bootstrap).await, _files: files }
     }
 
