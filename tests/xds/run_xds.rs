@@ -79,8 +79,10 @@ async fn run_serves_a_fleet_its_routes_from_the_api_server() {
 /// One `run` process, leading and serving xDS, holds one watch per resource it reads, whoever
 /// reads it (the reconcilers, the route status writer, the xDS publisher and authorizer, the
 /// injector, the Gateway API's translation and controllers): the API server's own count of
-/// long-running WATCH requests. ConfigMaps are watched twice (the fleets' bootstraps
-/// everywhere, the replicas' reports in the operator's namespace) and Secrets three times (the
+/// long-running WATCH requests. ConfigMaps are watched three times (the fleets' bootstraps
+/// everywhere; the replicas' reports in the operator's namespace twice, by the leader for the
+/// Envoys' status and by the xDS server for the routes other replicas' proxies rejected, so that
+/// no replica sends them to its proxies again) and Secrets three times (the
 /// webhook certificate's and the identity CA's, each by name, as least-privilege RBAC grants
 /// them; and the Gateways' certificates, by type).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +159,7 @@ async fn watches_of_a_run(api: FakeApi, expected: &BTreeMap<String, usize>) -> B
 /// What every `run` watches, with `gateway_api`'s counts over them.
 fn expected_watches(gateway_api: &[(&str, usize)]) -> BTreeMap<String, usize> {
     let mut expected: BTreeMap<String, usize> = [
-        ("configmaps", 2),
+        ("configmaps", 3),
         ("deployments", 1),
         ("endpointslices", 1),
         ("envoyroutes", 1),
