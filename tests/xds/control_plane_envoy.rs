@@ -269,6 +269,25 @@ fn one_fleet() -> (Caches, Objects, mpsc::UnboundedReceiver<Touched>, u16, Value
     (caches, objects, touched, listener_port, fleet)
 }
 
+/// A listed world of the Envoy `edge` (its listener on a free port, its proxy a pod at
+/// 127.0.0.1) and the Services `a` and `b`, whose endpoints are `a` and `b`; no route.
+fn fleet_with_backends(
+    a: &Backend,
+    b: &Backend,
+) -> (Caches, Objects, mpsc::UnboundedReceiver<Touched>, u16, Value) {
+    let (caches, mut objects, touched) = caches();
+    listed(&mut objects);
+    let listener_port = free_port();
+    let fleet = envoy(listener_port);
+    Objects::apply(&mut objects.envoys, fleet.clone());
+    for (name, backend) in [("a", a), ("b", b)] {
+        Objects::apply(&mut objects.services, service(name));
+        Objects::apply(&mut objects.endpoint_slices, endpoint_slice(name, backend.address));
+    }
+    Objects::apply(&mut objects.pods, fleet_pod());
+    (caches, objects, touched, listener_port, fleet)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
@@ -279,20 +298,11 @@ async fn objects_applied_to_the_caches_reach_a_real_envoy_started_from_the_fleet
         return;
     }
     let (a, b) = (Backend::start("backend-a").await, Backend::start("backend-b").await);
-    let (caches, mut objects, touched) = caches();
-    listed(&mut objects);
-    let listener_port = free_port();
-    let fleet = envoy(listener_port);
-    Objects::apply(&mut objects.envoys, fleet.clone());
-    Objects::apply(&mut objects.services, service("a"));
-    Objects::apply(&mut objects.services, service("b"));
-    Objects::apply(&mut objects.endpoint_slices, endpoint_slice("a", a.address));
-    Objects::apply(&mut objects.endpoint_slices, endpoint_slice("b", b.address));
+    let (caches, mut objects, touched, listener_port, fleet) = fleet_with_backends(&a, &b);
     Objects::apply(
         &mut objects.routes,
         route(json!([path_to("/a", &[("a", 1)]), path_to("/b", &[("b", 1)])])),
     );
-    Objects::apply(&mut objects.pods, fleet_pod());
 
     // Kept whole: the control plane and the ConfigMap's files live as long as `served`.
     let served = Served::start(&caches, touched, &fleet).await;
@@ -522,15 +532,7 @@ async fn a_route_envoy_rejects_is_left_out_alone_while_other_routes_keep_flowing
         return;
     }
     let (a, b) = (Backend::start("backend-a").await, Backend::start("backend-b").await);
-    let (caches, mut objects, touched) = caches();
-    listed(&mut objects);
-    let listener_port = free_port();
-    let fleet = envoy(listener_port);
-    Objects::apply(&mut objects.envoys, fleet.clone());
-    for (name, backend) in [("a", &a), ("b", &b)] {
-        Objects::apply(&mut objects.services, service(name));
-        Objects::apply(&mut objects.endpoint_slices, endpoint_slice(name, backend.address));
-    }
+    let (caches, mut objects, touched, listener_port, fleet) = fleet_with_backends(&a, &b);
     let named = |name: &str, generation: i64, rules: Value| {
         let mut route = route(rules);
         route["metadata"]["name"] = json!(name);
@@ -539,7 +541,6 @@ async fn a_route_envoy_rejects_is_left_out_alone_while_other_routes_keep_flowing
         route
     };
     Objects::apply(&mut objects.routes, named("shop", 1, json!([path_to("/a", &[("a", 1)])])));
-    Objects::apply(&mut objects.pods, fleet_pod());
 
     // The control plane as `run` wires it: the publisher, the isolation and its way back.
     let pki = pki();
