@@ -13,12 +13,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use std::future::Future;
 
-use envoy_operator_core::fleet::isolate::{Rejection, Rejections, RouteId, VersionRoutes, culprits};
+use envoy_operator_core::fleet::isolate::{
+    Rejection, Rejections, RouteId, RouteVersion, VersionRoutes, culprits,
+};
 use envoy_operator_core::fleet::report::{RejectedRoute, report_of, reports_selector};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -51,17 +54,33 @@ impl Isolation {
         self.lock().rejections.clone()
     }
 
-    /// Records the routes `version` of `key` carries (nothing when it is the newest already).
-    pub fn record(&self, key: &FleetKey, version: &str, routes: VersionRoutes) {
+    /// Records the routes `version` of `key` carries, each with its generation and spec (nothing
+    /// when it is the newest version already). A route unchanged since the newest version keeps
+    /// its words, so a publication serializes only the routes that changed.
+    pub fn record<'a, S: Serialize + 'a>(
+        &self,
+        key: &FleetKey,
+        version: &str,
+        routes: impl IntoIterator<Item = (RouteId, Option<i64>, &'a S)>,
+    ) {
         let mut state = self.lock();
         let versions = state.versions.entry(key.clone()).or_default();
         if versions.back().is_some_and(|(newest, _)| newest == version) {
             return;
         }
+        let newest = versions.back().map(|(_, routes)| routes.clone()).unwrap_or_default();
+        let carried: VersionRoutes = routes
+            .into_iter()
+            .map(|(id, generation, spec)| {
+                let known = newest.get(&id).filter(|known| Some(known.generation) == generation).cloned();
+                let version = known.unwrap_or_else(|| RouteVersion::new(generation, spec));
+                (id, version)
+            })
+            .collect();
         if versions.len() == VERSIONS {
             versions.pop_front();
         }
-        versions.push_back((version.to_owned(), Arc::new(routes)));
+        versions.push_back((version.to_owned(), Arc::new(carried)));
     }
 
     /// Forgets a fleet no longer served.
@@ -209,8 +228,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::SystemTime;
 
-    use envoy_operator_core::fleet::isolate::RouteVersion;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::xds::server::{Nack, Protocol, ProxyStatus, TypeStatus};
@@ -224,13 +242,20 @@ mod tests {
         }
     }
 
-    fn routes(entries: &[(&str, i64)]) -> VersionRoutes {
+    fn routes(entries: &[(&str, i64)]) -> Vec<(RouteId, Option<i64>, Value)> {
         entries
             .iter()
-            .map(|(name, generation)| {
-                (id(name), RouteVersion::new(Some(*generation), &json!({"name": name})))
-            })
+            .map(|(name, generation)| (id(name), Some(*generation), json!({"name": name})))
             .collect()
+    }
+
+    fn record(isolation: &Isolation, key: &FleetKey, version: &str, entries: &[(&str, i64)]) {
+        let routes = routes(entries);
+        isolation.record(
+            key,
+            version,
+            routes.iter().map(|(id, generation, spec)| (id.clone(), *generation, spec)),
+        );
     }
 
     fn proxy(types: &[(&str, TypeStatus)]) -> ProxyStatus {
@@ -259,8 +284,8 @@ mod tests {
     fn a_route_configuration_nack_rejects_the_route_that_changed_once() {
         let isolation = Isolation::default();
         let key = FleetKey::from("shop/edge");
-        isolation.record(&key, "v1", routes(&[("a", 1), ("b", 1)]));
-        isolation.record(&key, "v2", routes(&[("a", 1), ("b", 2)]));
+        record(&isolation, &key, "v1", &[("a", 1), ("b", 1)]);
+        record(&isolation, &key, "v2", &[("a", 1), ("b", 2)]);
         let status = FleetStatus {
             proxies: vec![proxy(&[(type_url::ROUTE, nacked("v1", "v2"))])],
             ..FleetStatus::default()
@@ -278,8 +303,8 @@ mod tests {
     fn nacks_of_other_types_and_of_unknown_versions_reject_nothing() {
         let isolation = Isolation::default();
         let key = FleetKey::from("shop/edge");
-        isolation.record(&key, "v1", routes(&[("a", 1)]));
-        isolation.record(&key, "v2", routes(&[("a", 2)]));
+        record(&isolation, &key, "v1", &[("a", 1)]);
+        record(&isolation, &key, "v2", &[("a", 2)]);
         let cluster = FleetStatus {
             proxies: vec![proxy(&[(type_url::CLUSTER, nacked("v1", "v2"))])],
             ..FleetStatus::default()
@@ -306,11 +331,23 @@ mod tests {
     }
 
     #[test]
+    fn an_unchanged_route_keeps_its_words() {
+        let isolation = Isolation::default();
+        let key = FleetKey::from("shop/edge");
+        record(&isolation, &key, "v1", &[("a", 1), ("b", 1)]);
+        record(&isolation, &key, "v2", &[("a", 1), ("b", 2)]);
+        let state = isolation.lock();
+        let (v1, v2) = (&state.versions[&key][0].1, &state.versions[&key][1].1);
+        assert!(Arc::ptr_eq(&v1[&id("a")].words, &v2[&id("a")].words), "a is shared");
+        assert!(!Arc::ptr_eq(&v1[&id("b")].words, &v2[&id("b")].words), "b changed");
+    }
+
+    #[test]
     fn versions_are_bounded_per_fleet() {
         let isolation = Isolation::default();
         let key = FleetKey::from("shop/edge");
         for i in 0..VERSIONS + 5 {
-            isolation.record(&key, &format!("v{i}"), routes(&[("a", i as i64)]));
+            record(&isolation, &key, &format!("v{i}"), &[("a", i as i64)]);
         }
         assert_eq!(isolation.lock().versions[&key].len(), VERSIONS);
     }

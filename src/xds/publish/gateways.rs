@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::fleet::isolate::{RouteId, RouteVersion, VersionRoutes};
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::fleet::isolate::RouteId;
+use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant};
 use envoy_operator_core::gateway::{
     self, GatewayInputs, GatewayOutcome, GatewayTranslation, RouteOutcome, named,
 };
@@ -313,26 +313,27 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
 
 /// The HTTPRoutes the version of `gateway`'s fleet carries: those one of its parentRefs naming
 /// the Gateway accepted, as they are now.
-fn carried(gateway: &GatewayOutcome, outcomes: &[RouteOutcome], routes: &[Arc<HTTPRoute>]) -> VersionRoutes {
+fn carried<'a>(
+    gateway: &GatewayOutcome,
+    outcomes: &[RouteOutcome],
+    routes: &'a [Arc<HTTPRoute>],
+) -> impl Iterator<Item = (RouteId, Option<i64>, &'a HTTPRouteSpec)> {
     let on_gateway = |outcome: &&RouteOutcome| {
         outcome.parents.iter().any(|parent| {
             let namespace = parent.parent_ref.namespace.as_deref().unwrap_or(&outcome.namespace);
             parent.accepted.status && parent.parent_ref.name == gateway.name && namespace == gateway.namespace
         })
     };
-    let accepted: BTreeSet<(&str, &str)> =
-        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.as_str(), o.name.as_str())).collect();
+    let accepted: BTreeSet<(String, String)> =
+        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.clone(), o.name.clone())).collect();
     routes
         .iter()
-        .filter(|route| {
-            let key = (route.metadata.namespace.as_deref().unwrap_or_default(), route.name_any());
-            accepted.contains(&(key.0, key.1.as_str()))
+        .filter(move |route| {
+            accepted.contains(&(route.metadata.namespace.clone().unwrap_or_default(), route.name_any()))
         })
         .filter_map(|route| {
-            let id = RouteId::of("HTTPRoute", &route.metadata)?;
-            Some((id, RouteVersion::new(route.metadata.generation, &route.spec)))
+            Some((RouteId::of("HTTPRoute", &route.metadata)?, route.metadata.generation, &route.spec))
         })
-        .collect()
 }
 
 /// Whether `key` is the key of an Envoy that is a Gateway's fleet.

@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use envoy_operator_core::api::route::EnvoyRouteSpec;
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::children::envoy::fleet_key;
-use envoy_operator_core::fleet::isolate::{RouteId, RouteVersion, VersionRoutes};
+use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::rules::{Defaulted, defaulted};
 use envoy_operator_core::xds::namespace::{NamespaceInputs, translate_namespace};
 use envoy_operator_core::xds::{Resources, RouteStatus};
@@ -234,17 +235,18 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
 }
 
 /// The routes a fleet's version carries: those it accepted, as they are now.
-fn carried(statuses: &[RouteStatus], routes: &[Arc<EnvoyRoute>]) -> VersionRoutes {
-    let accepted: BTreeSet<&str> =
-        statuses.iter().filter(|status| status.accepted.status).map(|status| status.route.as_str()).collect();
+fn carried<'a>(
+    statuses: &[RouteStatus],
+    routes: &'a [Arc<EnvoyRoute>],
+) -> impl Iterator<Item = (RouteId, Option<i64>, &'a EnvoyRouteSpec)> {
+    let accepted: BTreeSet<String> =
+        statuses.iter().filter(|status| status.accepted.status).map(|status| status.route.clone()).collect();
     routes
         .iter()
-        .filter(|route| route.metadata.name.as_deref().is_some_and(|name| accepted.contains(name)))
+        .filter(move |route| route.metadata.name.as_ref().is_some_and(|name| accepted.contains(name)))
         .filter_map(|route| {
-            let id = RouteId::of("EnvoyRoute", &route.metadata)?;
-            Some((id, RouteVersion::new(route.metadata.generation, &route.spec)))
+            Some((RouteId::of("EnvoyRoute", &route.metadata)?, route.metadata.generation, &route.spec))
         })
-        .collect()
 }
 
 /// The namespaces of `scope` that hold outcomes now.
