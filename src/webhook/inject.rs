@@ -5,10 +5,14 @@
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
+use envoy_operator_core::bounded;
+use envoy_operator_core::inject::decision::misplaced_opt_in;
 use envoy_operator_core::inject::lookup::xds_of;
-use envoy_operator_core::inject::pod::PodForInjection;
-use envoy_operator_core::inject::{EnvoyLookup, EnvoyXds, InjectConfig, Injection, Injector};
-use envoy_operator_core::names::INJECT_PATH;
+use envoy_operator_core::inject::pod::{PodForInjection, PodView};
+use envoy_operator_core::inject::{
+    EnvoyLookup, EnvoyXds, InjectConfig, Injection, Injector, Summary, XdsSource,
+};
+use envoy_operator_core::names::{INJECT_ANNOTATION_PATH, INJECT_PATH};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::metrics::WebhookMetrics;
@@ -53,8 +57,35 @@ pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: WebhookMetr
         .reading(read_as::<PodForInjection>)
 }
 
+/// The `/inject-annotation` endpoint: pods the API server sends only because their opt-in is
+/// an annotation (see `webhook_config::pod_webhooks`), told so in a warning.
+pub fn annotation_endpoint() -> Endpoint {
+    Endpoint::new(INJECT_ANNOTATION_PATH, warn_misplaced_opt_in).reading(read_as::<PodForInjection>)
+}
+
+/// Allows a pod untouched, warning it when its opt-in is an annotation; never injects (its
+/// namespace does not inject every pod, and the pod is not labelled to opt in).
+pub fn warn_misplaced_opt_in(request: &AdmissionRequest) -> AdmissionResponse {
+    let uid = request.uid.as_str();
+    let is_pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
+    let pod = request.object.as_ref().filter(|_| is_pod && request.operation == Operation::Create);
+    let Some(warning) = pod.and_then(|pod| PodView::new(pod).ok()).and_then(|pod| misplaced_opt_in(&pod))
+    else {
+        return AdmissionResponse::allow(uid);
+    };
+    let who = request.log_fields();
+    tracing::info!(
+        uid = %who.uid,
+        namespace = %who.namespace,
+        pod = %who.name,
+        "sidecar not injected: the pod opts in with an annotation, and only the label opts in"
+    );
+    AdmissionResponse::allow(uid).with_warnings(vec![warning])
+}
+
 /// Answers one pod review: a patch adding the sidecar, an untouched allow with the skip
-/// counted, or a denial naming what is wrong with the pod's injection annotations.
+/// counted, or a denial naming what is wrong with the pod's injection annotations. A pod
+/// injected already (the reinvocation after a later webhook's change) is allowed as it is.
 pub fn admit_pod(
     request: &AdmissionRequest,
     injector: &Injector,
@@ -72,19 +103,31 @@ pub fn admit_pod(
     match injector.inject_json(pod, request.namespace.as_deref(), envoys) {
         Ok(Injection::Patched { patch, summary }) => {
             metrics.injected();
-            // The common answer: its log fields (cut and escaped copies) only when logged.
+            let who = request.log_fields();
+            tracing::info!(
+                uid = %who.uid,
+                namespace = %who.namespace,
+                pod = %who.name,
+                configuration = %configuration(&summary),
+                native = summary.native,
+                hash = %summary.status.hash,
+                notes = %bounded::echo(&summary.notes.join("; ")),
+                "sidecar injected"
+            );
+            AdmissionResponse::allow_with_patch_json(uid, patch).with_warnings(summary.notes)
+        }
+        Ok(Injection::Skipped(skip)) if !skip.reason.is_skip() => {
             if tracing::enabled!(tracing::Level::DEBUG) {
                 let who = request.log_fields();
                 tracing::debug!(
                     uid = %who.uid,
                     namespace = %who.namespace,
                     pod = %who.name,
-                    hash = %summary.status.hash,
-                    native = summary.native,
-                    "sidecar injected"
+                    detail = %skip.detail,
+                    "sidecar present already: the pod is left as it is"
                 );
             }
-            AdmissionResponse::allow_with_patch_json(uid, patch).with_warnings(summary.notes)
+            AdmissionResponse::allow(uid)
         }
         Ok(Injection::Skipped(skip)) => {
             metrics.injection_skipped(skip.reason.as_str());
@@ -114,6 +157,23 @@ pub fn admit_pod(
             AdmissionResponse::bad_request(uid, error.to_string())
         }
     }
+}
+
+/// Where an injected sidecar takes its configuration from, as a log reads it: the fleet of
+/// the operator's control plane, an xDS server (and who named it), or none.
+fn configuration(summary: &Summary) -> String {
+    let source = match &summary.xds_source {
+        XdsSource::Envoy(name) => format!("Envoy {name}"),
+        XdsSource::Annotation => "annotation".to_owned(),
+        XdsSource::Default => "operator default".to_owned(),
+        XdsSource::None => return "none: admin interface only".to_owned(),
+    };
+    let text = match (&summary.fleet, &summary.xds) {
+        (Some(fleet), _) => format!("fleet {fleet} (operator's control plane)"),
+        (None, Some(xds)) => format!("xDS {}:{} ({source})", xds.host, xds.port),
+        (None, None) => format!("none: admin interface only ({source} has no xDS server)"),
+    };
+    bounded::echo(&text).into_owned()
 }
 
 #[cfg(test)]

@@ -29,13 +29,14 @@ pub struct ReasonLabels {
 pub mod series {
     use envoy_operator_core::inject::{InjectError, SkipReason};
 
-    pub const ENDPOINTS: [&str; 3] = ["mutate", "validate", "inject"];
+    pub const ENDPOINTS: [&str; 4] = ["mutate", "validate", "inject", "inject-annotation"];
     /// Every decision an admission endpoint answers with ([`crate::webhook::review::Outcome`],
     /// and `malformed` for a request that is no review).
     pub const DECISIONS: [&str; 5] = ["allowed", "patched", "denied", "rejected", "malformed"];
 
+    /// Every reason a pod is skipped for; an already-injected pod is no skip.
     pub fn skip_reasons() -> impl Iterator<Item = &'static str> {
-        SkipReason::ALL.into_iter().map(SkipReason::as_str)
+        SkipReason::ALL.into_iter().filter(|reason| reason.is_skip()).map(SkipReason::as_str)
     }
 
     pub fn denial_reasons() -> impl Iterator<Item = &'static str> {

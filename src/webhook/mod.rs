@@ -15,9 +15,11 @@ use self::metrics::WebhookMetrics;
 use self::router::Endpoint;
 
 /// Every admission endpoint the operator serves: Foo and Envoy defaults (`/mutate`) and rules
-/// (`/validate`), and the sidecar injector (`/inject`). `run` and `webhook` serve the same.
+/// (`/validate`), the sidecar injector (`/inject`) and its warning to pods that opt in with an
+/// annotation (`/inject-annotation`). `run` and `webhook` serve the same.
 pub fn endpoints(inject: InjectConfig, envoys: SharedEnvoys, metrics: &WebhookMetrics) -> Vec<Endpoint> {
     let mut endpoints = router::standard_endpoints();
     endpoints.push(self::inject::endpoint(inject, envoys, metrics.clone()));
+    endpoints.push(self::inject::annotation_endpoint());
     endpoints
 }

@@ -269,12 +269,36 @@ fn huge_and_missing_files_are_refused_clearly() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("error: reading does/not/exist.yaml"));
 }
 
+/// As `kubectl apply` (strict field validation, its default) refuses them: for our kinds and
+/// the Gateway API's alike, every unknown field named, the object not printed.
 #[test]
-fn misspelt_fields_are_flagged() {
+fn misspelt_fields_are_refused_as_the_api_server_refuses_them() {
     let (ok, documents, stderr) = check_stdin(
         "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: typo}\nspec: {replica: 3}\n",
     );
-    assert!(ok, "{stderr}");
-    assert_eq!(documents[0]["spec"]["replicas"], 1, "the misspelt field did not set replicas");
-    assert!(stderr.contains("Warning: - (document 1, line 1): spec.replica: unknown field"), "{stderr}");
+    assert!(!ok, "{stderr}");
+    assert!(documents.is_empty());
+    assert!(
+        stderr.contains(
+            "error: - (document 1, line 1): Foo in version \"v1alpha1\" cannot be handled as a Foo: \
+             strict decoding error: unknown field \"spec.replica\""
+        ),
+        "{stderr}"
+    );
+
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web}\n\
+        spec:\n  parentRefs: [{name: gw}]\n  rules:\n  - backendRef: [{name: web, port: 80}]\n    timeout: {request: 1s}\n";
+    let grant = "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: g}\n\
+        spec:\n  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: a}]\n  to: [{group: '', kind: Service}]\n";
+    let (ok, documents, stderr) = check_stdin(&format!("{route}---\n{grant}"));
+    assert!(!ok, "{stderr}");
+    assert_eq!(documents.len(), 1, "the grant is printed: {stderr}");
+    assert!(
+        stderr.contains(
+            "error: - (document 1, line 1): HTTPRoute in version \"v1\" cannot be handled as a HTTPRoute: \
+             strict decoding error: unknown field \"spec.rules[0].backendRef\", unknown field \"spec.rules[0].timeout\""
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 of 2 documents rejected"), "{stderr}");
 }

@@ -244,6 +244,63 @@ spec:
     assert_eq!(resolved["status"], true, "{resolved}");
 }
 
+/// Objects `kubectl apply` refuses for a field their CRD does not declare (strict field
+/// validation) are reported in the API server's words and left out: a route misspelling
+/// `backendRefs` is not served as one without backends, a grant with a field of another
+/// version grants nothing. The Gateway is still printed; exit 1.
+#[test]
+fn gateway_api_objects_with_unknown_fields_are_refused_and_left_out() {
+    let manifests = format!(
+        "{CLASS}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge}}
+spec: {{gatewayClassName: envoy-operator, listeners: [{{name: http, port: 80, protocol: HTTP}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: typo}}
+spec:
+  parentRefs: [{{name: edge}}]
+  rules: [{{backendRef: [{{name: web, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: web}}
+spec:
+  parentRefs: [{{name: edge}}]
+  rules: [{{backendRefs: [{{name: web, namespace: backends, port: 80}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {{name: routes-from-default, namespace: backends}}
+spec:
+  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: default}}]
+  to: [{{group: '', kind: Service, namespace: backends}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: backends}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+"
+    );
+    let (code, documents, stderr) = render_json(&manifests);
+    assert_eq!(code, Some(1), "{stderr}");
+    for refusal in [
+        "error: - (document 3, line 11): HTTPRoute in version \"v1\" cannot be handled as a HTTPRoute: \
+         strict decoding error: unknown field \"spec.rules[0].backendRef\"",
+        "error: - (document 5, line 25): ReferenceGrant in version \"v1beta1\" cannot be handled as a \
+         ReferenceGrant: strict decoding error: unknown field \"spec.to[0].namespace\"",
+        "2 of 6 documents not rendered",
+    ] {
+        assert!(stderr.contains(refusal), "{refusal}\n{stderr}");
+    }
+    let statuses = documents[0]["route_statuses"].as_array().unwrap();
+    let routes: Vec<&str> = statuses.iter().map(|s| s["route"].as_str().unwrap()).collect();
+    assert_eq!(routes, ["default/web"], "the misspelt route is left out");
+    assert_eq!(statuses[0]["resolvedRefs"]["reason"], "RefNotPermitted", "the refused grant grants nothing");
+}
+
 #[test]
 fn gateways_of_other_controllers_and_their_routes_are_said_not_rendered() {
     let manifests = "\

@@ -203,3 +203,33 @@ fn xds_prints_what_it_can_and_reports_routes_apply_would_refuse() {
         ["api InvalidKind", "api InvalidKind", "redirects ResolvedRefs", "storefront BackendNotFound"]
     );
 }
+
+/// A route with a misspelt field, which `kubectl apply` refuses (strict field validation):
+/// reported in the API server's words and left out, the others still served; exit 1.
+#[test]
+fn xds_leaves_out_a_route_with_an_unknown_field() {
+    let typo = "apiVersion: example.com/v1\nkind: EnvoyRoute\nmetadata: {name: typo}\n\
+        spec:\n  parentRefs: [{name: edge-envoy}]\n  rules:\n  - backendRef: [{name: shop-api, port: 80}]\n";
+    let output = render(
+        &["--xds", "-o", "json", "-f", "examples/envoyroute.yaml", "-f", EXAMPLE_CLUSTER, "-f", "-"],
+        &format!("{OPERATOR_EDGE}---\n{typo}"),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "error: - (document 2, line 6): EnvoyRoute in version \"v1\" cannot be handled as a EnvoyRoute: \
+             strict decoding error: unknown field \"spec.rules[0].backendRef\""
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 of "), "{stderr}");
+    let fleets: Vec<Value> = serde_json::from_slice(&output.stdout).expect("the fleet is printed");
+    let routes: Vec<&str> = fleets[0]["route_statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["route"].as_str().unwrap())
+        .collect();
+    assert_eq!(routes, ["shop"], "the misspelt route is not served as if it had no backends");
+}

@@ -70,8 +70,9 @@ fn webhook_config_local_mode_embeds_the_ca_and_urls() {
     let yaml = String::from_utf8(output.stdout).unwrap();
     assert!(yaml.contains("url: https://127.0.0.1:9443/mutate"));
     assert!(yaml.contains("url: https://127.0.0.1:9443/validate"));
-    assert!(yaml.contains("url: https://127.0.0.1:9443/inject"));
-    assert_eq!(yaml.matches("caBundle:").count(), 8);
+    assert!(yaml.contains("url: https://127.0.0.1:9443/inject\n"));
+    assert!(yaml.contains("url: https://127.0.0.1:9443/inject-annotation\n"));
+    assert_eq!(yaml.matches("caBundle:").count(), 9);
     assert!(!yaml.contains("service:"));
 }
 

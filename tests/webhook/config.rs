@@ -36,6 +36,7 @@ fn committed_webhook_configurations_match_the_code() {
 fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effects() {
     let mut served: Vec<&str> = standard_endpoints().iter().map(|e| e.path).collect();
     served.push(envoy_operator_core::names::INJECT_PATH);
+    served.push(envoy_operator_core::names::INJECT_ANNOTATION_PATH);
     let mutating: MutatingWebhookConfiguration = serde_saphyr::from_str(&committed(MUTATING_FILE)).unwrap();
     let validating: ValidatingWebhookConfiguration =
         serde_saphyr::from_str(&committed(VALIDATING_FILE)).unwrap();
@@ -57,9 +58,46 @@ fn committed_configurations_call_served_paths_for_v1_reviews_without_side_effect
         assert_eq!(versions, ["v1"]);
         assert_eq!(side_effects, "None");
         // Our own kinds fail closed; the pod injector must never block pod creation.
-        let expected = if path == "/inject" { "Ignore" } else { "Fail" };
+        let expected = if path.starts_with("/inject") { "Ignore" } else { "Fail" };
         assert_eq!(failure_policy.as_deref(), Some(expected), "{path}");
         count += 1;
     }
-    assert_eq!(count, 8, "Foo, Envoy and EnvoyRoute, mutating and validating; two pod injector webhooks");
+    assert_eq!(count, 9, "Foo, Envoy and EnvoyRoute, mutating and validating; three pod webhooks");
+}
+
+/// The committed annotation webhook's `matchCondition`, run as CEL over pods as the API server
+/// binds them (`object`): only a pod annotated `sidecar.example.com/inject: "true"` is sent.
+#[test]
+fn only_pods_annotated_to_opt_in_match_the_annotation_webhook() {
+    use kube_cel::cel::{Context, Program, Value as Cel};
+    let mutating: MutatingWebhookConfiguration = serde_saphyr::from_str(&committed(MUTATING_FILE)).unwrap();
+    let webhook = mutating
+        .webhooks
+        .unwrap()
+        .into_iter()
+        .find(|w| w.name == "annotation.sidecar.example.com")
+        .expect("the annotation webhook");
+    let conditions = webhook.match_conditions.expect("matchConditions");
+    let matches = |pod: serde_json::Value| {
+        let mut context = Context::default();
+        context.add_variable("object", pod).unwrap();
+        conditions.iter().all(|condition| {
+            let program = Program::compile(&condition.expression).expect("CEL");
+            match program.execute(&context) {
+                Ok(Cel::Bool(matched)) => matched,
+                other => panic!("{} gave {other:?}", condition.expression),
+            }
+        })
+    };
+    let pod =
+        |metadata: serde_json::Value| serde_json::json!({"metadata": metadata, "spec": {"containers": []}});
+    assert!(matches(pod(serde_json::json!({"annotations": {"sidecar.example.com/inject": "true"}}))));
+    for other in [
+        serde_json::json!({}),
+        serde_json::json!({"annotations": {}}),
+        serde_json::json!({"annotations": {"sidecar.example.com/inject": "false"}}),
+        serde_json::json!({"annotations": {"sidecar.example.com/envoy": "true", "other": "true"}}),
+    ] {
+        assert!(!matches(pod(other.clone())), "{other}");
+    }
 }

@@ -16,6 +16,10 @@ pub fn check_object(object: Value) -> Outcome {
         Ok(type_meta) => type_meta,
         Err(unreadable) => return unreadable,
     };
+    // The API server decodes strictly before anything else: an unknown field refuses the object.
+    if let Err(refused) = crate::strict::check(&object) {
+        return refused;
+    }
     if gateway::is_checked(api_version, kind) {
         let kind = kind.to_owned();
         return gateway::check(object, &kind);
@@ -30,15 +34,9 @@ pub fn check_object(object: Value) -> Outcome {
         Err(message) => return Outcome::Rejected { message },
     };
 
-    let unknown = admitted.unknown_fields(&object);
     let admission = admitted.admit(&object, None);
     match admission.verdict {
-        Ok(mut warnings) => {
-            warnings.extend(unknown.into_iter().map(|path| {
-                format!("{path}: unknown field: the API server drops it (kubectl apply --validate=strict refuses the object)")
-            }));
-            Outcome::Changed { object: admission.defaulted, warnings, notes: Vec::new() }
-        }
+        Ok(warnings) => Outcome::Changed { object: admission.defaulted, warnings, notes: Vec::new() },
         Err(errors) => Outcome::Rejected { message: errors.message(kind, &display_name(&object)) },
     }
 }

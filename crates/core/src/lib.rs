@@ -26,6 +26,7 @@ pub mod manifest;
 pub mod names;
 pub mod proxy;
 pub mod rules;
+pub mod strict;
 pub mod structural;
 pub mod webhook_config;
 pub mod xds;

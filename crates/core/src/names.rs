@@ -49,6 +49,9 @@ pub const WEBHOOK_TIMEOUT_SECONDS: i32 = 5;
 pub const MUTATE_PATH: &str = "/mutate";
 pub const VALIDATE_PATH: &str = "/validate";
 pub const INJECT_PATH: &str = "/inject";
+/// Pods that write the opt-in label as an annotation, in namespaces that do not inject every
+/// pod: answered with a warning only (see [`crate::inject::decision::misplaced_opt_in`]).
+pub const INJECT_ANNOTATION_PATH: &str = "/inject-annotation";
 
 /// Pod label naming the Envoy whose configuration a pod's proxy takes: on a fleet's pods and on
 /// pods whose injected sidecar names an Envoy. The fleets' status tells sidecars from the

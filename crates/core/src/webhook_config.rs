@@ -16,17 +16,23 @@
 //!   not labelled `enabled` (those are the first webhook's) nor `disabled` (a namespace's opt-out
 //!   wins over a pod's opt-in); `NotIn` also matches namespaces without the label.
 //!
-//! Both exclude the system namespaces and the operator's own by name
+//! - `annotation.sidecar.example.com` (`POST /inject-annotation`, never a patch): pods not
+//!   labelled `sidecar.example.com/inject` but annotated `sidecar.example.com/inject: "true"`
+//!   in the second webhook's namespaces, picked by a `matchCondition` (CEL over the pod's
+//!   annotations, which no selector reads). The label is what opts in; the answer is an
+//!   admission warning saying so, which `kubectl` prints.
+//!
+//! All three exclude the system namespaces and the operator's own by name
 //! (`kubernetes.io/metadata.name`, set by the API server on every namespace since 1.21), and
 //! the operator's namespace by its label wherever it is renamed.
-//! The two are disjoint, so no pod is sent twice.
+//! The three are disjoint, so no pod is sent twice.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
-    ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 
@@ -37,8 +43,9 @@ use crate::inject::annotations::{
 use crate::kind::AdmittedKind;
 use crate::manifest::{YamlError, to_yaml};
 use crate::names::{
-    INJECT_PATH, MUTATE_PATH, NAMESPACE_NAME_LABEL, OPERATOR_NAMESPACE, OPERATOR_NAMESPACE_LABEL,
-    VALIDATE_PATH, WEBHOOK_CONFIGURATION, WEBHOOK_SERVICE, WEBHOOK_SERVICE_PORT, WEBHOOK_TIMEOUT_SECONDS,
+    INJECT_ANNOTATION_PATH, INJECT_PATH, MUTATE_PATH, NAMESPACE_NAME_LABEL, OPERATOR_NAMESPACE,
+    OPERATOR_NAMESPACE_LABEL, VALIDATE_PATH, WEBHOOK_CONFIGURATION, WEBHOOK_SERVICE, WEBHOOK_SERVICE_PORT,
+    WEBHOOK_TIMEOUT_SECONDS,
 };
 
 /// File names under `webhook-config/`.
@@ -149,6 +156,7 @@ pub fn mutating_webhooks(options: &WebhookOptions) -> Vec<MutatingWebhook> {
         InjectConfig { operator_namespace: options.operator_namespace.clone(), ..InjectConfig::default() };
     let mut webhooks = defaulting_webhooks(options);
     webhooks.extend(pod_webhooks(options.target.client_config(INJECT_PATH), &injector));
+    webhooks.push(opt_in_annotation_webhook(options.target.client_config(INJECT_ANNOTATION_PATH), &injector));
     webhooks
 }
 
@@ -204,6 +212,61 @@ pub fn pod_webhooks(client_config: WebhookClientConfig, config: &InjectConfig) -
             requirement(INJECT_LABEL, "In", vec!["true".to_owned()]),
         ),
     ]
+}
+
+/// The webhook that warns pods opting in with an annotation (see the module's documentation):
+/// where the second pod webhook looks, for pods without the label whose annotation says
+/// `"true"`. `matchConditions` are on by default from Kubernetes 1.28 (beta, GA in 1.30), the
+/// operator's minimum; an API server that ignored them would send every unlabelled pod of
+/// those namespaces, which the endpoint allows untouched unless the annotation is there.
+pub fn opt_in_annotation_webhook(
+    client_config: WebhookClientConfig,
+    config: &InjectConfig,
+) -> MutatingWebhook {
+    let namespaces = vec![
+        requirement(
+            NAMESPACE_LABEL,
+            "NotIn",
+            vec![NAMESPACE_LABEL_ENABLED.to_owned(), NAMESPACE_LABEL_DISABLED.to_owned()],
+        ),
+        requirement(NAMESPACE_NAME_LABEL, "NotIn", config.excluded_namespaces()),
+        operator_namespace_excluded(),
+    ];
+    let unlabelled = LabelSelectorRequirement {
+        key: INJECT_LABEL.to_owned(),
+        operator: "DoesNotExist".to_owned(),
+        values: None,
+    };
+    MutatingWebhook {
+        name: "annotation.sidecar.example.com".to_owned(),
+        admission_review_versions: vec!["v1".to_owned()],
+        client_config,
+        rules: Some(vec![RuleWithOperations {
+            operations: Some(vec!["CREATE".to_owned()]),
+            api_groups: Some(vec![String::new()]),
+            api_versions: Some(vec!["v1".to_owned()]),
+            resources: Some(vec!["pods".to_owned()]),
+            scope: Some("Namespaced".to_owned()),
+        }]),
+        // A warning is never worth blocking a pod for.
+        failure_policy: Some("Ignore".to_owned()),
+        match_policy: Some("Equivalent".to_owned()),
+        // It never patches, so nothing it does calls for a second look.
+        reinvocation_policy: Some("Never".to_owned()),
+        side_effects: "None".to_owned(),
+        timeout_seconds: Some(WEBHOOK_TIMEOUT_SECONDS),
+        namespace_selector: Some(LabelSelector { match_expressions: Some(namespaces), match_labels: None }),
+        object_selector: Some(LabelSelector {
+            match_expressions: Some(vec![unlabelled]),
+            match_labels: None,
+        }),
+        match_conditions: Some(vec![MatchCondition {
+            name: "opts-in-with-an-annotation".to_owned(),
+            expression: format!(
+                "has(object.metadata.annotations) && '{INJECT_LABEL}' in object.metadata.annotations && object.metadata.annotations['{INJECT_LABEL}'] == 'true'"
+            ),
+        }]),
+    }
 }
 
 fn requirement(key: &str, operator: &str, values: Vec<String>) -> LabelSelectorRequirement {
@@ -311,7 +374,8 @@ mod tests {
                 "envoys.example.com",
                 "envoyroutes.example.com",
                 "namespace.sidecar.example.com",
-                "object.sidecar.example.com"
+                "object.sidecar.example.com",
+                "annotation.sidecar.example.com"
             ]
         );
         let service = mutating[0].client_config.service.as_ref().unwrap();
@@ -324,10 +388,15 @@ mod tests {
         let route_rule = &mutating[2].rules.as_ref().unwrap()[0];
         assert_eq!(route_rule.resources, Some(vec!["envoyroutes".to_owned()]));
         assert_eq!(route_rule.operations, Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]));
-        for pods in &mutating[3..] {
+        for pods in &mutating[3..5] {
             assert_eq!(pods.client_config.service.as_ref().unwrap().path.as_deref(), Some("/inject"));
             assert_eq!(pods.failure_policy.as_deref(), Some("Ignore"), "a down injector never blocks pods");
         }
+        assert_eq!(
+            mutating[5].client_config.service.as_ref().unwrap().path.as_deref(),
+            Some("/inject-annotation")
+        );
+        assert_eq!(mutating[5].failure_policy.as_deref(), Some("Ignore"));
         assert!(mutating[..3].iter().all(|w| w.failure_policy.as_deref() == Some("Fail")));
         let validating = validating_webhooks(&cluster());
         let names: Vec<&str> = validating.iter().map(|w| w.name.as_str()).collect();
@@ -381,7 +450,8 @@ mod tests {
         assert_eq!((selector(0), selector(1)), ("In".to_owned(), "NotIn".to_owned()));
     }
 
-    /// Which of the two webhooks a namespace with `labels` would send a pod with `pod_labels` to.
+    /// Which of the pod webhooks a namespace with `labels` would send a pod with `pod_labels`
+    /// to, by their selectors (the annotation webhook's `matchConditions` aside).
     fn called(namespace: &[(&str, &str)], pod: &[(&str, &str)]) -> Vec<String> {
         use kube::core::{Selector, SelectorExt};
         let map = |pairs: &[(&str, &str)]| {
@@ -391,7 +461,10 @@ mod tests {
                 .collect::<std::collections::BTreeMap<_, _>>()
         };
         let client = WebhookClientConfig { url: Some("https://x/inject".into()), ..Default::default() };
-        pod_webhooks(client, &InjectConfig::default())
+        let config = InjectConfig::default();
+        let mut webhooks = pod_webhooks(client.clone(), &config);
+        webhooks.push(opt_in_annotation_webhook(client, &config));
+        webhooks
             .into_iter()
             .filter(|w| {
                 let namespace_selector = Selector::try_from(w.namespace_selector.clone().unwrap()).unwrap();
@@ -411,12 +484,18 @@ mod tests {
             ["namespace.sidecar.example.com"]
         );
         assert_eq!(called(&[named("shop")], &opt_in), ["object.sidecar.example.com"]);
-        assert!(called(&[named("shop")], &[]).is_empty());
-        assert!(
-            called(&[named("shop"), (NAMESPACE_LABEL, "disabled")], &opt_in).is_empty(),
-            "a namespace's opt-out wins over a pod's opt-in"
-        );
+        // Where only the label opts in, pods without it are the annotation webhook's (which
+        // its matchCondition narrows to those annotated to opt in).
+        assert_eq!(called(&[named("shop")], &[]), ["annotation.sidecar.example.com"]);
+        assert!(called(&[named("shop")], &[(INJECT_LABEL, "false")]).is_empty());
+        for pod in [&opt_in[..], &[]] {
+            assert!(
+                called(&[named("shop"), (NAMESPACE_LABEL, "disabled")], pod).is_empty(),
+                "a namespace's opt-out wins over a pod's opt-in"
+            );
+        }
         assert!(called(&[named("kube-system"), (NAMESPACE_LABEL, "enabled")], &opt_in).is_empty());
+        assert!(called(&[named("kube-system")], &[]).is_empty());
         let renamed_operator_namespace = [
             named("platform-ops"),
             (crate::names::OPERATOR_NAMESPACE_LABEL, "true"),

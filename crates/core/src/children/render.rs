@@ -79,6 +79,7 @@ where
     let rejected = |errors: FieldErrors| Outcome::Rejected {
         message: errors.message(&K::kind(&()), &display_name(object)),
     };
+    crate::strict::check(object)?;
     let (parsed, _warnings) = defaulted_valid::<K>(object).map_err(rejected)?;
     if parsed.meta().name.is_none() {
         return Err(Outcome::Rejected {

@@ -15,7 +15,9 @@ pub enum SkipReason {
     ExcludedNamespace,
     /// The pod carries `sidecar.example.com/inject: "false"`.
     OptedOut,
-    /// The pod already has a sidecar (its status annotation is present).
+    /// The pod already has a sidecar (its status annotation is present): most often the
+    /// webhook's reinvocation (`reinvocationPolicy: IfNeeded`) for a pod it has just injected.
+    /// No skip: see [`SkipReason::is_skip`].
     AlreadyInjected,
     /// The pod shares the node's network namespace, where the sidecar's ports would clash
     /// with every other host-network pod's and the node's.
@@ -47,6 +49,15 @@ impl SkipReason {
             Self::PortConflict => "port_conflict",
             Self::RunToCompletion => "run_to_completion",
         }
+    }
+}
+
+impl SkipReason {
+    /// Whether the pod is left without a sidecar it was sent to the injector for. An
+    /// already-injected pod has its sidecar: the webhook sees every pod it injects again when a
+    /// later webhook changes it, and that pass is no skip, neither logged nor counted as one.
+    pub fn is_skip(self) -> bool {
+        self != Self::AlreadyInjected
     }
 }
 
@@ -119,6 +130,17 @@ pub fn skip(pod: &PodView<'_>, namespace: Option<&str>, config: &InjectConfig) -
         );
     }
     None
+}
+
+/// The admission warning for a pod that asks for a sidecar with the annotation
+/// `sidecar.example.com/inject: "true"` where only the label opts in (the webhook's
+/// `objectSelector` reads labels): the injector is not called for it, so without this it would
+/// start without a sidecar and nobody would say why. `None` for any other pod.
+pub fn misplaced_opt_in(pod: &PodView<'_>) -> Option<String> {
+    let asks = pod.annotation(INJECT_LABEL) == Some("true") && pod.label(INJECT_LABEL) != Some("true");
+    asks.then(|| {
+        format!("sidecar not injected: make {INJECT_LABEL}=true a label of the pod, not an annotation")
+    })
 }
 
 /// Whether the pod is meant to finish (a Job's pod, or any pod with `restartPolicy` `Never` or
@@ -210,6 +232,34 @@ mod tests {
         };
         assert_eq!(decide(pod(init(Value::Null), json!({})), "shop"), None);
         assert_eq!(decide(pod(init(json!("Always")), json!({})), "shop"), Some(SkipReason::PortConflict));
+    }
+
+    #[test]
+    fn a_reinvocation_is_no_skip() {
+        let skips: Vec<_> = SkipReason::ALL.into_iter().filter(|r| !r.is_skip()).collect();
+        assert_eq!(skips, [SkipReason::AlreadyInjected]);
+    }
+
+    #[test]
+    fn an_opt_in_written_as_an_annotation_is_told_the_label() {
+        let plain = json!({"containers": [{"name": "app"}]});
+        let annotated = pod(plain.clone(), json!({"annotations": {INJECT_LABEL: "true"}}));
+        let warning = misplaced_opt_in(&PodView::new(&annotated).unwrap()).unwrap();
+        assert_eq!(
+            warning,
+            "sidecar not injected: make sidecar.example.com/inject=true a label of the pod, not an annotation"
+        );
+        assert!(warning.len() < super::super::MAX_WARNING_CHARS, "{}", warning.len());
+        for fine in [
+            pod(plain.clone(), json!({})),
+            pod(plain.clone(), json!({"annotations": {INJECT_LABEL: "false"}})),
+            pod(
+                plain.clone(),
+                json!({"annotations": {INJECT_LABEL: "true"}, "labels": {INJECT_LABEL: "true"}}),
+            ),
+        ] {
+            assert_eq!(misplaced_opt_in(&PodView::new(&fine).unwrap()), None, "{fine}");
+        }
     }
 
     #[test]

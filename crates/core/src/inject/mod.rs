@@ -72,6 +72,14 @@ pub struct Summary {
 /// Notes (admission warnings) about one pod; more are counted in the last one.
 pub const MAX_NOTES: usize = 8;
 
+/// Characters the injector's own admission warnings stay under: the AdmissionResponse API asks
+/// to "limit warnings to 120 characters if possible" (the API server may cut those over 256).
+pub const MAX_WARNING_CHARS: usize = 120;
+
+/// The note on a sidecar with no xDS server to take its configuration from (no Envoy named, no
+/// annotation, no default of the operator's): it starts with only its admin interface.
+pub const NO_CONFIGURATION: &str = "sidecar serves nothing: annotate sidecar.example.com/envoy=<Envoy>, or label sidecar.example.com/inject=false";
+
 /// Where the bootstrap's xDS server came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum XdsSource {
@@ -355,6 +363,9 @@ fn plan<'p>(
     }
     let mut notes = annotations::warnings(view.annotations);
     let (mut xds, xds_source, listeners) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
+    if xds_source == XdsSource::None {
+        notes.insert(0, NO_CONFIGURATION.to_owned());
+    }
     let resources = match prepared {
         Some(prepared) if !overrides.has_resources() => prepared.resources.clone()?,
         _ => sidecar::resolve_resources(&config.resources, &overrides)?,
@@ -549,6 +560,29 @@ fn free_volume_name(taken: &HashSet<&str>, base: &str, notes: &mut Vec<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The note names the keys the injector reads, short enough for `kubectl` to show whole.
+    #[test]
+    fn the_note_on_a_sidecar_without_configuration_says_what_to_do() {
+        assert!(NO_CONFIGURATION.contains(&format!("{ENVOY}=")), "{NO_CONFIGURATION}");
+        assert!(NO_CONFIGURATION.contains(&format!("{}=false", annotations::INJECT_LABEL)));
+        assert!(NO_CONFIGURATION.len() < MAX_WARNING_CHARS);
+        let pod = serde_json::json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "web"}]}});
+        let Ok(Injection::Patched { summary, .. }) =
+            inject(&pod, Some("shop"), &InjectConfig::default(), &NoEnvoys)
+        else {
+            panic!("injected");
+        };
+        assert_eq!((summary.xds_source, summary.notes), (XdsSource::None, vec![NO_CONFIGURATION.to_owned()]));
+        let default = InjectConfig {
+            default_xds: Some(annotations::parse_xds("xds.mesh:18000").unwrap()),
+            ..Default::default()
+        };
+        let Ok(Injection::Patched { summary, .. }) = inject(&pod, Some("shop"), &default, &NoEnvoys) else {
+            panic!("injected");
+        };
+        assert!(summary.notes.is_empty(), "the operator's default xDS server configures it");
+    }
 
     /// The metrics register every label up front, so a denial never creates a series late.
     #[test]

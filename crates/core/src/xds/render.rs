@@ -54,6 +54,8 @@ impl Manifests {
     /// play no part and are left out without a word.
     pub fn add(&mut self, mut object: Value, default_namespace: &str) -> Result<(), Outcome> {
         let (api_version, kind) = type_meta(&object)?;
+        // A route `kubectl apply` refuses for a typo is left out, not served without the field.
+        crate::strict::check(&object)?;
         let is = |group_version: &str, name: &str| api_version == group_version && kind == name;
         let (envoy, route) = (is("example.com/v1", "Envoy"), is("example.com/v1", "EnvoyRoute"));
         let (service, slice) = (is("v1", "Service"), is("discovery.k8s.io/v1", "EndpointSlice"));
