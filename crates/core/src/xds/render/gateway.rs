@@ -253,7 +253,9 @@ impl GatewayDocument {
     pub fn comment(&self) -> String {
         let outcome = &self.outcome;
         let fleet = match &outcome.fleet {
-            Some(_) => format!("its fleet (the Envoy {})", outcome.name),
+            Some(fleet) => {
+                format!("its fleet (the Envoy {})", fleet.metadata.name.as_deref().unwrap_or_default())
+            }
             None => "no fleet (see its conditions)".to_owned(),
         };
         let mut comment = format!(
