@@ -141,7 +141,11 @@ mod tests {
 
         let warning =
             (true, "ListenersNotValid".to_owned(), "listener http: no listener is valid".to_owned());
-        assert_eq!(told(&[], std::slice::from_ref(&refused)), [warning.clone()], "a first status");
+        assert_eq!(
+            told(&[], std::slice::from_ref(&refused)),
+            std::slice::from_ref(&warning),
+            "a first status"
+        );
         assert_eq!(told(std::slice::from_ref(&accepted), std::slice::from_ref(&refused)), [warning]);
         assert!(told(std::slice::from_ref(&refused), std::slice::from_ref(&refused)).is_empty(), "at rest");
         let new_message = condition("Accepted", "False", "ListenersNotValid", "another message");
