@@ -79,7 +79,7 @@ impl GatewayObjects {
             endpoint_slices,
             secrets: &self.secrets,
             // Offline, no fleet runs: `Programmed` says the Gateway waits for it. An Envoy of the
-            // manifests with a Gateway's name is not its fleet, as `run` would find it.
+            // manifests with a Gateway's fleet's name is not its fleet, as `run` would find it.
             fleets: &self.envoys,
             parameters: &self.envoys,
         })
