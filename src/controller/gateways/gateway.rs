@@ -181,15 +181,8 @@ fn rejection_event(
     fleet: Option<&Envoy>,
     events: &mut Vec<ObjectEvent>,
 ) -> Option<std::time::Duration> {
-    let rejected = fleet.and_then(|fleet| {
-        let conditions = fleet.status.as_ref()?.conditions.iter();
-        conditions.clone().find(|c| c.type_ == CONFIG_ACCEPTED && c.status == "False").map(|c| &c.message)
-    });
-    let gate = ctx.shared.rejection_events.check(
-        &backoff_key(gateway),
-        rejected.map(String::as_str),
-        std::time::Instant::now(),
-    );
+    let rejected = fleet.and_then(rejected_configuration);
+    let gate = ctx.shared.rejection_events.check(&backoff_key(gateway), rejected, std::time::Instant::now());
     match (gate, rejected) {
         (Gate::Tell, Some(message)) => {
             let fleet = fleet.map(ResourceExt::name_any).unwrap_or_default();
@@ -200,6 +193,13 @@ fn rejection_event(
         (Gate::Hold(wait), _) => Some(wait),
         _ => None,
     }
+}
+
+/// What the fleet's `ConfigAccepted` condition says when it is False: its proxies reject the
+/// configuration they are sent.
+fn rejected_configuration(fleet: &Envoy) -> Option<&str> {
+    let conditions = &fleet.status.as_ref()?.conditions;
+    conditions.iter().find(|c| c.type_ == CONFIG_ACCEPTED && c.status == "False").map(|c| c.message.as_str())
 }
 
 fn warning(reason: &str, note: String, action: &str) -> ObjectEvent {
@@ -222,4 +222,85 @@ fn normal(reason: &str, note: String, action: &str) -> ObjectEvent {
         secondary: None,
     };
     ObjectEvent::of_object(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Value {
+        json!({"type": type_, "status": status, "reason": reason, "message": format!("{type_} {reason}"),
+               "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1})
+    }
+
+    fn status(conditions: Vec<Value>, listener: Vec<Value>) -> GatewayStatus {
+        serde_json::from_value(json!({"conditions": conditions,
+            "listeners": [{"name": "https", "supportedKinds": [], "attachedRoutes": 0, "conditions": listener}]}))
+        .expect("a Gateway status")
+    }
+
+    fn told(before: &GatewayStatus, after: &GatewayStatus) -> Vec<(String, String, Option<String>)> {
+        status_events(before, after)
+            .into_iter()
+            .map(|ObjectEvent { event, field_path }| (format!("{:?}", event.type_), event.reason, field_path))
+            .collect()
+    }
+
+    #[test]
+    fn a_gateway_is_told_of_refusals_lost_references_and_a_fleet_it_cannot_make_not_of_its_start() {
+        let accepted = condition(ACCEPTED, "True", "Accepted");
+        let resolved = condition(RESOLVED_REFS, "True", "ResolvedRefs");
+        let starting =
+            status(vec![accepted.clone(), condition(PROGRAMMED, "False", "Pending")], vec![resolved.clone()]);
+        assert!(told(&GatewayStatus::default(), &starting).is_empty(), "a fleet starting is no news");
+
+        let programmed =
+            status(vec![accepted.clone(), condition(PROGRAMMED, "True", "Programmed")], vec![resolved]);
+        assert_eq!(told(&starting, &programmed), [("Normal".to_owned(), "Programmed".to_owned(), None)]);
+
+        let lost = condition(RESOLVED_REFS, "False", "InvalidCertificateRef");
+        let clash = status(vec![accepted, condition(PROGRAMMED, "False", "Invalid")], vec![lost]);
+        assert_eq!(
+            told(&programmed, &clash),
+            [
+                ("Warning".to_owned(), "Invalid".to_owned(), None),
+                (
+                    "Warning".to_owned(),
+                    "InvalidCertificateRef".to_owned(),
+                    Some("spec.listeners{https}".to_owned())
+                ),
+            ]
+        );
+        assert!(told(&clash, &clash).is_empty(), "at rest");
+
+        let refused = status(
+            vec![
+                condition(ACCEPTED, "False", "ListenersNotValid"),
+                condition(PROGRAMMED, "False", "Invalid"),
+            ],
+            vec![condition(RESOLVED_REFS, "False", "InvalidCertificateRef")],
+        );
+        let said: Vec<String> = told(&starting, &refused).into_iter().map(|(_, reason, _)| reason).collect();
+        assert_eq!(
+            said,
+            ["ListenersNotValid", "InvalidCertificateRef"],
+            "Programmed adds nothing to a refusal"
+        );
+    }
+
+    #[test]
+    fn a_fleets_rejected_configuration_is_its_config_accepted_false() {
+        let fleet = |conditions: Value| -> Envoy {
+            serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+                "metadata": {"name": "edge-envoy"}, "spec": {}, "status": {"conditions": conditions}}))
+            .expect("an Envoy")
+        };
+        let rejected = fleet(json!([condition(CONFIG_ACCEPTED, "False", "Rejected")]));
+        assert_eq!(rejected_configuration(&rejected), Some("ConfigAccepted Rejected"));
+        let accepted = fleet(json!([condition(CONFIG_ACCEPTED, "True", "Accepted")]));
+        assert_eq!(rejected_configuration(&accepted), None);
+        assert_eq!(rejected_configuration(&fleet(json!([]))), None);
+    }
 }
