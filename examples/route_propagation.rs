@@ -56,7 +56,9 @@ fn route_to(backend: &str, generation: i64) -> Value {
 /// The Gateway whose fleet serves the HTTPRoute, and the fleet's pod (what the Envoy started
 /// here stands for).
 const GATEWAY: &str = "gw";
-const GATEWAY_POD: &str = "gw-7b9c4-k2m8p";
+/// The Gateway's fleet: `<gateway>-<class>`.
+const FLEET: &str = "gw-envoy-operator";
+const GATEWAY_POD: &str = "gw-envoy-operator-7b9c4-k2m8p";
 
 fn gateway_api(resource: &str, name: &str) -> String {
     match resource {
@@ -93,9 +95,9 @@ fn gateway_world() -> (FakeApi, u16) {
     );
     let uid = api.get(&gateway_api("gateways", GATEWAY)).expect("the Gateway")["metadata"]["uid"].clone();
     api.put(
-        &at("example.com/v1", "envoys", GATEWAY),
+        &at("example.com/v1", "envoys", FLEET),
         json!({"apiVersion": "example.com/v1", "kind": "Envoy",
-               "metadata": {"name": GATEWAY, "namespace": NS, "labels": {GATEWAY_LABEL: GATEWAY},
+               "metadata": {"name": FLEET, "namespace": NS, "labels": {GATEWAY_LABEL: GATEWAY},
                             "ownerReferences": [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                                                  "name": GATEWAY, "uid": uid, "controller": true}]},
                "spec": {"ports": [{"name": format!("http-{port}"), "port": port, "targetPort": port}]}}),
@@ -103,7 +105,7 @@ fn gateway_world() -> (FakeApi, u16) {
     api.put(
         &at("v1", "pods", GATEWAY_POD),
         json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": GATEWAY_POD, "namespace": NS, "labels": {FLEET_LABEL: GATEWAY}},
+               "metadata": {"name": GATEWAY_POD, "namespace": NS, "labels": {FLEET_LABEL: FLEET}},
                "spec": {"containers": [{"name": "envoy", "image": "envoy"}]},
                "status": {"podIP": "127.0.0.1"}}),
     );
@@ -114,7 +116,7 @@ fn gateway_world() -> (FakeApi, u16) {
 /// A real Envoy started as the Gateway's fleet's proxy, from the bootstrap ConfigMap and the
 /// identity Secret the operator wrote for the fleet.
 async fn gateway_proxy(api: &FakeApi, files: &std::path::Path) -> Envoy {
-    let config_map = at("v1", "configmaps", &format!("{GATEWAY}-bootstrap"));
+    let config_map = at("v1", "configmaps", &format!("{FLEET}-bootstrap"));
     api.wait_for(
         "the Gateway's fleet's bootstrap ConfigMap with the control plane's CA",
         HANG_GUARD,
@@ -124,7 +126,7 @@ async fn gateway_proxy(api: &FakeApi, files: &std::path::Path) -> Envoy {
     let data: BTreeMap<String, String> =
         serde_json::from_value(api.get(&config_map).expect("the ConfigMap")["data"].clone())
             .expect("string data");
-    let secret = at("v1", "secrets", &identity::secret_name(GATEWAY));
+    let secret = at("v1", "secrets", &identity::secret_name(FLEET));
     api.wait_for("the Gateway's fleet's identity Secret", HANG_GUARD, |api| api.get(&secret).is_some()).await;
     let encoded = api.get(&secret).expect("the Secret")["data"][identity::SDS_KEY]
         .as_str()
@@ -133,7 +135,7 @@ async fn gateway_proxy(api: &FakeApi, files: &std::path::Path) -> Envoy {
     let identity_file =
         String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 data"))
             .expect("a UTF-8 file");
-    Envoy::start(&runnable_bootstrap(&data, files, GATEWAY_POD, GATEWAY, &identity_file)).await
+    Envoy::start(&runnable_bootstrap(&data, files, GATEWAY_POD, FLEET, &identity_file)).await
 }
 
 #[tokio::main]

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod rejections;
 pub mod routes;
 pub mod sync;
+pub mod transitions;
 pub mod watch;
 
 use std::collections::HashMap;

@@ -65,7 +65,7 @@ fn the_readme_example_renders_a_listener_per_port_and_the_route() {
     assert_eq!(documents.len(), 1, "one Gateway");
     let gateway = &documents[0];
     assert_eq!(gateway["gateway"], "default/shop");
-    assert_eq!(gateway["fleet"], "default/shop");
+    assert_eq!(gateway["fleet"], "default/shop-envoy-operator", "<gateway>-<class>");
     let listeners = gateway["status"]["listeners"].as_array().expect("listener statuses");
     let names: Vec<&str> = listeners.iter().map(|l| l["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["http", "https"]);
@@ -348,7 +348,7 @@ spec: {{gatewayClassName: envoy-operator, listeners: [{{name: http, port: 80, pr
         keys,
         [
             (&Value::from("default/mesh"), &Value::Null),
-            (&Value::from("default/edge"), &Value::from("default/edge"))
+            (&Value::from("default/edge-envoy-operator"), &Value::from("default/edge"))
         ]
     );
 }

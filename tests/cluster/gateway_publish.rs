@@ -41,7 +41,7 @@ fn secret(name: &str, type_: &str, labels: Value) -> Value {
 }
 
 /// A GatewayClass naming the operator, a Gateway `edge` of it listening for HTTP on port 80,
-/// its fleet (the Envoy the Gateway controller applies), an HTTPRoute from `shop.example.com`
+/// its fleet `edge-envoy` (the Envoy the Gateway controller applies), an HTTPRoute from `shop.example.com`
 /// to the Service `web`, and the Service's endpoints.
 fn a_gateway_and_its_route(api: &FakeApi) {
     api.put(
@@ -57,9 +57,9 @@ fn a_gateway_and_its_route(api: &FakeApi) {
     );
     let uid = api.get(&gateway_api("gateways", "edge")).expect("the Gateway")["metadata"]["uid"].clone();
     api.put(
-        "/apis/example.com/v1/namespaces/shop/envoys/edge",
+        "/apis/example.com/v1/namespaces/shop/envoys/edge-envoy",
         json!({"apiVersion": "example.com/v1", "kind": "Envoy",
-               "metadata": {"name": "edge", "labels": {GATEWAY_LABEL: "edge"},
+               "metadata": {"name": "edge-envoy", "labels": {GATEWAY_LABEL: "edge"},
                             "ownerReferences": [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                                                  "name": "edge", "uid": uid, "controller": true}]},
                "spec": {}}),
@@ -105,7 +105,7 @@ async fn a_gateway_is_served_its_routes_and_judged_from_the_api_server() {
     }));
     tokio::time::timeout(HANG_GUARD, published).await.expect("published in time").expect("published");
 
-    let fleet = FleetKey::from("shop/edge");
+    let fleet = FleetKey::from("shop/edge-envoy");
     let snapshot = cache.get(&fleet).expect("the Gateway's fleet has a snapshot");
     let names = |type_url: &str| -> Vec<String> {
         snapshot.resources(type_url).iter().map(|resource| resource.name().to_owned()).collect()

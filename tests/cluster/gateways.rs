@@ -160,9 +160,9 @@ async fn an_accepted_class_gets_its_gateways_fleet_and_every_status_follows_each
     })
     .await;
 
-    // The fleet: an Envoy named after the Gateway, labelled with it and owned by it, its
-    // privileged port mapped to an unprivileged one.
-    let fleet = envoy_path(NS, "edge");
+    // The fleet: an Envoy named `<gateway>-<class>`, labelled with the Gateway and owned by it,
+    // its privileged port mapped to an unprivileged one.
+    let fleet = envoy_path(NS, "edge-ours");
     until(&api, "the fleet Envoy", |api| api.get(&fleet).is_some()).await;
     let envoy = api.get(&fleet).expect("the fleet");
     let uid = api.get(&edge).expect("the Gateway")["metadata"]["uid"].clone();
@@ -283,15 +283,15 @@ async fn other_controllers_objects_get_nothing_and_a_gateway_leaving_our_class_l
     api.put(&foreign_route, route(&["foreign"]));
     let shop = route_path(NS, "shop");
     api.put(&shop, route(&["edge"]));
-    // A Gateway of ours whose name an Envoy of someone else's already has.
+    // A Gateway of ours whose fleet's name an Envoy of someone else's already has.
     let taken = gateway_path(NS, "taken");
     api.put(&taken, gateway("ours"));
     let someone_elses = json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {},
                                "spec": {"xds": {"host": "xds.mesh", "port": 18000}}});
-    api.put(&envoy_path(NS, "taken"), someone_elses);
+    api.put(&envoy_path(NS, "taken-ours"), someone_elses);
     let controllers = Controllers::start(&api, None);
 
-    until(&api, "the fleet of our Gateway", |api| api.get(&envoy_path(NS, "edge")).is_some()).await;
+    until(&api, "the fleet of our Gateway", |api| api.get(&envoy_path(NS, "edge-ours")).is_some()).await;
     until(&api, "our route accepted", |api| {
         api.get(&shop)
             .and_then(|route| our_entry(&route, "edge"))
@@ -316,24 +316,24 @@ async fn other_controllers_objects_get_nothing_and_a_gateway_leaving_our_class_l
     })
     .await;
     // (The Envoy reconciler writes its status, as any Envoy's: not the object itself.)
-    let envoy = api.get(&envoy_path(NS, "taken")).expect("someone else's Envoy");
+    let envoy = api.get(&envoy_path(NS, "taken-ours")).expect("someone else's Envoy");
     assert!(
         envoy["metadata"].get("labels").is_none() && envoy["metadata"].get("ownerReferences").is_none(),
         "{envoy}"
     );
-    let at_envoy = envoy_path(NS, "taken");
+    let at_envoy = envoy_path(NS, "taken-ours");
     assert_eq!(api.requests().iter().filter(|r| r.method != "GET" && r.path == at_envoy).count(), 0);
 
     // Our Gateway moves to the other controller's class: its fleet goes, and so do our entries
     // on its route.
     change_spec(&api, &edge, |spec| spec["gatewayClassName"] = json!("theirs"));
-    until(&api, "the fleet deleted", |api| api.get(&envoy_path(NS, "edge")).is_none()).await;
+    until(&api, "the fleet deleted", |api| api.get(&envoy_path(NS, "edge-ours")).is_none()).await;
     until(&api, "our entry dropped from the route", |api| {
         api.get(&shop).is_some_and(|route| our_entry(&route, "edge").is_none())
     })
     .await;
     assert_eq!(api.get(&shop).expect("the route")["status"]["parents"], json!([]));
-    assert!(api.get(&envoy_path(NS, "taken")).is_some(), "someone else's Envoy stays");
+    assert!(api.get(&envoy_path(NS, "taken-ours")).is_some(), "someone else's Envoy stays");
     controllers.stop().await;
 }
 
@@ -345,7 +345,7 @@ async fn a_fleet_changed_or_deleted_by_hand_is_restored() {
     api.put(&class_path("ours"), class(CONTROLLER_NAME));
     api.put(&gateway_path(NS, "edge"), gateway("ours"));
     let controllers = Controllers::start(&api, None);
-    let fleet = envoy_path(NS, "edge");
+    let fleet = envoy_path(NS, "edge-ours");
     let serves_80 = |api: &FakeApi| {
         api.get(&fleet).is_some_and(|envoy| {
             envoy["spec"]["ports"].as_array().is_some_and(|ports| {
@@ -359,5 +359,205 @@ async fn a_fleet_changed_or_deleted_by_hand_is_restored() {
     until(&api, "the fleet's ports taken back", serves_80).await;
     api.delete(&fleet);
     until(&api, "the fleet created again", serves_80).await;
+    controllers.stop().await;
+}
+
+fn deployment_path(namespace: &str, name: &str) -> String {
+    format!("/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+}
+
+/// `(type, reason, note)` of the events about the `kind` `name` in [`NS`].
+fn events_about(api: &FakeApi, kind: &str, name: &str) -> Vec<(String, String, String)> {
+    let events = api.list(&format!("/apis/events.k8s.io/v1/namespaces/{NS}/events"));
+    let about =
+        events.into_iter().filter(|e| e["regarding"]["kind"] == kind && e["regarding"]["name"] == name);
+    let text = |event: &Value, field: &str| event[field].as_str().unwrap_or_default().to_owned();
+    about.map(|e| (text(&e, "type"), text(&e, "reason"), text(&e, "note"))).collect()
+}
+
+fn has_event(api: &FakeApi, kind: &str, name: &str, type_: &str, reason: &str, note_has: &str) -> bool {
+    events_about(api, kind, name).iter().any(|(t, r, n)| t == type_ && r == reason && n.contains(note_has))
+}
+
+fn event_writes(api: &FakeApi) -> usize {
+    api.requests().iter().filter(|r| r.method != "GET" && r.path.contains("/events")).count()
+}
+
+/// A Service nobody owns, with a cluster IP.
+fn users_service(cluster_ip: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {},
+           "spec": {"clusterIP": cluster_ip, "ports": [{"name": "http", "port": 80}]}})
+}
+
+/// A Gateway named like a user's Service claims nothing of it; one whose fleet's Service name a
+/// user's Service holds says so in `Programmed` and in a Warning event, and claims no address
+/// until the fleet's own Service has one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_claims_only_its_fleets_service_and_says_what_stops_its_fleet() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    // The user's Service of the Gateway's name, and one of its fleet's name.
+    api.put(&service_path(NS, "alt"), users_service("10.96.0.99"));
+    api.put(&service_path(NS, "alt-ours"), users_service("10.96.0.98"));
+    let alt = gateway_path(NS, "alt");
+    api.put(&alt, gateway("ours"));
+    let controllers = Controllers::start(&api, None);
+
+    let clash = "Service Resource \"alt-ours\" already exists and is not managed by Envoy";
+    until(&api, "the Gateway told that its fleet's Service name is taken", |api| {
+        api.get(&alt).is_some_and(|gateway| {
+            let conditions = &gateway["status"]["conditions"];
+            let programmed = conditions.as_array().and_then(|c| c.iter().find(|c| c["type"] == "Programmed"));
+            programmed.is_some_and(|c| {
+                c["status"] == "False"
+                    && c["reason"] == "Invalid"
+                    && c["message"].as_str().is_some_and(|m| m.contains(clash))
+            })
+        })
+    })
+    .await;
+    let status = api.get(&alt).expect("the Gateway")["status"].clone();
+    assert!(status["addresses"].as_array().is_none_or(Vec::is_empty), "no address of the user's: {status}");
+    until(&api, "a Warning event on the Gateway naming the Service", |api| {
+        has_event(api, "Gateway", "alt", "Warning", "Invalid", clash)
+    })
+    .await;
+    let users = api.get(&service_path(NS, "alt")).expect("the user's Service");
+    assert!(users["metadata"].get("ownerReferences").is_none(), "untouched: {users}");
+
+    // The user's Service goes: the fleet makes its own, and its address is the Gateway's.
+    api.delete(&service_path(NS, "alt-ours"));
+    let owned = |api: &FakeApi| {
+        api.get(&service_path(NS, "alt-ours"))
+            .is_some_and(|service| service["metadata"]["ownerReferences"][0]["kind"] == "Envoy")
+    };
+    until(&api, "the fleet's own Service", owned).await;
+    let mut service = api.get(&service_path(NS, "alt-ours")).expect("the fleet's Service");
+    service["spec"]["clusterIP"] = json!("10.96.0.42");
+    api.put(&service_path(NS, "alt-ours"), service);
+    until(&api, "the Gateway's address: its fleet's Service's", |api| {
+        api.get(&alt).is_some_and(|gateway| {
+            gateway["status"]["addresses"] == json!([{"type": "IPAddress", "value": "10.96.0.42"}])
+                && condition(&gateway["status"]["conditions"], "Programmed").is_some_and(|c| c.1 == "Pending")
+        })
+    })
+    .await;
+    controllers.stop().await;
+}
+
+/// A Gateway whose listeners all conflict has no fleet, and a Warning event says why it is
+/// refused; its fleet comes when a listener is valid, and goes (with a Normal event) when none
+/// is again. A reconcile at rest tells nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_with_nothing_to_serve_runs_no_fleet_and_events_say_why() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    let edge = gateway_path(NS, "edge");
+    let conflicting = json!([{"name": "http", "port": 80, "protocol": "HTTP"},
+                             {"name": "https", "port": 80, "protocol": "HTTPS",
+                              "tls": {"certificateRefs": [{"name": "edge-tls"}]}}]);
+    let mut refused = gateway("ours");
+    refused["spec"]["listeners"] = conflicting.clone();
+    api.put(&edge, refused);
+    let controllers = Controllers::start(&api, None);
+    let fleet = envoy_path(NS, "edge-ours");
+
+    let not_accepted = |generation: i64| {
+        move |api: &FakeApi| {
+            api.get(&edge_path()).is_some_and(|gateway| {
+                condition(&gateway["status"]["conditions"], "Accepted")
+                    == expect("False", "ListenersNotValid", generation)
+            })
+        }
+    };
+    until(&api, "the Gateway refused", not_accepted(1)).await;
+    until(&api, "a Warning event saying why", |api| {
+        has_event(
+            api,
+            "Gateway",
+            "edge",
+            "Warning",
+            "ListenersNotValid",
+            "no listener of the Gateway is valid",
+        ) && has_event(api, "Gateway", "edge", "Warning", "ProtocolConflict", "listener http: ")
+            && has_event(api, "Gateway", "edge", "Warning", "ProtocolConflict", "listener https: ")
+            && has_event(
+                api,
+                "Gateway",
+                "edge",
+                "Warning",
+                "InvalidCertificateRef",
+                "Secret shop/edge-tls not found",
+            )
+    })
+    .await;
+    assert!(api.get(&fleet).is_none(), "no fleet for a Gateway with nothing to serve");
+
+    // At rest: a label is no new generation; the reconcile it causes tells nothing.
+    let (events, reconciled) = (event_writes(&api), controllers.reconciles.gateways.load(Ordering::SeqCst));
+    let mut labelled = api.get(&edge).expect("the Gateway");
+    labelled["metadata"]["labels"] = json!({"team": "edge"});
+    api.put(&edge, labelled);
+    until(&api, "the labelled Gateway reconciled", |_| {
+        controllers.reconciles.gateways.load(Ordering::SeqCst) > reconciled
+    })
+    .await;
+    assert_eq!(event_writes(&api), events, "no event at rest");
+
+    change_spec(&api, &edge, |spec| {
+        spec["listeners"] = json!([{"name": "http", "port": 80, "protocol": "HTTP"}])
+    });
+    until(&api, "the fleet, once a listener is valid", |api| api.get(&fleet).is_some()).await;
+    change_spec(&api, &edge, |spec| spec["listeners"] = conflicting);
+    until(&api, "the fleet deleted when none is", |api| api.get(&fleet).is_none()).await;
+    until(&api, "a Normal event saying so", |api| {
+        has_event(api, "Gateway", "edge", "Normal", "FleetDeleted", "edge-ours")
+    })
+    .await;
+    until(&api, "the Gateway refused again", not_accepted(3)).await;
+    controllers.stop().await;
+}
+
+fn edge_path() -> String {
+    gateway_path(NS, "edge")
+}
+
+/// A fleet made under the Gateway's own name (before fleets were named `<gateway>-<class>`)
+/// stays while the fleet of the new name starts, and goes once it has a ready proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_of_the_gateways_earlier_name_goes_once_the_new_one_is_ready() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    let edge = gateway_path(NS, "edge");
+    api.put(&edge, gateway("ours"));
+    let uid = api.get(&edge).expect("the Gateway")["metadata"]["uid"].clone();
+    let earlier = envoy_path(NS, "edge");
+    api.put(
+        &earlier,
+        json!({"apiVersion": "example.com/v1", "kind": "Envoy",
+               "metadata": {"name": "edge", "namespace": NS, "labels": {GATEWAY_LABEL: "edge"},
+                            "ownerReferences": [{"apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
+                                                 "name": "edge", "uid": uid, "controller": true}]},
+               "spec": {"ports": [{"name": "http-80", "port": 80, "targetPort": 10080}]}}),
+    );
+    let controllers = Controllers::start(&api, None);
+
+    let deployment = deployment_path(NS, "edge-ours");
+    until(&api, "the new fleet's Deployment", |api| api.get(&deployment).is_some()).await;
+    assert!(api.get(&earlier).is_some(), "the earlier fleet serves until the new one is ready");
+    let mut ready = api.get(&deployment).expect("the Deployment");
+    let generation = ready["metadata"]["generation"].clone();
+    ready["status"] = json!({"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
+                             "readyReplicas": 1, "availableReplicas": 1});
+    api.put(&deployment, ready);
+    until(&api, "the earlier fleet deleted", |api| api.get(&earlier).is_none()).await;
+    assert!(api.get(&envoy_path(NS, "edge-ours")).is_some(), "the new fleet stays");
+    until(&api, "a Normal event saying the fleet moved", |api| {
+        has_event(api, "Gateway", "edge", "Normal", "FleetMoved", "the Gateway's fleet is now shop/edge-ours")
+    })
+    .await;
     controllers.stop().await;
 }

@@ -225,7 +225,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         .await;
     api.wait_for("the Gateway's status", HANG_GUARD, has_status(gateway_path.clone(), "conditions")).await;
     api.wait_for("the HTTPRoute's status", HANG_GUARD, has_status(http_route_path.clone(), "parents")).await;
-    let fleet_path = path("example.com/v1", ns, "envoys", "public");
+    let fleet_path = path("example.com/v1", ns, "envoys", "public-envoy-operator");
     api.wait_for("the Gateway's fleet", HANG_GUARD, exists(fleet_path.clone())).await;
     api.put(&gateway_path, gateway("someone-else"));
     api.wait_for("the fleet of a Gateway of another class deleted", HANG_GUARD, gone(fleet_path)).await;

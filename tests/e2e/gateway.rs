@@ -135,6 +135,100 @@ async fn a_gateway_serves_http_and_https_routes_across_namespaces_as_reference_g
     .await;
 }
 
+/// A Gateway named like a user's Service, in a namespace that also holds a Service of its
+/// fleet's name: the Gateway claims neither's address, says in `Programmed` (and a Warning event)
+/// which object stands in its fleet's way; once that goes, its address is its fleet's own
+/// Service's. Statuses only: every mode.
+#[tokio::test]
+#[ignore = "needs a Kubernetes cluster with the Gateway API CRDs"]
+async fn a_gateway_claims_no_address_of_a_users_service_and_names_what_stands_in_its_fleets_way() {
+    in_cluster("gateway-names", async |cluster| {
+        require_gateway_api(&cluster.client).await;
+        let class_name = format!("e2e-names-{}", cluster.run_id);
+        let classes: Api<GatewayClass> = Api::all(cluster.client.clone());
+        let outcome =
+            futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(names_story(cluster, &class_name)))
+                .await;
+        match classes.delete(&class_name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(error) if is_not_found(&error) => {}
+            Err(error) => eprintln!("warning: deleting GatewayClass {class_name}: {error}"),
+        }
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    })
+    .await;
+}
+
+async fn names_story(cluster: &Cluster, class_name: &str) {
+    let classes: Api<GatewayClass> = Api::all(cluster.client.clone());
+    create_in::<GatewayClass>(
+        &classes,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": class_name, "labels": {E2E_LABEL: "true"}},
+        "spec": {"controllerName": CONTROLLER_NAME}}),
+    )
+    .await;
+    let fleet = envoy_operator_core::gateway::fleet::name("alt", class_name);
+    let users_service = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+               "spec": {"selector": {"app": "users-own"}, "ports": [{"name": "http", "port": 80}]}})
+    };
+    let users: Service = cluster.create(users_service("alt")).await;
+    let _: Service = cluster.create(users_service(&fleet)).await;
+    let _: Gateway = cluster
+        .create(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "alt"},
+            "spec": {"gatewayClassName": class_name,
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}))
+        .await;
+
+    let gateways = cluster.api::<Gateway>();
+    let taken = format!("Service Resource \"{fleet}\" already exists and is not managed by Envoy");
+    wait_for("the Gateway Programmed False, naming the Service in its fleet's way", SHORT, || async {
+        let status = get(&gateways, "alt").await?.status.unwrap_or_default();
+        let programmed = status.conditions.iter().find(|c| c.type_ == "Programmed");
+        match programmed {
+            Some(c) if c.status == "False" && c.reason == "Invalid" && c.message.contains(&taken) => Ok(()),
+            other => Err(format!("{other:?}: {status:?}")),
+        }
+    })
+    .await;
+    let status = get(&gateways, "alt").await.expect("the Gateway").status.unwrap_or_default();
+    assert!(status.addresses.is_empty(), "no address of a Service the fleet does not control: {status:?}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = cluster.api();
+    wait_for("a Warning event on the Gateway naming the Service", SHORT, || async {
+        let list = events.list(&Default::default()).await.map_err(|e| e.to_string())?;
+        let found = list.items.iter().any(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.regarding
+                    .as_ref()
+                    .is_some_and(|r| r.kind.as_deref() == Some("Gateway") && r.name.as_deref() == Some("alt"))
+                && e.note.as_deref().is_some_and(|note| note.contains(&taken))
+        });
+        if found { Ok(()) } else { Err(format!("{} events, none matching", list.items.len())) }
+    })
+    .await;
+
+    // The user's Service in the fleet's way goes: the fleet makes its own, whose address the
+    // Gateway reports (never the cluster IP of the user's Service `alt`).
+    let services = cluster.api::<Service>();
+    services.delete(&fleet, &DeleteParams::default()).await.expect("deleting the user's Service");
+    let address = wait_for("the Gateway's address, its fleet's Service's", LONG, || async {
+        let status = get(&gateways, "alt").await?.status.unwrap_or_default();
+        let own = get(&services, &fleet).await?;
+        let controlled = own.metadata.owner_references.iter().flatten().any(|o| o.kind == "Envoy");
+        let ip = own.spec.as_ref().and_then(|spec| spec.cluster_ip.clone()).unwrap_or_default();
+        match status.addresses.first() {
+            Some(address) if controlled && address.value == ip => Ok(address.value.clone()),
+            other => Err(format!("{other:?} (the fleet's Service: {ip:?}, controlled: {controlled})")),
+        }
+    })
+    .await;
+    let users_ip = users.spec.and_then(|spec| spec.cluster_ip).unwrap_or_default();
+    assert_ne!(address, users_ip, "the user's Service alt");
+}
+
 async fn story(cluster: &Cluster, class_name: &str) {
     let client = &cluster.client;
     let gateway_namespace = cluster.namespace.clone();

@@ -221,12 +221,13 @@ async fn run_serves_a_gateway_its_routes_from_the_api_server() {
     let api = world.api.clone();
 
     // The fleet the Gateway controller applies, and what the Envoy reconciler makes of it.
-    let bootstrap_at = at("v1", "configmaps", "public-bootstrap");
+    // Named `<gateway>-<class>`.
+    let bootstrap_at = at("v1", "configmaps", "public-envoy-bootstrap");
     api.wait_for("the Gateway's fleet's bootstrap with the control plane's CA", HANG_GUARD, |api| {
         api.get(&bootstrap_at).is_some_and(|c| c["data"].get(CA_SDS_KEY).is_some())
     })
     .await;
-    let identity_at = at("v1", "secrets", &identity::secret_name("public"));
+    let identity_at = at("v1", "secrets", &identity::secret_name("public-envoy"));
     api.wait_for("the Gateway's fleet's identity", HANG_GUARD, |api| api.get(&identity_at).is_some()).await;
     let data: BTreeMap<String, String> =
         serde_json::from_value(api.get(&bootstrap_at).expect("the ConfigMap")["data"].clone())
@@ -239,7 +240,8 @@ async fn run_serves_a_gateway_its_routes_from_the_api_server() {
         String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 data"))
             .expect("a UTF-8 file");
     let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-    let bootstrap = fleet::runnable_bootstrap(&data, files.path(), "public-7d9c-x1", "public", &identity_sds);
+    let bootstrap =
+        fleet::runnable_bootstrap(&data, files.path(), "public-envoy-7d9c-x1", "public-envoy", &identity_sds);
     let proxy = envoy::Envoy::start(&bootstrap).await;
 
     proxy.until_served_by(gateway_port, "/", &backend.name).await;

@@ -130,6 +130,19 @@ impl FakeApi {
         self.state().objects.get(&target.key()).cloned()
     }
 
+    /// The objects of the collection at `path` (e.g. `/apis/events.k8s.io/v1/namespaces/ns/events`;
+    /// without a namespace, of every one), by namespace and name.
+    pub fn list(&self, path: &str) -> Vec<Value> {
+        let Some(target) = Target::parse(path) else { return Vec::new() };
+        let state = self.state();
+        let listed = state.objects.iter().filter(|((group, resource, namespace, _), _)| {
+            *group == target.group
+                && *resource == target.resource
+                && target.namespace.as_ref().is_none_or(|wanted| wanted == namespace)
+        });
+        listed.map(|(_, object)| object.clone()).collect()
+    }
+
     /// Stores `object` at `path` as a client's create or update would.
     pub fn put(&self, path: &str, object: Value) {
         let target = Target::parse(path).expect("an object path");

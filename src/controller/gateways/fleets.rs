@@ -2,8 +2,10 @@
 //! side apply, the operator's field manager), so the Envoy reconciler builds its Deployment,
 //! Service, bootstrap and identity. The Envoy carries the Gateway's label and a controller
 //! ownerReference to it (set by the core): Kubernetes' garbage collector deletes it with the
-//! Gateway. The operator deletes it itself only when the Gateway's class stops being the
-//! operator's, and only an Envoy it labelled for that very Gateway (name and uid).
+//! Gateway. The operator deletes it itself when the Gateway's class stops being the operator's,
+//! when the Gateway is not accepted (nothing to serve), and when the fleet has moved to a new
+//! name (the one of before goes once the new one is ready); and only an Envoy it labelled for
+//! that very Gateway (name and uid).
 //!
 //! An Envoy of the fleet's name that is not the Gateway's is never touched (the translation
 //! reports it in the Gateway's status).
@@ -80,21 +82,50 @@ pub async fn apply(
     Ok(Applied::Applied)
 }
 
+/// Why a Gateway's fleets go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// Its class is no longer the operator's.
+    ClassNotOurs,
+    /// It is not accepted (no valid listener, or something it asks for is not supported): no
+    /// proxies run for a Gateway with nothing to serve.
+    NothingToServe,
+    /// Its fleet has a new name, and the fleet under it is ready: the fleets under other names go.
+    Moved,
+}
+
+impl Removal {
+    fn says(self) -> &'static str {
+        match self {
+            Self::ClassNotOurs => "deleted the fleet of a Gateway whose class is not the operator's",
+            Self::NothingToServe => "deleted the fleet of a Gateway with no valid listener",
+            Self::Moved => "deleted the Gateway's fleet of its earlier name",
+        }
+    }
+}
+
 /// Deletes the fleets the operator applied for `gateway` (labelled with it and controlled by
-/// its uid): its class is no longer the operator's. The uid precondition keeps a same-named
-/// replacement. Returns how many were deleted.
-pub async fn remove(ctx: &Context, envoys: &Store<Envoy>, gateway: &Gateway) -> Result<usize> {
+/// its uid), but the one named `keep`, for the reason `why`. The uid precondition keeps a
+/// same-named replacement. Returns the names of those deleted.
+pub async fn remove(
+    ctx: &Context,
+    envoys: &Store<Envoy>,
+    gateway: &Gateway,
+    keep: Option<&str>,
+    why: Removal,
+) -> Result<Vec<String>> {
     let (Some(namespace), Some(uid)) = (gateway.namespace(), gateway.uid()) else {
-        return Ok(0);
+        return Ok(Vec::new());
     };
     let name = gateway.name_any();
     let fleets = envoys.state_filter(|envoy| {
         envoy.namespace().as_deref() == Some(namespace.as_str())
             && envoy.meta().deletion_timestamp.is_none()
+            && keep.is_none_or(|keep| envoy.name_any() != keep)
             && is_fleet_of(envoy, &name, Some(&uid))
     });
     let api: Api<Envoy> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut deleted = 0;
+    let mut deleted = Vec::new();
     for fleet in fleets {
         let fleet_name = fleet.name_any();
         let params = DeleteParams {
@@ -105,8 +136,8 @@ pub async fn remove(ctx: &Context, envoys: &Store<Envoy>, gateway: &Gateway) -> 
         ctx.metrics.wrote(KIND, "delete");
         match result {
             Ok(_) => {
-                info!(%namespace, gateway = %name, envoy = %fleet_name, "deleted the fleet of a Gateway whose class is not the operator's");
-                deleted += 1;
+                info!(%namespace, gateway = %name, envoy = %fleet_name, "{}", why.says());
+                deleted.push(fleet_name);
             }
             // Gone already, or replaced by another Envoy of that name: nothing of ours left.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant};
+use envoy_operator_core::gateway::fleet::is_fleet_of;
 use envoy_operator_core::gateway::{
     self, GatewayInputs, GatewayOutcome, GatewayTranslation, RouteOutcome, named,
 };
@@ -211,11 +212,10 @@ impl From<&GatewayCaches> for Named {
 }
 
 impl Named {
-    /// A route's backend or mirror, or a Gateway's fleet's Service (named after the Gateway:
-    /// its addresses).
+    /// A route's backend or mirror, or a Gateway's fleet's Service (its addresses).
     fn service(&self, namespace: &str, name: &str) -> bool {
         self.routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
-            || self.gateways.find(|gateway| named::is_gateway(gateway, namespace, name)).is_some()
+            || self.gateways.find(|gateway| named::names_fleet(gateway, namespace, name)).is_some()
     }
 
     /// A listener's certificate.
@@ -223,11 +223,11 @@ impl Named {
         self.gateways.find(|gateway| named::gateway_names_secret(gateway, namespace, name)).is_some()
     }
 
-    /// A Gateway's fleet, an Envoy taking a Gateway's name, or a class's parameters.
+    /// A Gateway's fleet, an Envoy taking a Gateway's fleet's name, or a class's parameters.
     fn envoy(&self, envoy: &Envoy) -> bool {
         let (namespace, name) = (envoy.namespace().unwrap_or_default(), envoy.name_any());
         is_gateway_fleet(envoy)
-            || self.gateways.find(|gateway| named::is_gateway(gateway, &namespace, &name)).is_some()
+            || self.gateways.find(|gateway| named::names_fleet(gateway, &namespace, &name)).is_some()
             || self.classes.find(|class| named::class_names_envoy(class, &namespace, &name)).is_some()
     }
 }
@@ -277,19 +277,30 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     if let Some((cache, tracker)) = &outputs.snapshots {
         let mut served = BTreeSet::new();
         for outcome in &translation.gateways {
-            // No fleet: the Gateway's name is another Envoy's, whose snapshot is not ours.
+            // No fleet: nothing to serve, or the fleet's name is another Envoy's, whose snapshot
+            // is not ours.
             let Some(fleet) = &outcome.fleet else { continue };
-            let key = FleetKey::from(format!("{}/{}", outcome.namespace, fleet.name_any()));
-            served.insert(key.clone());
-            match snapshot(&outcome.resources) {
-                Ok(snapshot) => {
-                    let version = cache.set(key.clone(), snapshot);
-                    if let Some(isolation) = &outputs.isolation {
-                        isolation.record(&key, &version, carried(outcome, &translation.routes, &routes));
+            // The Gateway's fleet under its name, and until it is deleted, any earlier fleet of
+            // the Gateway under another (moved to the current name) keeps its proxies current.
+            let earlier = envoys.iter().filter(|envoy| {
+                envoy.namespace().as_deref() == Some(outcome.namespace.as_str())
+                    && envoy.name_any() != fleet.name_any()
+                    && is_fleet_of(envoy, &outcome.name, outcome.uid.as_deref())
+            });
+            let names = std::iter::once(fleet.name_any()).chain(earlier.map(|envoy| envoy.name_any()));
+            for name in names {
+                let key = FleetKey::from(format!("{}/{name}", outcome.namespace));
+                served.insert(key.clone());
+                match snapshot(&outcome.resources) {
+                    Ok(snapshot) => {
+                        let version = cache.set(key.clone(), snapshot);
+                        if let Some(isolation) = &outputs.isolation {
+                            isolation.record(&key, &version, carried(outcome, &translation.routes, &routes));
+                        }
+                        published.fleets.push((key, version));
                     }
-                    published.fleets.push((key, version));
+                    Err(error) => published.failed.push((key, error.to_string())),
                 }
-                Err(error) => published.failed.push((key, error.to_string())),
             }
         }
         // A fleet no Gateway serves any more (its Gateway is gone, or no longer of our class).
@@ -519,11 +530,14 @@ mod tests {
         let mut f = fixture();
         apply(&mut f.classes, class());
         apply(&mut f.gateways, gateway());
-        apply(&mut f.envoys, envoy("edge", Some("edge")));
+        apply(&mut f.envoys, envoy("edge-envoy", Some("edge")));
         let published = publish(&f.caches, &f.outputs);
-        assert_eq!(published.fleets.iter().map(|(key, _)| key.as_str()).collect::<Vec<_>>(), ["shop/edge"]);
+        assert_eq!(
+            published.fleets.iter().map(|(key, _)| key.as_str()).collect::<Vec<_>>(),
+            ["shop/edge-envoy"]
+        );
         assert!(published.failed.is_empty(), "{published:?}");
-        let snapshot = f.cache.get(&FleetKey::from("shop/edge")).expect("the Gateway's snapshot");
+        let snapshot = f.cache.get(&FleetKey::from("shop/edge-envoy")).expect("the Gateway's snapshot");
         assert_eq!(snapshot.resources(LISTENER).iter().count(), 1, "one listener, on port 80");
         let latest = f.outputs.outcomes.latest();
         assert_eq!((latest.classes.len(), latest.gateways.len()), (1, 1), "{latest:?}");
@@ -534,9 +548,40 @@ mod tests {
 
         delete(&mut f.gateways, gateway());
         let published = publish(&f.caches, &f.outputs);
-        assert_eq!(published.removed, [FleetKey::from("shop/edge")], "its fleet is left unserved");
+        assert_eq!(published.removed, [FleetKey::from("shop/edge-envoy")], "its fleet is left unserved");
         assert_eq!(f.cache.keys(), [FleetKey::from("shop/mesh")]);
         assert!(f.outputs.outcomes.latest().gateways.is_empty());
+    }
+
+    /// A fleet made under the Gateway's name (before fleets were named `<gateway>-<class>`) is
+    /// served the Gateway's configuration beside the new one until it is deleted.
+    #[test]
+    fn a_fleet_of_the_gateway_under_its_earlier_name_is_served_until_it_goes() {
+        let mut f = fixture();
+        apply(&mut f.classes, class());
+        apply(&mut f.gateways, gateway());
+        apply(&mut f.envoys, envoy("edge", Some("edge")));
+        let published = publish(&f.caches, &f.outputs);
+        let keys: Vec<&str> = published.fleets.iter().map(|(key, _)| key.as_str()).collect();
+        assert_eq!(keys, ["shop/edge-envoy", "shop/edge"]);
+        let (new, old) =
+            (f.cache.get(&FleetKey::from("shop/edge-envoy")), f.cache.get(&FleetKey::from("shop/edge")));
+        let listeners = |snapshot: Option<Arc<crate::xds::server::Snapshot>>| {
+            snapshot.expect("a snapshot").resources(LISTENER).iter().count()
+        };
+        assert_eq!((listeners(new), listeners(old)), (1, 1), "the same configuration");
+
+        delete(&mut f.envoys, envoy("edge", Some("edge")));
+        let published = publish(&f.caches, &f.outputs);
+        assert_eq!(
+            published.removed,
+            [] as [FleetKey; 0],
+            "a key whose Envoy is gone is the other publisher's"
+        );
+        assert_eq!(
+            published.fleets.iter().map(|(key, _)| key.as_str()).collect::<Vec<_>>(),
+            ["shop/edge-envoy"]
+        );
     }
 
     #[test]
@@ -544,16 +589,16 @@ mod tests {
         let mut f = fixture();
         apply(&mut f.classes, class());
         apply(&mut f.gateways, gateway());
-        apply(&mut f.envoys, envoy("edge", Some("edge")));
+        apply(&mut f.envoys, envoy("edge-envoy", Some("edge")));
         publish(&f.caches, &f.outputs);
-        assert_eq!(f.cache.keys(), [FleetKey::from("shop/edge")]);
+        assert_eq!(f.cache.keys(), [FleetKey::from("shop/edge-envoy")]);
 
         // The class moves to another controller: no Gateway is the operator's any more.
         let mut theirs = class();
         theirs["spec"]["controllerName"] = json!("example.net/another-gateway");
         apply(&mut f.classes, theirs);
         let published = publish(&f.caches, &f.outputs);
-        assert_eq!(published.removed, [FleetKey::from("shop/edge")]);
+        assert_eq!(published.removed, [FleetKey::from("shop/edge-envoy")]);
         assert!(f.cache.keys().is_empty());
         assert_eq!(*f.outputs.outcomes.latest(), GatewayTranslation::default());
     }
@@ -563,13 +608,13 @@ mod tests {
         let mut f = fixture();
         apply(&mut f.classes, class());
         apply(&mut f.gateways, gateway());
-        // A user's Envoy named like the Gateway, not its fleet: its snapshot is not ours.
-        apply(&mut f.envoys, envoy("edge", None));
-        f.cache.set(FleetKey::from("shop/edge"), empty_snapshot());
-        let before = f.cache.get(&FleetKey::from("shop/edge")).expect("the Envoy's snapshot");
+        // A user's Envoy of the fleet's name, not its fleet: its snapshot is not ours.
+        apply(&mut f.envoys, envoy("edge-envoy", None));
+        f.cache.set(FleetKey::from("shop/edge-envoy"), empty_snapshot());
+        let before = f.cache.get(&FleetKey::from("shop/edge-envoy")).expect("the Envoy's snapshot");
         let published = publish(&f.caches, &f.outputs);
         assert!(published.fleets.is_empty() && published.removed.is_empty(), "{published:?}");
-        let after = f.cache.get(&FleetKey::from("shop/edge")).expect("still the Envoy's snapshot");
+        let after = f.cache.get(&FleetKey::from("shop/edge-envoy")).expect("still the Envoy's snapshot");
         assert!(Arc::ptr_eq(&before, &after), "untouched");
         assert_eq!(f.outputs.outcomes.latest().gateways[0].fleet, None);
     }
@@ -594,11 +639,11 @@ mod tests {
             )
         };
         let changes = futures::stream::iter([
-            Change::Applied(service("shop", "web")),  // a route's backend
-            Change::Applied(service("shop", "edge")), // the Gateway's fleet's Service: its address
-            Change::Applied(service("shop", "cart")), // named by nothing
-            Change::Deleted(service("other", "web")), // a namesake elsewhere
-            Change::Relisted,                         // anything may have changed
+            Change::Applied(service("shop", "web")),        // a route's backend
+            Change::Applied(service("shop", "edge-envoy")), // the fleet's Service: its address
+            Change::Applied(service("shop", "cart")),       // named by nothing
+            Change::Deleted(service("other", "web")),       // a namesake elsewhere
+            Change::Relisted,                               // anything may have changed
             Change::Deleted(service("shop", "web")),
         ]);
         let ticks = named_ticks(changes, move |s: &Service| {
@@ -607,13 +652,15 @@ mod tests {
         assert_eq!(
             ticks.count().await,
             4,
-            "web, edge, the relist and web's deletion; not cart nor other/web"
+            "web, edge-envoy, the relist and web's deletion; not cart nor other/web"
         );
 
         let named = Named::from(&f.caches);
         let typed = |value: Value| -> Envoy { serde_json::from_value(value).unwrap() };
-        assert!(named.envoy(&typed(envoy("edge", Some("edge")))), "the fleet");
-        assert!(named.envoy(&typed(envoy("edge", None))), "an Envoy in the fleet's way");
+        assert!(named.envoy(&typed(envoy("edge-envoy", Some("edge")))), "the fleet");
+        assert!(named.envoy(&typed(envoy("edge", Some("edge")))), "the fleet under its name of before");
+        assert!(named.envoy(&typed(envoy("edge-envoy", None))), "an Envoy in the fleet's way");
+        assert!(!named.envoy(&typed(envoy("edge", None))), "an Envoy of the Gateway's name, not its fleet's");
         assert!(!named.envoy(&typed(envoy("cart", None))), "an Envoy of its own");
     }
 }

@@ -3,12 +3,13 @@
 //! data replaced in the API server reaches new handshakes in the same Envoy process; and the
 //! private key is never written into a ConfigMap.
 
+use envoy_operator_core::gateway::fleet::name as fleet_name;
 use envoy_operator_testkit::fleet_world::{at, free_port};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};
 
 use super::client::{Authority, Issued};
-use super::world::{Expect, GatewayWorld, Proxy, gateway, http_route, tls_secret};
+use super::world::{CLASS, Expect, GatewayWorld, Proxy, gateway, http_route, tls_secret};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
@@ -109,8 +110,8 @@ async fn a_gateway_serves_https_with_a_secrets_certificate_rotated_without_a_res
             }
         }
     }
-    let fleet = world.api.get(&at("example.com/v1", "envoys", "public"));
-    let fleet_text = fleet.as_ref().map(Value::to_string).unwrap_or_default();
+    let fleet = world.api.get(&at("example.com/v1", "envoys", &fleet_name("public", CLASS)));
+    let fleet_text = fleet.as_ref().map(Value::to_string).expect("the Gateway's fleet");
     assert!(
         key_lines(&renewed.key_pem).iter().all(|line| !fleet_text.contains(line)),
         "the fleet's Envoy holds the key"

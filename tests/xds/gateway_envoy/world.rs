@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use envoy_operator::operator::RunError;
 use envoy_operator_core::children::envoy::CA_SDS_KEY;
-use envoy_operator_core::identity;
 use envoy_operator_core::names::CONTROLLER_NAME;
+use envoy_operator_core::{gateway, identity};
 use envoy_operator_testkit::fake_api::FakeApi;
 use envoy_operator_testkit::fleet_world::{FleetWorld, HANG_GUARD, NS, at, at_in, prefix_to, route};
 use serde_json::{Value, json};
@@ -157,14 +157,15 @@ impl GatewayWorld {
 
     /// The same, its bootstrap changed by `edit` first.
     pub async fn proxy_with(&self, gateway: &str, edit: impl FnOnce(&mut Value)) -> Proxy {
-        let bootstrap_at = at("v1", "configmaps", &format!("{gateway}-bootstrap"));
+        let fleet_name = gateway::fleet::name(gateway, CLASS);
+        let bootstrap_at = at("v1", "configmaps", &format!("{fleet_name}-bootstrap"));
         let what = format!("Gateway {gateway}'s fleet's bootstrap with the control plane's CA");
         self.api
             .wait_for(&what, HANG_GUARD, |api| {
                 api.get(&bootstrap_at).is_some_and(|c| c["data"].get(CA_SDS_KEY).is_some())
             })
             .await;
-        let identity_at = at("v1", "secrets", &identity::secret_name(gateway));
+        let identity_at = at("v1", "secrets", &identity::secret_name(&fleet_name));
         let what = format!("Gateway {gateway}'s fleet's identity");
         self.api.wait_for(&what, HANG_GUARD, |api| api.get(&identity_at).is_some()).await;
         let data: BTreeMap<String, String> =
@@ -177,8 +178,8 @@ impl GatewayWorld {
         let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 data");
         let identity_sds = String::from_utf8(decoded).expect("a UTF-8 file");
         let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
-        let node = format!("{gateway}-7d9c-x1");
-        let mut bootstrap = fleet::runnable_bootstrap(&data, files.path(), &node, gateway, &identity_sds);
+        let node = format!("{fleet_name}-7d9c-x1");
+        let mut bootstrap = fleet::runnable_bootstrap(&data, files.path(), &node, &fleet_name, &identity_sds);
         edit(&mut bootstrap);
         Proxy { envoy: Envoy::start(&bootstrap).await, _files: files }
     }

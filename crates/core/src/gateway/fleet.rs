@@ -1,6 +1,7 @@
-//! A Gateway's fleet: the Envoy the operator applies for it, named after the Gateway, labelled
-//! [`GATEWAY_LABEL`] with its name and owned by it, with one port per port of its listeners; and
-//! what the stored fleet and its Service say of the Gateway (ready, addresses).
+//! A Gateway's fleet: the Envoy the operator applies for it, named `<gateway>-<class>`
+//! ([`name`]), labelled [`GATEWAY_LABEL`] with the Gateway's name and owned by it, with one port
+//! per port of its listeners; and what the stored fleet and the Service it controls say of the
+//! Gateway (ready, addresses, a child it could not make).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,15 +10,52 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
+use sha2::{Digest, Sha256};
+
 use super::api::{Gateway, GatewayStatusAddress};
 use super::listeners::JudgedListener;
 use crate::api::{Envoy, EnvoySpec, ServicePort, ServiceType};
+use crate::children::status::{DEGRADED, REASON_INVALID_SPEC, REASON_RESOURCE_EXISTS};
 use crate::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_KEY};
-use crate::rules::{Rules, defaulted, format};
+use crate::rules::{MAX_LABEL_VALUE, Rules, defaulted};
 
 /// `status.addresses` types.
 pub const IP_ADDRESS: &str = "IPAddress";
 pub const HOSTNAME: &str = "Hostname";
+
+/// The longest name a fleet may have: it names the fleet's Service, a DNS-1035 label.
+const MAX_NAME: usize = 63;
+/// Hex digits of the hash that ends a name that had to be shortened or spelled differently.
+const HASH_DIGITS: usize = 8;
+
+/// The name of the fleet of the Gateway `gateway` of the class `class`: its Envoy, Deployment
+/// and Service. `<gateway>-<class>`, as Istio names a Gateway's deployment, so it does not take
+/// the name of a Service of the Gateway's own name (the one the users' routes most likely send
+/// to). Where that is no DNS-1035 label (the Service's rule: at most 63 characters, lowercase
+/// letters, digits and '-', starting with a letter), the name is spelled as one (a dot, or any
+/// other character, becomes '-'; a leading digit gets `gw-`), shortened, and ends with a hash of the Gateway's and
+/// class's names, so two Gateways never share it.
+pub fn name(gateway: &str, class: &str) -> String {
+    let plain = format!("{gateway}-{class}");
+    let spelled: String =
+        plain.chars().map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' }).collect();
+    let spelled = match spelled.starts_with(|c: char| c.is_ascii_lowercase()) {
+        true => spelled,
+        false => format!("gw-{spelled}"),
+    };
+    if spelled == plain && plain.len() <= MAX_NAME && plain.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+        return plain;
+    }
+    let digest = Sha256::digest(format!("{gateway}/{class}").as_bytes());
+    let hash: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    let kept = &spelled[..spelled.len().min(MAX_NAME - HASH_DIGITS - 1)];
+    format!("{}-{}", kept.trim_end_matches('-'), &hash[..HASH_DIGITS])
+}
+
+/// The name of `gateway`'s fleet ([`name`]).
+pub fn name_of(gateway: &Gateway) -> String {
+    name(gateway.metadata.name.as_deref().unwrap_or_default(), &gateway.spec.gateway_class_name)
+}
 
 /// The fleet's ports: one per Gateway port with a listener the Service exposes, sorted by port,
 /// each named after its protocol and port (`http-80`) and bound on its container port.
@@ -35,25 +73,24 @@ pub fn ports(listeners: &[JudgedListener]) -> Vec<ServicePort> {
 
 /// The Envoy to apply for `gateway`'s fleet, with `ports` and the settings of `template` (the
 /// class's parameters): `replicas`, `image`, `resources`, `serviceType` (else `LoadBalancer`)
-/// and `accessLog`. An error says why the Gateway cannot have one (its name cannot name an
-/// Envoy's Deployment and Service).
+/// and `accessLog`. An error says why the Gateway cannot have one (its name cannot label it).
 pub fn desired(
     gateway: &Gateway,
     ports: Vec<ServicePort>,
     template: Option<&Envoy>,
 ) -> Result<Envoy, String> {
     let name = gateway.metadata.name.clone().unwrap_or_default();
-    let reasons = format::dns1123_label(&name);
-    if !reasons.is_empty() {
+    // A Gateway's name is a DNS subdomain: one of at most 63 characters is a label value.
+    if name.len() > MAX_LABEL_VALUE {
         return Err(format!(
-            "the Gateway's name {name:?} cannot name its fleet's Deployment and Service: {}",
-            reasons.join(", ")
+            "the Gateway's name is longer than {MAX_LABEL_VALUE} characters: it cannot label its fleet ({GATEWAY_LABEL})"
         ));
     }
+    let fleet_name = name_of(gateway);
     let template = template.map(|envoy| &envoy.spec);
     let envoy = Envoy {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(fleet_name.clone()),
             namespace: gateway.metadata.namespace.clone(),
             labels: Some(BTreeMap::from([
                 (GATEWAY_LABEL.to_owned(), name.clone()),
@@ -86,19 +123,21 @@ pub fn desired(
     match defaulted(envoy.clone()).validate(None) {
         Ok(_) => Ok(envoy),
         Err(errors) => Err(format!(
-            "the Gateway's fleet, an Envoy of the same name, cannot be made: {}",
-            errors.message("Envoy", &name)
+            "the Gateway's fleet, the Envoy {fleet_name}, cannot be made: {}",
+            errors.message("Envoy", &fleet_name)
         )),
     }
 }
 
-/// The Envoy of the Gateway's name in its namespace, if any.
+/// The Envoy of the fleet's name ([`name_of`]) in the Gateway's namespace, if any: its fleet, or
+/// someone else's Envoy in its way.
 pub fn stored<'a>(gateway: &Gateway, fleets: &'a [Arc<Envoy>]) -> Option<&'a Envoy> {
+    let name = name_of(gateway);
     fleets
         .iter()
         .find(|envoy| {
             envoy.metadata.namespace == gateway.metadata.namespace
-                && envoy.metadata.name == gateway.metadata.name
+                && envoy.metadata.name.as_deref() == Some(name.as_str())
         })
         .map(AsRef::as_ref)
 }
@@ -130,12 +169,38 @@ pub fn ready(envoy: &Envoy) -> bool {
     envoy.status.as_ref().and_then(|status| status.ready_replicas).is_some_and(|ready| ready >= 1)
 }
 
-/// The addresses of the fleet's Service (named after the Gateway): its load balancer's, else
-/// its cluster IP.
-pub fn addresses(gateway: &Gateway, services: &[Arc<Service>]) -> Vec<GatewayStatusAddress> {
+/// Why the stored fleet could not make its children, as its `Degraded` condition says: a child's
+/// name held by an object it does not control (a user's Service or Deployment of the fleet's
+/// name), or a spec its rules refuse. `None` when nothing stops it.
+pub fn blocked(envoy: &Envoy) -> Option<&str> {
+    let conditions = envoy.status.as_ref().map(|status| status.conditions.as_slice()).unwrap_or_default();
+    conditions
+        .iter()
+        .find(|condition| {
+            condition.type_ == DEGRADED
+                && condition.status == "True"
+                && [REASON_RESOURCE_EXISTS, REASON_INVALID_SPEC].contains(&condition.reason.as_str())
+        })
+        .map(|condition| condition.message.as_str())
+}
+
+/// The addresses of the Service `fleet` (the stored fleet) controls: its load balancer's, else
+/// its cluster IP. Only a Service of the fleet's name with the fleet's controller ownerReference
+/// (its uid) counts: one of that name that someone else made is not the Gateway's.
+pub fn addresses(fleet: &Envoy, services: &[Arc<Service>]) -> Vec<GatewayStatusAddress> {
+    let service_name = fleet.spec.name.as_ref().or(fleet.metadata.name.as_ref());
+    let controlled = |service: &Service| {
+        service.metadata.owner_references.iter().flatten().any(|owner| {
+            owner.controller == Some(true)
+                && owner.kind == Envoy::kind(&())
+                && owner.api_version == Envoy::api_version(&())
+                && fleet.metadata.uid.as_ref() == Some(&owner.uid)
+        })
+    };
     let Some(service) = services.iter().find(|service| {
-        service.metadata.namespace == gateway.metadata.namespace
-            && service.metadata.name == gateway.metadata.name
+        service.metadata.namespace == fleet.metadata.namespace
+            && service.metadata.name.as_ref() == service_name
+            && controlled(service)
     }) else {
         return Vec::new();
     };
@@ -181,6 +246,38 @@ mod tests {
             block_owner_deletion: None,
         }]);
         envoy
+    }
+
+    fn dns1035_label(name: &str) -> bool {
+        name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    }
+
+    #[test]
+    fn a_fleet_is_named_gateway_dash_class_and_always_a_service_name() {
+        assert_eq!(name("edge", "envoy-operator"), "edge-envoy-operator");
+        let long_class = format!("{}.example.com", "c".repeat(240));
+        let awkward = [
+            ("dotted.name", "envoy"),
+            ("7eleven", "envoy"),
+            (&*"g".repeat(63), "envoy-operator"),
+            ("edge", long_class.as_str()),
+            ("", ""),
+            ("édge", "envoy"),
+        ];
+        for (gateway, class) in awkward {
+            let name = name(gateway, class);
+            assert!(dns1035_label(&name), "{gateway:?} of {class:?} names its fleet {name:?}");
+        }
+        assert_eq!(&name("dotted.name", "envoy")[..18], "dotted-name-envoy-", "spelled, then a hash");
+        assert_eq!(name("7eleven", "envoy").len(), "gw-7eleven-envoy-".len() + 8);
+        assert_ne!(name("a.b", "c"), name("a-b", "c"), "a spelling never makes two Gateways share a fleet");
+        assert_ne!(name("a-b.c", "d"), name("a-b", "c.d"));
+        let (one, other) = (name(&"g".repeat(63), "a"), name(&"g".repeat(63), "b"));
+        assert_ne!(one, other, "shortened names keep apart");
+        assert_eq!(one.len(), 63);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! over the whole cluster (Gateways take routes, backends and certificates from other
 //! namespaces).
 //!
-//! A Gateway's fleet is an `Envoy` the operator applies ([`fleet`]), named after the Gateway and
-//! labelled with it, so its Deployment, Service, bootstrap and xDS identity come from the same
+//! A Gateway's fleet is an `Envoy` the operator applies ([`fleet`]), named `<gateway>-<class>`
+//! and labelled with the Gateway, so its Deployment, Service, bootstrap and xDS identity come from the same
 //! builders as any Envoy's; its configuration comes from this translation instead of from
 //! EnvoyRoutes.
 //!
@@ -63,8 +63,8 @@ pub struct GatewayInputs<'a> {
     /// `kubernetes.io/tls` Secrets only.
     pub secrets: &'a [Arc<Secret>],
     /// The Envoys that are Gateways' fleets ([`fleet`]), as stored (their status tells whether
-    /// the fleet is ready). Any other Envoy may be among them: one that has a Gateway's name
-    /// without being its fleet keeps the Gateway from having one.
+    /// the fleet is ready). Any other Envoy may be among them: one that has a Gateway's fleet's
+    /// name without being its fleet keeps the Gateway from having one.
     pub fleets: &'a [Arc<Envoy>],
     /// The Envoys GatewayClasses' `parametersRef`s may name (`group: example.com, kind: Envoy`,
     /// with a namespace): every Envoy the caller knows will do; each is picked by namespace and
@@ -109,14 +109,15 @@ pub struct GatewayOutcome {
     pub name: String,
     pub uid: Option<String>,
     pub generation: Option<i64>,
-    /// The Envoy to apply for the Gateway's fleet; `None` when the Gateway cannot have one (its
-    /// name cannot name a fleet, an Envoy of that name is not the Gateway's, or no listener of
-    /// it can be exposed).
+    /// The Envoy to apply for the Gateway's fleet; `None` when the Gateway has nothing to serve
+    /// (not accepted: no valid listener, a name that cannot label a fleet, `spec.addresses`) or
+    /// cannot have one (an Envoy of the fleet's name is not the Gateway's).
     pub fleet: Option<Envoy>,
     /// What the fleet's proxies serve.
     pub ir: ir::Fleet,
     pub resources: Resources,
-    /// `status.addresses`: the fleet's Service's load-balancer ingress, else its cluster IP.
+    /// `status.addresses`: the load-balancer ingress, else the cluster IP, of the Service the
+    /// fleet controls; none without a fleet.
     pub addresses: Vec<api::GatewayStatusAddress>,
     /// `Accepted`, then `Programmed`.
     pub conditions: Vec<Judged>,

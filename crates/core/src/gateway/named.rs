@@ -47,10 +47,11 @@ pub fn class_names_envoy(class: &GatewayClass, namespace: &str, name: &str) -> b
         .is_some_and(|reference| reference.name == name && reference.namespace.as_deref() == Some(namespace))
 }
 
-/// Whether `gateway` is `namespace/name`: an Envoy of that name is its fleet, or stands in the
-/// fleet's way.
-pub fn is_gateway(gateway: &Gateway, namespace: &str, name: &str) -> bool {
-    gateway.metadata.name.as_deref() == Some(name) && gateway.metadata.namespace.as_deref() == Some(namespace)
+/// Whether `namespace/name` has the name of `gateway`'s fleet ([`super::fleet::name_of`]): an
+/// Envoy of that name is its fleet, or stands in the fleet's way; a Service of that name gives
+/// the Gateway its addresses (when the fleet controls it).
+pub fn names_fleet(gateway: &Gateway, namespace: &str, name: &str) -> bool {
+    gateway.metadata.namespace.as_deref() == Some(namespace) && super::fleet::name_of(gateway) == name
 }
 
 #[cfg(test)]
@@ -91,7 +92,8 @@ mod tests {
         assert!(gateway_names_secret(&gateway, "infra", "own"));
         assert!(gateway_names_secret(&gateway, "certs", "shared"));
         assert!(!gateway_names_secret(&gateway, "infra", "shared"));
-        assert!(is_gateway(&gateway, "infra", "edge") && !is_gateway(&gateway, "other", "edge"));
+        assert!(names_fleet(&gateway, "infra", "edge-x"), "the fleet's name: <gateway>-<class>");
+        assert!(!names_fleet(&gateway, "other", "edge-x") && !names_fleet(&gateway, "infra", "edge"));
 
         let class: GatewayClass = serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "GatewayClass", "metadata": {"name": "c"}, "spec": {"controllerName": "example.com/envoy-operator",

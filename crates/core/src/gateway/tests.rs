@@ -1968,15 +1968,15 @@ spec:
 
 // The operator's own rules.
 
-/// A Gateway's fleet: an Envoy named after it, labelled with it, owned by it, with one port
-/// per Gateway port bound unprivileged, behind a LoadBalancer Service.
+/// A Gateway's fleet: an Envoy named `<gateway>-<class>`, labelled with the Gateway, owned by
+/// it, with one port per Gateway port bound unprivileged, behind a LoadBalancer Service.
 #[test]
 fn a_gateways_fleet_is_an_envoy_it_owns() {
     let world = World::conformance();
     let translation = world.translate();
     let gateway = gateway(&translation, "same-namespace");
     let fleet = serde_json::to_value(gateway.fleet.as_ref().expect("a fleet")).unwrap();
-    assert_eq!(fleet["metadata"]["name"], "same-namespace");
+    assert_eq!(fleet["metadata"]["name"], "same-namespace-envoy-operator");
     assert_eq!(fleet["metadata"]["namespace"], INFRA);
     assert_eq!(fleet["metadata"]["labels"][GATEWAY_LABEL], "same-namespace");
     assert_eq!(
@@ -2039,39 +2039,45 @@ spec:
     assert!(translation.gateways.is_empty(), "a class not accepted serves no Gateway");
 }
 
-/// `Programmed` follows the fleet: its Service's address, then a ready proxy.
+/// The fleet of `same-namespace` as stored: its uid, and `status`.
+fn stored_fleet(world: &World, status: Value) -> Envoy {
+    let mut fleet = gateway(&world.translate(), "same-namespace").fleet.clone().expect("a fleet");
+    fleet.metadata.uid = Some("uid-fleet".into());
+    fleet.status = Some(serde_json::from_value(status).unwrap());
+    fleet
+}
+
+/// A Service of `name` in the suite's namespace with a cluster IP, controlled by the Envoy of
+/// `owner_uid` if given, with `lb_status`.
+fn fleet_service(name: &str, owner_uid: Option<&str>, lb_status: Value) -> Arc<Service> {
+    let owners: Vec<Value> = owner_uid
+        .map(|uid| json!({"apiVersion": "example.com/v1", "kind": "Envoy", "name": name, "uid": uid, "controller": true}))
+        .into_iter()
+        .collect();
+    Arc::new(read(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": INFRA, "ownerReferences": owners},
+        "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}, "status": lb_status})))
+}
+
+/// `Programmed` follows the fleet: the address of the Service it controls, then a ready proxy.
 #[test]
 fn a_gateway_is_programmed_once_its_fleet_is_ready_and_reachable() {
     let mut world = World::conformance();
     let programmed =
         |world: &World| said(&gateway(&world.translate(), "same-namespace").conditions, PROGRAMMED);
     assert_eq!(programmed(&world), (false, REASON_ADDRESS_NOT_ASSIGNED));
-    world.apply(
-        r#"
-apiVersion: v1
-kind: Service
-metadata: {name: same-namespace, namespace: gateway-conformance-infra}
-spec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}
-"#,
-    );
+    world.fleets.push(Arc::new(stored_fleet(&world, json!({}))));
+    world.services.push(fleet_service("same-namespace-envoy-operator", Some("uid-fleet"), json!({})));
     assert_eq!(
         gateway(&world.translate(), "same-namespace").addresses,
         [api::GatewayStatusAddress { address_type: "IPAddress".into(), value: "10.96.0.10".into() }]
     );
     assert_eq!(programmed(&world), (false, REASON_PENDING));
-    let mut fleet = gateway(&world.translate(), "same-namespace").fleet.clone().expect("a fleet");
-    fleet.status = Some(serde_json::from_value(json!({"readyReplicas": 1})).unwrap());
-    world.fleets.push(Arc::new(fleet));
+    world.fleets = vec![Arc::new(stored_fleet(&world, json!({"readyReplicas": 1})))];
     assert_eq!(programmed(&world), (true, REASON_PROGRAMMED));
-    world.apply(
-        r#"
-apiVersion: v1
-kind: Service
-metadata: {name: same-namespace, namespace: gateway-conformance-infra}
-spec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}
-status: {loadBalancer: {ingress: [{ip: 203.0.113.7}, {hostname: lb.example.com}]}}
-"#,
-    );
+    let balanced =
+        json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}, {"hostname": "lb.example.com"}]}});
+    world.services = vec![fleet_service("same-namespace-envoy-operator", Some("uid-fleet"), balanced)];
     let addresses: Vec<(String, String)> = gateway(&world.translate(), "same-namespace")
         .addresses
         .iter()
@@ -2086,50 +2092,134 @@ status: {loadBalancer: {ingress: [{ip: 203.0.113.7}, {hostname: lb.example.com}]
     );
 }
 
-/// An Envoy of the Gateway's name that is not its fleet is never taken over.
+/// A Gateway claims no address it does not own: not that of a user's Service of the Gateway's
+/// own name, nor of one of its fleet's name that its fleet does not control; and a fleet that
+/// cannot make its proxies (a user's object holds a child's name) says so in `Programmed`.
 #[test]
-fn an_envoy_of_the_gateways_name_is_not_taken_over() {
+fn a_gateway_claims_only_the_address_of_the_service_its_fleet_controls() {
+    let mut world = World::conformance();
+    let ready = stored_fleet(&world, json!({"readyReplicas": 1}));
+    world.fleets.push(Arc::new(ready));
+    world.services.push(fleet_service("same-namespace", None, json!({})));
+    let translated = world.translate();
+    assert!(gateway(&translated, "same-namespace").addresses.is_empty(), "the user's Service of its name");
+    world.services.push(fleet_service("same-namespace-envoy-operator", Some("uid-someone-else"), json!({})));
+    world.services.push(fleet_service("same-namespace-envoy-operator", None, json!({})));
+    let translated = world.translate();
+    assert!(
+        gateway(&translated, "same-namespace").addresses.is_empty(),
+        "a Service its fleet does not control"
+    );
+    assert_eq!(
+        said(&gateway(&translated, "same-namespace").conditions, PROGRAMMED),
+        (false, REASON_ADDRESS_NOT_ASSIGNED)
+    );
+
+    let clash =
+        "Service Resource \"same-namespace-envoy-operator\" already exists and is not managed by Envoy";
+    let blocked = stored_fleet(
+        &world,
+        json!({"readyReplicas": 1, "conditions": [{"type": "Degraded", "status": "True", "reason": "ErrResourceExists",
+               "message": clash, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+    );
+    world.fleets = vec![Arc::new(blocked)];
+    let translated = world.translate();
+    let programmed = condition(&gateway(&translated, "same-namespace").conditions, PROGRAMMED);
+    assert_eq!((programmed.status, programmed.reason), (false, REASON_INVALID));
+    assert_eq!(
+        programmed.message,
+        format!(
+            "the fleet {INFRA}/same-namespace-envoy-operator cannot make its proxies: {clash}: rename or delete it"
+        )
+    );
+}
+
+/// An Envoy of the fleet's name that is not the Gateway's fleet is never taken over.
+#[test]
+fn an_envoy_of_the_fleets_name_is_not_taken_over() {
     let mut world = World::conformance();
     world.fleets.push(Arc::new(read(json!({"apiVersion": "example.com/v1", "kind": "Envoy",
-        "metadata": {"name": "same-namespace", "namespace": INFRA}, "spec": {}}))));
+        "metadata": {"name": "same-namespace-envoy-operator", "namespace": INFRA}, "spec": {}}))));
     let translation = world.translate();
     let gateway = gateway(&translation, "same-namespace");
     assert!(gateway.fleet.is_none());
     let programmed = condition(&gateway.conditions, PROGRAMMED);
     assert_eq!((programmed.status, programmed.reason), (false, REASON_INVALID));
     assert!(
-        programmed.message.contains("gateway-conformance-infra/same-namespace is not this Gateway's fleet"),
+        programmed
+            .message
+            .contains("gateway-conformance-infra/same-namespace-envoy-operator is not this Gateway's fleet"),
         "{}",
         programmed.message
     );
 }
 
-/// A Gateway whose name cannot name an Envoy's Deployment and Service has no fleet.
+/// A Gateway of any valid name has a fleet of a valid name (a dotted name is spelled as a DNS
+/// label, with a hash); only one too long to label its fleet is not accepted.
 #[test]
-fn a_gateway_whose_name_cannot_name_a_fleet_is_not_accepted() {
+fn a_gateway_whose_name_cannot_label_a_fleet_is_not_accepted() {
+    let mut world = World::conformance();
+    let long = "g".repeat(64);
+    world.apply(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: dotted.name, namespace: gateway-conformance-infra}}
+spec:
+  gatewayClassName: "{{GATEWAY_CLASS_NAME}}"
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {long}, namespace: gateway-conformance-infra}}
+spec:
+  gatewayClassName: "{{GATEWAY_CLASS_NAME}}"
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+"#
+    ));
+    let translation = world.translate();
+    let dotted = gateway(&translation, "dotted.name");
+    assert_eq!(said(&dotted.conditions, ACCEPTED), (true, REASON_ACCEPTED));
+    let fleet_name = dotted.fleet.as_ref().and_then(|fleet| fleet.metadata.name.clone());
+    assert_eq!(fleet_name, Some(fleet::name("dotted.name", CLASS)));
+
+    let long = gateway(&translation, &long);
+    assert!(long.fleet.is_none());
+    let accepted = condition(&long.conditions, ACCEPTED);
+    assert_eq!((accepted.status, accepted.reason), (false, REASON_INVALID));
+    assert_eq!(
+        accepted.message,
+        "the Gateway's name is longer than 63 characters: it cannot label its fleet (envoy-operator.example.com/gateway)"
+    );
+}
+
+/// A Gateway with nothing to serve has no fleet, and so no address even where its fleet's
+/// Service still stands: every listener in conflict, or none valid.
+#[test]
+fn a_gateway_without_a_valid_listener_has_no_fleet() {
     let mut world = World::conformance();
     world.apply(
         r#"
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
-metadata: {name: dotted.name, namespace: gateway-conformance-infra}
+metadata: {name: same-namespace, namespace: gateway-conformance-infra, uid: uid-same-namespace, generation: 2}
 spec:
   gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners: [{name: http, port: 80, protocol: HTTP}]
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: https, port: 80, protocol: HTTPS, tls: {certificateRefs: [{name: tls-validity-checks-certificate}]}}
 "#,
     );
+    world.fleets.push(Arc::new(stored_fleet(&World::conformance(), json!({"readyReplicas": 1}))));
+    world.services.push(fleet_service("same-namespace-envoy-operator", Some("uid-fleet"), json!({})));
     let translation = world.translate();
-    let gateway = gateway(&translation, "dotted.name");
-    assert!(gateway.fleet.is_none());
-    let accepted = condition(&gateway.conditions, ACCEPTED);
-    assert_eq!((accepted.status, accepted.reason), (false, REASON_INVALID));
-    assert!(
-        accepted.message.starts_with(
-            "the Gateway's name \"dotted.name\" cannot name its fleet's Deployment and Service: "
-        ),
-        "{}",
-        accepted.message
-    );
+    let gateway = gateway(&translation, "same-namespace");
+    assert_eq!(said(&gateway.conditions, ACCEPTED), (false, REASON_LISTENERS_NOT_VALID));
+    assert!(gateway.fleet.is_none(), "no proxies for a Gateway with nothing to serve");
+    assert!(gateway.addresses.is_empty());
+    let programmed = condition(&gateway.conditions, PROGRAMMED);
+    assert_eq!((programmed.status, programmed.reason), (false, REASON_INVALID));
+    assert_eq!(programmed.message, "the Gateway is not accepted: it has no fleet");
 }
 
 /// Listeners sharing a port conflict on protocol, or on hostname; other protocols and the
@@ -2187,6 +2277,7 @@ spec:
         gateway.listeners.iter().map(|l| condition(&l.conditions, PROGRAMMED).status).collect();
     assert_eq!(programmed, [false, false, true, false, false, false, false]);
     assert_eq!(said(&gateway.conditions, ACCEPTED), (false, REASON_UNSUPPORTED_ADDRESS));
+    assert!(gateway.fleet.is_none(), "a Gateway not accepted has no fleet");
     let ports: Vec<&str> = gateway.ir.listeners.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(ports, ["http-80"], "only http-b is served");
 }

@@ -135,7 +135,12 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
     let ports = fleet::ports(listeners);
     let stored = fleet::stored(gateway, inputs.fleets);
     let name = gateway.metadata.name.as_deref().unwrap_or_default();
-    let foreign = stored.filter(|envoy| !fleet::is_fleet_of(envoy, name, gateway.metadata.uid.as_deref()));
+    let (ours, foreign) = match stored {
+        Some(envoy) if fleet::is_fleet_of(envoy, name, gateway.metadata.uid.as_deref()) => {
+            (Some(envoy), None)
+        }
+        stored => (None, stored),
+    };
     let desired = if ports.is_empty() {
         Err(None)
     } else {
@@ -156,10 +161,15 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
     } else {
         state(true, REASON_ACCEPTED, format!("{served} of {} listeners are valid", listeners.len()))
     };
-    // The Service of a foreign Envoy of the Gateway's name is not the Gateway's.
-    let addresses = if foreign.is_some() { Vec::new() } else { fleet::addresses(gateway, inputs.services) };
     let namespace = gateway.metadata.namespace.clone().unwrap_or_default();
     let name = gateway.metadata.name.clone().unwrap_or_default();
+    let fleet_name = fleet::name_of(gateway);
+    // Only the Service the Gateway's own fleet controls gives it addresses; and a Gateway with
+    // nothing to serve has no fleet, so no address.
+    let addresses = match ours {
+        Some(envoy) if accepted.status => fleet::addresses(envoy, inputs.services),
+        _ => Vec::new(),
+    };
     let programmed = if let Some(envoy) = foreign {
         state(
             false,
@@ -171,17 +181,23 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
             ),
         )
     } else if !accepted.status {
-        state(false, REASON_INVALID, "the Gateway is not accepted")
+        state(false, REASON_INVALID, "the Gateway is not accepted: it has no fleet")
+    } else if let Some(why) = ours.and_then(fleet::blocked) {
+        state(
+            false,
+            REASON_INVALID,
+            format!("the fleet {namespace}/{fleet_name} cannot make its proxies: {why}: rename or delete it"),
+        )
     } else if addresses.is_empty() {
         state(
             false,
             REASON_ADDRESS_NOT_ASSIGNED,
-            format!("the fleet's Service {namespace}/{name} has no address yet"),
+            format!("the fleet's Service {namespace}/{fleet_name} has no address yet"),
         )
-    } else if !stored.is_some_and(fleet::ready) {
-        state(false, REASON_PENDING, format!("the fleet {namespace}/{name} has no ready proxy yet"))
+    } else if !ours.is_some_and(fleet::ready) {
+        state(false, REASON_PENDING, format!("the fleet {namespace}/{fleet_name} has no ready proxy yet"))
     } else {
-        state(true, REASON_PROGRAMMED, format!("served by the fleet {namespace}/{name}"))
+        state(true, REASON_PROGRAMMED, format!("served by the fleet {namespace}/{fleet_name}"))
     };
 
     let access_log = gateway_judged.template.and_then(|envoy| envoy.spec.access_log).unwrap_or(true);
@@ -197,7 +213,8 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
         name,
         uid: gateway.metadata.uid.clone(),
         generation: gateway.metadata.generation,
-        fleet: if foreign.is_some() { None } else { desired.ok() },
+        // Proxies only for a Gateway with something to serve, under a name that is free.
+        fleet: desired.ok().filter(|_| accepted.status && foreign.is_none()),
         resources: to_envoy::resources(&ir),
         ir,
         addresses,

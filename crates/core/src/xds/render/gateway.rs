@@ -79,7 +79,7 @@ impl GatewayObjects {
             endpoint_slices,
             secrets: &self.secrets,
             // Offline, no fleet runs: `Programmed` says the Gateway waits for it. An Envoy of the
-            // manifests with a Gateway's name is not its fleet, as `run` would find it.
+            // manifests with a Gateway's fleet's name is not its fleet, as `run` would find it.
             fleets: &self.envoys,
             parameters: &self.envoys,
             rejected: crate::fleet::isolate::Rejections::none(),
@@ -254,7 +254,9 @@ impl GatewayDocument {
     pub fn comment(&self) -> String {
         let outcome = &self.outcome;
         let fleet = match &outcome.fleet {
-            Some(_) => format!("its fleet (the Envoy {})", outcome.name),
+            Some(fleet) => {
+                format!("its fleet (the Envoy {})", fleet.metadata.name.as_deref().unwrap_or_default())
+            }
             None => "no fleet (see its conditions)".to_owned(),
         };
         let mut comment = format!(
