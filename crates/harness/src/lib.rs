@@ -19,7 +19,7 @@ use envoy_operator::webhook::serve::ServeConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
-use envoy_operator_testkit::e2e::{Cluster, Launcher, OperatorSetup};
+use envoy_operator_testkit::e2e::{Cluster, Launcher, OperatorSetup, Watch};
 use envoy_operator_testkit::fleet_world::Launch;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -115,6 +115,13 @@ pub fn write_bench_certificate(dir: &Path) -> Result<String, TlsError> {
 /// Sets everything up with the operator in-process, runs `test`, and always cleans up.
 pub async fn in_cluster(story: &str, test: impl AsyncFnOnce(&Cluster)) {
     envoy_operator_testkit::e2e::in_cluster(Arc::new(InProcess), story, test).await;
+}
+
+/// [`in_cluster`] with the in-process operator watching every namespace, for a story that spans
+/// several (it runs alone: see [`Watch::AllNamespaces`]).
+pub async fn in_cluster_watching_all(story: &str, test: impl AsyncFnOnce(&Cluster)) {
+    let launcher = Arc::new(InProcess);
+    envoy_operator_testkit::e2e::in_cluster_watching(launcher, story, Watch::AllNamespaces, test).await;
 }
 
 /// `run` with self-managed certificates in `launch.cert_dir`, the control plane on `launch.xds`
