@@ -125,15 +125,24 @@ pub async fn in_cluster_watching_all(story: &str, test: impl AsyncFnOnce(&Cluste
 }
 
 /// `run` with self-managed certificates in `launch.cert_dir`, the control plane on `launch.xds`
-/// advertised as `localhost` (which the certificate `run` makes names).
+/// advertised as `localhost` (which the certificate `run` makes names), as the replica
+/// `replica-a`.
 pub fn fleet_world_operator(launch: Launch) -> impl Future<Output = Result<(), RunError>> + Send + 'static {
+    fleet_world_replica(launch, "replica-a")
+}
+
+/// [`fleet_world_operator`] as the replica `identity` (its pod name in a cluster).
+pub fn fleet_world_replica(
+    launch: Launch,
+    identity: &str,
+) -> impl Future<Output = Result<(), RunError>> + Send + 'static {
     let config = RunConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         cert_mode: CertMode::SelfManaged,
         cert_dir: launch.cert_dir,
         service_name: "envoy-operator-webhook".to_owned(),
-        identity: "replica-a".to_owned(),
+        identity: identity.to_owned(),
         api_server: "the in-memory API server".to_owned(),
         cert_check_interval: Duration::from_secs(60),
         controllers: ControllerConfig { concurrency: 2, ..ControllerConfig::default() },
