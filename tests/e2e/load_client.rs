@@ -15,8 +15,10 @@ const RATE: usize = 20;
 
 /// A script that calls `url` for `seconds`: every 50 ms on a new connection, and [`RATE`] a
 /// second on one connection kept alive. It prints a line per request: `ok` (200), `FAIL <how>
-/// <code>` (another status, or `000`: no answer), or `UNREADABLE <how> <text>` when curl printed
-/// something that is not a status code (the script itself miscounting).
+/// <code> dns=<s> connect=<s> first-byte=<s> total=<s>` (another status, or `000`: no answer;
+/// with curl's timings, which tell a name lookup or a connection that hung from a slow
+/// answer), or `UNREADABLE <how> <text>` when curl printed something that is not a status
+/// code (the script itself miscounting).
 ///
 /// One curl with many URLs keeps its connection alive, and each URL needs its own `-o`: an
 /// output option applies to one URL only, and every later body would be printed among the
@@ -27,13 +29,14 @@ pub fn script(url: &str, seconds: u32) -> String {
         r#"verdict() {{
   case "$2" in
     200) echo ok ;;
-    [0-9][0-9][0-9]) echo "FAIL $1 $2" ;;
-    *) echo "UNREADABLE $1 $2" ;;
+    [0-9][0-9][0-9]) echo "FAIL $1 $2 $3" ;;
+    *) echo "UNREADABLE $1 $2 $3" ;;
   esac
 }}
+timings='%{{http_code}} dns=%{{time_namelookup}} connect=%{{time_connect}} first-byte=%{{time_starttransfer}} total=%{{time_total}}\n'
 end=$(( $(date +%s) + {seconds} ))
 while [ "$(date +%s)" -lt "$end" ]; do
-  verdict new-connection "$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 '{url}')"
+  curl -s -o /dev/null -w "$timings" --max-time 3 '{url}' | while read -r code times; do verdict new-connection "$code" "$times"; done
   sleep 0.05
 done &
 urls=""
@@ -42,7 +45,7 @@ while [ "$i" -lt {transfers} ]; do
   urls="$urls {url} -o /dev/null"
   i=$(( i + 1 ))
 done
-curl -s --max-time 3 -w '%{{http_code}}\n' --rate {RATE}/s $urls | while read -r code; do verdict kept-alive "$code"; done
+curl -s --max-time 3 -w "$timings" --rate {RATE}/s $urls | while read -r code times; do verdict kept-alive "$code" "$times"; done
 wait"#
     )
 }
@@ -159,7 +162,7 @@ async fn the_load_clients_script_counts_every_request_and_every_failure() {
     assert!(failed > 0 && ok + failed > 2 * RATE, "{ok} ok, {failed} failed");
     assert_eq!(outcome.requests, ok + failed, "a line per request the server answered:\n{log}");
     assert_eq!(outcome.failures.len(), failed, "a FAIL per 503:\n{log}");
-    assert!(outcome.failures.iter().all(|line| line.ends_with(" 503")), "{:?}", outcome.failures);
+    assert!(outcome.failures.iter().all(|line| line.contains(" 503 dns=")), "{:?}", outcome.failures);
     for how in ["new-connection", "kept-alive"] {
         assert!(log.lines().any(|line| line.contains(how)), "{how} requests failed too:\n{log}");
     }
@@ -171,7 +174,7 @@ async fn the_load_clients_script_counts_every_request_and_every_failure() {
     outcome.assert_readable();
     assert!(outcome.requests > RATE, "{log}");
     assert_eq!(outcome.failures.len(), outcome.requests, "every request failed:\n{log}");
-    assert!(outcome.failures.iter().all(|line| line.ends_with(" 000")), "{:?}", outcome.failures);
+    assert!(outcome.failures.iter().all(|line| line.contains(" 000 dns=")), "{:?}", outcome.failures);
 }
 
 #[test]

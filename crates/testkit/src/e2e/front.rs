@@ -36,11 +36,19 @@ impl WebhookFront {
             .enable_all()
             .build()
             .expect("a runtime for the webhook front");
-        let listener = runtime
-            .block_on(TcpListener::bind(address))
+        // Bound here, so a failure says so at once; handed to the front's own runtime (the
+        // caller may be inside another, where blocking on this one is not allowed).
+        let listener = std::net::TcpListener::bind(address)
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
             .unwrap_or_else(|error| panic!("binding the webhook front on {address}: {error}"));
         let replicas = Arc::new(Mutex::new(Vec::new()));
-        runtime.spawn(forward(listener, replicas.clone()));
+        let forwarded = replicas.clone();
+        runtime.spawn(async move {
+            match TcpListener::from_std(listener) {
+                Ok(listener) => forward(listener, forwarded).await,
+                Err(error) => eprintln!("the webhook front cannot listen on {address}: {error}"),
+            }
+        });
         WebhookFront { address, replicas, runtime: Some(runtime) }
     }
 
