@@ -111,7 +111,7 @@ impl FlakyServer {
                 let service = service_fn(move |_request| {
                     let nth = seen.fetch_add(1, Ordering::SeqCst) + 1;
                     let (status, counter) =
-                        if nth % fail_every == 0 { (503, &failed) } else { (200, &ok) };
+                        if nth.is_multiple_of(fail_every) { (503, &failed) } else { (200, &ok) };
                     counter.fetch_add(1, Ordering::SeqCst);
                     let body = http_body_util::Full::new(bytes::Bytes::from_static(
                         b"<html>\n<body>a body of several lines</body>\n</html>\n",
@@ -143,10 +143,11 @@ async fn run_here(url: &str, seconds: u32) -> Option<String> {
         return None;
     }
     let script = script(url, seconds);
-    let output = tokio::task::spawn_blocking(move || std::process::Command::new("sh").args(["-c", &script]).output())
-        .await
-        .expect("the script's thread")
-        .expect("running the script with sh");
+    let output =
+        tokio::task::spawn_blocking(move || std::process::Command::new("sh").args(["-c", &script]).output())
+            .await
+            .expect("the script's thread")
+            .expect("running the script with sh");
     assert!(output.status.success(), "the script failed: {}", String::from_utf8_lossy(&output.stderr));
     Some(String::from_utf8(output.stdout).expect("UTF-8 output"))
 }

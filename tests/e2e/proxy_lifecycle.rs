@@ -22,11 +22,11 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::load_client::{self, CURL_IMAGE};
 use crate::harness::{
     Cluster, DEPLOYED_NAME, DEPLOYED_NAMESPACE, LONG, SHORT, TEST_MANAGER, create_in, get, in_cluster,
     in_cluster_mode, pod_state, pods_state, wait_for,
 };
+use crate::load_client::{self, CURL_IMAGE};
 
 /// The fleet's listener port (the container port its Envoys bind).
 const LISTENER_PORT: u16 = 10080;

@@ -73,14 +73,16 @@ fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
     after
         .iter()
         .filter(|(name, value)| before.get(*name) != Some(*value))
-        .map(|(name, value)| format!("{name}: {} -> {value}", before.get(name).map_or("(none)", String::as_str)))
+        .map(|(name, value)| {
+            format!("{name}: {} -> {value}", before.get(name).map_or("(none)", String::as_str))
+        })
         .collect()
 }
 
 /// A request through the proxy, alternating the two routes: `Err` unless the right backend
 /// answered.
 async fn request(proxy: &Envoy, port: u16, n: usize, a: &Backend, b: &Backend) -> Result<(), String> {
-    let (path, backend) = if n % 2 == 0 { ("/a", a) } else { ("/b", b) };
+    let (path, backend) = if n.is_multiple_of(2) { ("/a", a) } else { ("/b", b) };
     match proxy.through(port, path).await {
         Ok(served_by) if served_by == backend.name => Ok(()),
         Ok(served_by) => Err(format!("request {n}: GET {path} answered by {served_by}")),
@@ -105,7 +107,9 @@ async fn a_new_replica_of_the_operator_pushes_nothing_that_changes_what_a_proxy_
     let envoy_at = at("example.com/v1", "envoys", "edge");
     let acknowledged = |api: &FakeApi| {
         let Some(status) = api.get(&envoy_at).map(|e| e["status"]["xds"].clone()) else { return false };
-        status["connectedProxies"] == 1 && status["ackedVersion"].is_string() && status["ackedVersion"] == status["servedVersion"]
+        status["connectedProxies"] == 1
+            && status["ackedVersion"].is_string()
+            && status["ackedVersion"] == status["servedVersion"]
     };
     api.wait_for("the proxy acknowledging what the first replica serves", HANG_GUARD, acknowledged).await;
     let bootstrap_at = at("v1", "configmaps", "edge-bootstrap");
@@ -133,7 +137,8 @@ async fn a_new_replica_of_the_operator_pushes_nothing_that_changes_what_a_proxy_
     let report_at = at_in("envoy-operator", "v1", "configmaps", &report_name("replica-b"));
     let served_by_the_new_replica = |api: &FakeApi| {
         let Some(report) = api.get(&report_at) else { return false };
-        let Ok(report) = serde_json::from_value(report).map_err(|_| ()).and_then(|c| report_of(&c).map_err(|_| ()))
+        let Ok(report) =
+            serde_json::from_value(report).map_err(|_| ()).and_then(|c| report_of(&c).map_err(|_| ()))
         else {
             return false;
         };
@@ -173,7 +178,11 @@ async fn a_new_replica_of_the_operator_pushes_nothing_that_changes_what_a_proxy_
         before_cx.is_some() && before_cx != after_cx,
         "the proxy opened a new connection to the control plane: {before_cx:?} -> {after_cx:?}"
     );
-    assert_eq!(api.get(&bootstrap_at).expect("the bootstrap ConfigMap")["data"], bootstrap, "the bootstrap changed");
+    assert_eq!(
+        api.get(&bootstrap_at).expect("the bootstrap ConfigMap")["data"],
+        bootstrap,
+        "the bootstrap changed"
+    );
     assert_eq!(
         api.get(&deployment_at).expect("the fleet's Deployment")["spec"]["template"],
         template,

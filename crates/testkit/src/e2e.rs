@@ -110,7 +110,9 @@ impl Watch {
     fn overlaps(self, labels: &std::collections::BTreeMap<String, String>) -> bool {
         match self {
             Watch::AllNamespaces => true,
-            Watch::RunNamespace => labels.get(WATCH_LABEL).map(String::as_str) != Some(Watch::RunNamespace.label()),
+            Watch::RunNamespace => {
+                labels.get(WATCH_LABEL).map(String::as_str) != Some(Watch::RunNamespace.label())
+            }
         }
     }
 

@@ -237,4 +237,3 @@ async fn stopped<E>(operator: &mut JoinHandle<Result<(), E>>) -> Result<(), E> {
         .expect("the operator stops")
         .expect("the operator task did not panic")
 }
-

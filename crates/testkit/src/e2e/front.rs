@@ -23,7 +23,10 @@ pub struct WebhookFront {
 
 impl std::fmt::Debug for WebhookFront {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebhookFront").field("address", &self.address).field("replicas", &self.replicas()).finish()
+        f.debug_struct("WebhookFront")
+            .field("address", &self.address)
+            .field("replicas", &self.replicas())
+            .finish()
     }
 }
 

@@ -87,13 +87,14 @@ impl std::fmt::Display for LiveOperator {
 
 /// Every operator of the cluster that holds its leader Lease (held, and renewed within its
 /// duration), with the labels of its namespace.
-pub async fn live_operators(client: &Client) -> Vec<(LiveOperator, std::collections::BTreeMap<String, String>)> {
+pub async fn live_operators(
+    client: &Client,
+) -> Vec<(LiveOperator, std::collections::BTreeMap<String, String>)> {
     let leases: Api<Lease> = Api::all(client.clone());
     let by_name = ListParams::default().fields(&format!("metadata.name={LEADER_LEASE}"));
-    let leases = leases
-        .list(&by_name)
-        .await
-        .unwrap_or_else(|error| panic!("listing the operators' Leases ({LEADER_LEASE}) to find running operators: {error}"));
+    let leases = leases.list(&by_name).await.unwrap_or_else(|error| {
+        panic!("listing the operators' Leases ({LEADER_LEASE}) to find running operators: {error}")
+    });
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut live = Vec::new();
     for lease in leases.items {
@@ -170,7 +171,8 @@ pub fn pod_state(pod: &Pod) -> String {
             parts.push(format!("{} False {reason} {message}", condition.type_).trim_end().to_owned());
         }
     }
-    let containers = status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
+    let containers =
+        status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
     for container in containers {
         let state = container.state.as_ref();
         if let Some(waiting) = state.and_then(|s| s.waiting.as_ref()) {
