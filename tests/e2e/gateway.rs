@@ -10,10 +10,14 @@
 //!
 //! Needs the Gateway API CRDs (v1.3 standard channel or newer), which are the cluster
 //! owner's to install: the story fails at once, naming the missing ones and the command, when
-//! they are absent. Kubernetes 1.28+, as the whole suite (the harness checks). The statuses are
-//! checked in every mode; the fleet's pods reach the control plane only of the deployed
-//! operator, so the traffic half needs `E2E_IN_CLUSTER=1` and a schedulable node, and is
-//! skipped with a note otherwise. Images: agnhost (the backends), Envoy, curlimages/curl.
+//! they are absent. Kubernetes 1.28+, as the whole suite (the harness checks). The story spans
+//! three namespaces, so its in-process operator watches every namespace (and runs alone in the
+//! test process, refusing to start beside another operator: see the harness's `Watch`). The
+//! statuses are checked in both modes. The fleet's pods reach the control plane only of the
+//! deployed operator, so the traffic half does not apply in-process (skipped with a note); with
+//! `E2E_IN_CLUSTER=1` it needs a node that takes pods and fails, saying why, without one
+//! (unless `E2E_NO_NODES=1` declares such a cluster). Images: agnhost (the backends), Envoy,
+//! curlimages/curl.
 
 use std::time::Duration;
 
@@ -26,11 +30,10 @@ use kube::api::{Api, DeleteParams, LogParams, PostParams};
 use serde_json::json;
 
 use crate::harness::{
-    Cluster, E2E_LABEL, LONG, SHORT, create_in, get, gone, in_cluster, in_cluster_mode, is_not_found,
-    wait_for,
+    Cluster, E2E_LABEL, LONG, SHORT, create_in, get, gone, in_cluster_mode, in_cluster_watching_all,
+    is_not_found, pod_state, wait_for,
 };
-
-const CURL_IMAGE: &str = "curlimages/curl:8.11.1";
+use crate::load_client::CURL_IMAGE;
 const BACKEND_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
 const CONTROLLER_NAME: &str = envoy_operator_core::names::CONTROLLER_NAME;
 /// What the story needs of the Gateway API, as `<plural>.<group>`.
@@ -116,7 +119,7 @@ fn wildcard_certificate() -> Certificates {
 #[tokio::test]
 #[ignore = "needs a Kubernetes cluster with the Gateway API CRDs"]
 async fn a_gateway_serves_http_and_https_routes_across_namespaces_as_reference_grants_allow() {
-    in_cluster("gateway", async |cluster| {
+    in_cluster_watching_all("gateway", async |cluster| {
         require_gateway_api(&cluster.client).await;
         let class_name = format!("e2e-{}", cluster.run_id);
         let classes: Api<GatewayClass> = Api::all(cluster.client.clone());
@@ -304,7 +307,14 @@ async fn story(cluster: &Cluster, class_name: &str) {
     })
     .await;
 
-    let traffic = in_cluster_mode() && cluster.schedulable;
+    let traffic = if in_cluster_mode() {
+        cluster.runs_pods("gateway: the traffic half")
+    } else {
+        eprintln!(
+            "note: gateway: the traffic half needs the deployed operator (E2E_IN_CLUSTER=1), whose control plane the fleet's pods reach; skipped"
+        );
+        false
+    };
     let mut probe = None;
     if traffic {
         let address = wait_for("the Gateway Programmed, with an address", LONG, || async {
@@ -328,10 +338,6 @@ async fn story(cluster: &Cluster, class_name: &str) {
             .await;
         }
         probe = Some((client_probe, local));
-    } else {
-        eprintln!(
-            "note: gateway: the traffic half needs the deployed operator (E2E_IN_CLUSTER=1), whose control plane the fleet's pods reach, and a schedulable node; skipped"
-        );
     }
 
     // The grant goes: the route may no longer send to the third namespace.
@@ -402,7 +408,10 @@ async fn backend_pod_name(client: &kube::Client, namespace: &str) -> String {
                 conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
             })
             .and_then(|pod| pod.metadata.name.clone())
-            .ok_or_else(|| format!("{} pods, none Ready", list.items.len()))
+            .ok_or_else(|| {
+                let states: Vec<String> = list.items.iter().map(pod_state).collect();
+                format!("{} pods, none Ready: {states:?}", list.items.len())
+            })
     })
     .await
 }
@@ -440,7 +449,7 @@ impl Probe<'_> {
 for i in $(seq 1 {REQUESTS}); do
   rm -f /tmp/body
   code=$(curl -s -o /tmp/body -w '%{{http_code}}' --max-time 3 {extra} --connect-to {HOST}:{port}:{target}:{port} {url})
-  echo "$code $(cat /tmp/body 2>/dev/null)"
+  echo "$code $(tr -d '\r\n' < /tmp/body 2>/dev/null | head -c 200)"
 done"#
         );
         let pods = self.cluster.api::<Pod>();
@@ -454,11 +463,15 @@ done"#
         pods.create(&PostParams::default(), &pod)
             .await
             .map_err(|e| format!("creating the probe pod: {e}"))?;
+        let mut state = String::from("not read yet");
         let finished = tokio::time::timeout(Duration::from_secs(120), async {
             loop {
-                let phase = get(&pods, &name).await.ok().and_then(|p| p.status).and_then(|s| s.phase);
-                if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
-                    return;
+                if let Ok(pod) = get(&pods, &name).await {
+                    state = pod_state(&pod);
+                    let phase = pod.status.and_then(|s| s.phase);
+                    if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+                        return;
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
@@ -466,7 +479,7 @@ done"#
         .await;
         let log = pods.logs(&name, &LogParams::default()).await.map_err(|e| e.to_string());
         let _ = pods.delete(&name, &DeleteParams::background()).await;
-        finished.map_err(|_| format!("the probe pod {name} did not finish in 120 s"))?;
+        finished.map_err(|_| format!("the probe pod did not finish in 120 s: {state}"))?;
         let answers: Vec<(String, String)> = log?
             .lines()
             .filter_map(|line| {

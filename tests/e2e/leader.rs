@@ -2,6 +2,11 @@
 //! the standby takes over at once (it polls the released Lease every second), after a crash
 //! only once the Lease expires (its duration, 15 s). Both are measured and printed; what is
 //! asserted is the order of the Lease's own timestamps, not how long anything took here.
+//!
+//! As a deployed operator's Service does, one address stands for every replica's webhooks (the
+//! harness's `WebhookFront`): the Foos created after each handover are admitted by whichever
+//! replica is still up. In-process only: with `E2E_IN_CLUSTER=1` the story does not apply (the
+//! deployed replicas are not this test's to stop) and is skipped with a note.
 
 use std::time::{Duration, Instant};
 
@@ -63,6 +68,7 @@ async fn a_standby_takes_over_at_once_after_a_graceful_stop_and_after_the_lease_
         };
         let second = standby(2).await;
         let third = standby(3).await;
+        assert_eq!(setup.front.replicas().len(), 3, "every replica behind the webhooks' one address");
 
         // Graceful: the leader releases the Lease; a standby takes it at once.
         let (_, _, last_renewed) = lease(&leases).await.expect("the Lease");

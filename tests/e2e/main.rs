@@ -4,8 +4,11 @@
 //! Each test runs in a fresh namespace with the operator in-process (or, with
 //! `E2E_IN_CLUSTER=1`, the deployed one) and cleans up after itself even when it fails; see
 //! `envoy_operator_testkit::e2e` (the harness) and `harness.rs` (the operator it starts).
-//! Checks that need running pods are skipped, with a note, on clusters without a schedulable
-//! node.
+//! Each story says in its doc comment which modes it applies to: where it applies and something
+//! it needs is missing (a node that takes pods, the Gateway API CRDs, the deployed operator), it
+//! fails saying so; it is skipped, with a note, only where a mode does not apply to it (or where
+//! `E2E_NO_NODES=1` declares a cluster without nodes). One test here runs without a cluster:
+//! the load client's script against a server on loopback (`load_client`).
 
 mod harness;
 
@@ -16,6 +19,7 @@ mod gateway;
 mod identity;
 mod inject;
 mod leader;
+mod load_client;
 mod proxy_lifecycle;
 mod restart;
 mod route;

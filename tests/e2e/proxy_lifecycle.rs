@@ -3,10 +3,13 @@
 //! Job calling through its native sidecar at once finds it configured (startup probe).
 //!
 //! These need real pods that reach the operator's control plane, so they run against the
-//! operator deployed from `deploy/` (`E2E_IN_CLUSTER=1`) on a cluster with a schedulable node and
-//! native sidecars (Kubernetes 1.29+), and skip with a note otherwise. Traffic comes from a
-//! client pod in the test namespace (`curl`, one new connection a request, and a kept-alive
-//! one), whose log counts the failures. Images: nginx (the backend), Envoy, curlimages/curl.
+//! operator deployed from `deploy/` (`E2E_IN_CLUSTER=1`), with native sidecars (Kubernetes
+//! 1.29+). With the operator in-process they do not apply (pods cannot reach a control plane on
+//! this machine) and are skipped with a note; with `E2E_IN_CLUSTER=1` on a cluster where no
+//! node takes pods they fail, saying why (unless `E2E_NO_NODES=1` declares such a cluster).
+//! Traffic comes from a client pod in the test namespace (`curl`, one new connection a request,
+//! and a kept-alive one: [`load_client`]), whose log counts the failures. Images: nginx (the
+//! backend), Envoy, curlimages/curl.
 
 use std::time::Duration;
 
@@ -20,17 +23,19 @@ use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::harness::{
-    Cluster, LONG, SHORT, TEST_MANAGER, create_in, get, in_cluster, in_cluster_mode, wait_for,
+    Cluster, DEPLOYED_NAME, DEPLOYED_NAMESPACE, LONG, SHORT, TEST_MANAGER, create_in, get, in_cluster,
+    in_cluster_mode, pod_state, pods_state, wait_for,
 };
+use crate::load_client::{self, CURL_IMAGE};
 
-const CURL_IMAGE: &str = "curlimages/curl:8.11.1";
 /// The fleet's listener port (the container port its Envoys bind).
 const LISTENER_PORT: u16 = 10080;
 /// The deployed operator (`deploy/`), scaled down for the outage.
-const OPERATOR_NAMESPACE: &str = "envoy-operator";
-const OPERATOR_DEPLOYMENT: &str = "envoy-operator";
+const OPERATOR_NAMESPACE: &str = DEPLOYED_NAMESPACE;
+const OPERATOR_DEPLOYMENT: &str = DEPLOYED_NAME;
 
-/// Whether this story can run here; says why not.
+/// Whether this story applies here (says why not): with the deployed operator, whose control
+/// plane pods reach; and then it needs pods ([`Cluster::runs_pods`]).
 fn runnable(cluster: &Cluster, story: &str) -> bool {
     if !in_cluster_mode() {
         eprintln!(
@@ -38,11 +43,7 @@ fn runnable(cluster: &Cluster, story: &str) -> bool {
         );
         return false;
     }
-    if !cluster.schedulable {
-        eprintln!("note: {story}: needs a schedulable node; skipped");
-        return false;
-    }
-    true
+    cluster.runs_pods(story)
 }
 
 /// nginx behind the Service `web`, and the Envoy `edge` (no `spec.xds`: the operator serves
@@ -67,13 +68,13 @@ async fn fleet_in_front_of_nginx(cluster: &Cluster, replicas: i32) {
         .create(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute", "metadata": {"name": "web"},
             "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}))
         .await;
-    let deployments = cluster.api::<Deployment>();
+    let (deployments, pods) = (cluster.api::<Deployment>(), cluster.api::<Pod>());
     wait_for("the fleet edge and its backend available", LONG, || async {
-        for name in ["edge", "web"] {
+        for (name, selector) in [("edge", "app.kubernetes.io/instance=edge"), ("web", "app=web")] {
             let status = get(&deployments, name).await?.status.unwrap_or_default();
             let wanted = if name == "edge" { replicas } else { 1 };
             if status.available_replicas.unwrap_or(0) < wanted {
-                return Err(format!("{name}: {status:?}"));
+                return Err(format!("{name}: {status:?}; pods: {}", pods_state(&pods, selector).await));
             }
         }
         Ok(())
@@ -81,19 +82,10 @@ async fn fleet_in_front_of_nginx(cluster: &Cluster, replicas: i32) {
     .await;
 }
 
-/// A pod that calls `http://edge/` every 50 ms for `seconds`, half on new connections and
-/// half on one kept alive, printing `ok` or `FAIL <why>` a line per request.
+/// A pod that calls `http://edge/` for `seconds` (every 50 ms on a new connection, 20 a second
+/// on one kept alive: [`load_client::script`]), a line per request.
 async fn start_client(cluster: &Cluster, seconds: u32) {
-    let script = format!(
-        r#"end=$(( $(date +%s) + {seconds} ))
-while [ $(date +%s) -lt $end ]; do
-  code=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 http://edge/) && [ "$code" = 200 ] && echo ok || echo "FAIL new-connection $code"
-  sleep 0.05
-done &
-curl -s --max-time {limit} -o /dev/null -w '%{{http_code}}\n' --rate 20/s $(for i in $(seq 1 $(( {seconds} * 20 ))); do printf 'http://edge/ '; done) | while read -r code; do [ "$code" = 200 ] && echo ok || echo "FAIL kept-alive $code"; done
-wait"#,
-        limit = seconds + 30
-    );
+    let script = load_client::script("http://edge/", seconds);
     let _: Pod = cluster
         .create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client"},
             "spec": {"restartPolicy": "Never",
@@ -101,32 +93,34 @@ wait"#,
         .await;
     let pods = cluster.api::<Pod>();
     wait_for("the client pod running", LONG, || async {
-        let phase = get(&pods, "client").await?.status.and_then(|s| s.phase).unwrap_or_default();
-        if phase == "Running" { Ok(()) } else { Err(phase) }
+        let pod = get(&pods, "client").await?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if phase == "Running" { Ok(()) } else { Err(pod_state(&pod)) }
     })
     .await;
 }
 
 /// Waits for the client to finish, and fails if any of its requests did, `when` saying when.
 async fn no_failed_request(cluster: &Cluster, seconds: u32, when: &str) {
-    let (requests, failures) = client_outcome(cluster, seconds).await;
+    let outcome = client_outcome(cluster, seconds).await;
+    outcome.assert_readable();
+    let (requests, failures) = (outcome.requests, &outcome.failures);
     assert!(requests > 500, "the client made too few requests to tell: {requests}");
     let shown = &failures[..failures.len().min(10)];
     assert!(failures.is_empty(), "{} of {requests} requests failed {when}: {shown:?}", failures.len());
 }
 
-/// Waits for the client to finish; its requests and failures.
-async fn client_outcome(cluster: &Cluster, seconds: u32) -> (usize, Vec<String>) {
+/// Waits for the client to finish; what its log says.
+async fn client_outcome(cluster: &Cluster, seconds: u32) -> load_client::Outcome {
     let pods = cluster.api::<Pod>();
     wait_for("the client pod done", Duration::from_secs(u64::from(seconds) + 120), || async {
-        let phase = get(&pods, "client").await?.status.and_then(|s| s.phase).unwrap_or_default();
-        if phase == "Succeeded" || phase == "Failed" { Ok(()) } else { Err(phase) }
+        let pod = get(&pods, "client").await?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" { Ok(()) } else { Err(pod_state(&pod)) }
     })
     .await;
     let log = pods.logs("client", &LogParams::default()).await.expect("the client's log");
-    let failures: Vec<String> =
-        log.lines().filter(|line| line.starts_with("FAIL")).map(str::to_owned).collect();
-    (log.lines().count(), failures)
+    load_client::Outcome::of(&log)
 }
 
 /// `kubectl rollout restart` of the fleet's Deployment.
@@ -152,7 +146,7 @@ fn seconds_since_epoch() -> String {
 
 /// Waits until the fleet's rollout is done: every replica updated and available.
 async fn rolled_out(cluster: &Cluster, replicas: i32) {
-    let deployments = cluster.api::<Deployment>();
+    let (deployments, pods) = (cluster.api::<Deployment>(), cluster.api::<Pod>());
     wait_for("the fleet rolled out", LONG, || async {
         let deployment = get(&deployments, "edge").await?;
         let generation = deployment.metadata.generation;
@@ -161,7 +155,11 @@ async fn rolled_out(cluster: &Cluster, replicas: i32) {
             && status.updated_replicas == Some(replicas)
             && status.available_replicas == Some(replicas)
             && status.replicas == Some(replicas);
-        if done { Ok(()) } else { Err(format!("{status:?}")) }
+        if done {
+            Ok(())
+        } else {
+            Err(format!("{status:?}; pods: {}", pods_state(&pods, "app.kubernetes.io/instance=edge").await))
+        }
     })
     .await;
 }
@@ -279,9 +277,14 @@ async fn jobs_calling_through_their_native_sidecar_at_once_all_succeed() {
             "spec": {"replicas": 0, "ports": [{"name": "http", "port": 80, "targetPort": LISTENER_PORT}]}})).await;
         create_in::<EnvoyRoute>(&ns.api(), json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute", "metadata": {"name": "web"},
             "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}})).await;
+        let pods: Api<Pod> = ns.api();
         wait_for("the backend available", LONG, || async {
             let status = get(&deployments, "web").await?.status.unwrap_or_default();
-            if status.available_replicas.unwrap_or(0) >= 1 { Ok(()) } else { Err(format!("{status:?}")) }
+            if status.available_replicas.unwrap_or(0) >= 1 {
+                Ok(())
+            } else {
+                Err(format!("{status:?}; pods: {}", pods_state(&pods, "app=web").await))
+            }
         })
         .await;
 
@@ -307,7 +310,11 @@ async fn jobs_calling_through_their_native_sidecar_at_once_all_succeed() {
                     failed.push(name);
                 }
             }
-            if succeeded + failed.len() as i32 == count { Ok(failed) } else { Err(format!("{succeeded} succeeded, failed {failed:?}")) }
+            if succeeded + failed.len() as i32 == count {
+                Ok(failed)
+            } else {
+                Err(format!("{succeeded} succeeded, failed {failed:?}; pods: {}", pods_state(&pods, "job-name").await))
+            }
         })
         .await;
         assert!(

@@ -7,7 +7,9 @@
 //!
 //! EndpointSlices refuse loopback addresses, so the backends listen on `E2E_BACKEND_HOST` (an
 //! address of this machine that is not loopback; default `E2E_WEBHOOK_HOST`). Needs Envoy on
-//! `PATH` (or `ENVOY_BIN`).
+//! `PATH` (or `ENVOY_BIN`): fails without it, or with a loopback backend address. In-process
+//! only: with `E2E_IN_CLUSTER=1` it does not apply (the deployed control plane's port is not
+//! reachable from this machine) and is skipped with a note.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

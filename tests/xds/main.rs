@@ -11,6 +11,7 @@ mod envoy_validate;
 mod gateway_envoy;
 mod gateway_filters;
 mod https_sds;
+mod operator_rollout;
 mod proxy_drain;
 mod re2_corpus;
 mod run_xds;

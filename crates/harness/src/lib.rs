@@ -19,7 +19,7 @@ use envoy_operator::webhook::serve::ServeConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
-use envoy_operator_testkit::e2e::{Cluster, Launcher, OperatorSetup};
+use envoy_operator_testkit::e2e::{Cluster, Launcher, OperatorSetup, Watch};
 use envoy_operator_testkit::fleet_world::Launch;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -117,16 +117,32 @@ pub async fn in_cluster(story: &str, test: impl AsyncFnOnce(&Cluster)) {
     envoy_operator_testkit::e2e::in_cluster(Arc::new(InProcess), story, test).await;
 }
 
+/// [`in_cluster`] with the in-process operator watching every namespace, for a story that spans
+/// several (it runs alone: see [`Watch::AllNamespaces`]).
+pub async fn in_cluster_watching_all(story: &str, test: impl AsyncFnOnce(&Cluster)) {
+    let launcher = Arc::new(InProcess);
+    envoy_operator_testkit::e2e::in_cluster_watching(launcher, story, Watch::AllNamespaces, test).await;
+}
+
 /// `run` with self-managed certificates in `launch.cert_dir`, the control plane on `launch.xds`
-/// advertised as `localhost` (which the certificate `run` makes names).
+/// advertised as `localhost` (which the certificate `run` makes names), as the replica
+/// `replica-a`.
 pub fn fleet_world_operator(launch: Launch) -> impl Future<Output = Result<(), RunError>> + Send + 'static {
+    fleet_world_replica(launch, "replica-a")
+}
+
+/// [`fleet_world_operator`] as the replica `identity` (its pod name in a cluster).
+pub fn fleet_world_replica(
+    launch: Launch,
+    identity: &str,
+) -> impl Future<Output = Result<(), RunError>> + Send + 'static {
     let config = RunConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         cert_mode: CertMode::SelfManaged,
         cert_dir: launch.cert_dir,
         service_name: "envoy-operator-webhook".to_owned(),
-        identity: "replica-a".to_owned(),
+        identity: identity.to_owned(),
         api_server: "the in-memory API server".to_owned(),
         cert_check_interval: Duration::from_secs(60),
         controllers: ControllerConfig { concurrency: 2, ..ControllerConfig::default() },

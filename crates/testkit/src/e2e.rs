@@ -1,9 +1,21 @@
 //! The e2e harness: a fresh, labelled namespace per test; the CRDs installed idempotently; the
 //! operator run in-process (the same `operator::run` as `envoy-operator run`, through the
-//! caller's [`Launcher`]; webhook on `E2E_WEBHOOK_HOST:<free port>` registered in URL mode by
-//! webhook configurations scoped to this run's namespaces) or, with `E2E_IN_CLUSTER=1`, the
-//! operator already deployed from `deploy/`; and cleanup (configurations, namespaces) even when
-//! the test panics. Used by `tests/e2e/` and `examples/bench_reconcile.rs`.
+//! caller's [`Launcher`]; its replicas' webhooks behind one address on `E2E_WEBHOOK_HOST`
+//! ([`WebhookFront`]) registered in URL mode by webhook configurations scoped to this run's
+//! namespaces; watching the run's namespace, or every namespace for a story that spans several
+//! ([`Watch`])) or, with `E2E_IN_CLUSTER=1`, the operator already deployed from `deploy/`; and
+//! cleanup (configurations, namespaces) even when the test panics. Used by `tests/e2e/` and
+//! `examples/bench_reconcile.rs`.
+//!
+//! Two operators must never reconcile the same objects (each would undo what the other writes:
+//! fleets' bootstraps naming different control planes, statuses). So an in-process run refuses
+//! to start while another operator holds its leader Lease where it would overlap: a deployed
+//! one (it watches every namespace) for any run; any other for a run watching every namespace.
+//! Within one test process, a run watching every namespace waits until the others are done,
+//! and they wait for it ([`Watch`]).
+
+mod front;
+mod preconditions;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -22,20 +34,28 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use self::front::WebhookFront;
+pub use self::preconditions::{
+    DEPLOYED_NAME, DEPLOYED_NAMESPACE, LiveOperator, no_nodes_declared, pod_state, pods_state,
+    schedulable_node,
+};
+
 /// On every namespace and configuration the harness creates (for finding leftovers).
 pub const E2E_LABEL: &str = "envoy-operator.example.com/e2e";
 /// On this run's namespaces only; the webhook configurations select on it.
 pub const RUN_LABEL: &str = "envoy-operator.example.com/e2e-run";
+/// On an in-process operator's namespace: what it watches ([`Watch::label`]).
+pub const WATCH_LABEL: &str = "envoy-operator.example.com/e2e-watch";
 pub const TEST_MANAGER: &str = "envoy-operator-e2e";
 /// Creating objects and the controller reacting.
 pub const SHORT: Duration = Duration::from_secs(60);
@@ -62,6 +82,56 @@ pub fn free_port(host: IpAddr) -> SocketAddr {
         panic!("binding {host}:0 (E2E_WEBHOOK_HOST must be a local address): {error}")
     });
     listener.local_addr().expect("a bound address")
+}
+
+/// Which namespaces an in-process operator watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// The run's test namespace only: most stories, which run beside each other.
+    RunNamespace,
+    /// Every namespace: a story spanning namespaces (the Gateway API's). It reconciles every
+    /// run's objects, so in this process it runs alone: it waits for the running stories to
+    /// finish, and later ones wait for it.
+    AllNamespaces,
+}
+
+impl Watch {
+    /// The value of [`WATCH_LABEL`] on the operator's namespace.
+    fn label(self) -> &'static str {
+        match self {
+            Watch::RunNamespace => "run",
+            Watch::AllNamespaces => "all",
+        }
+    }
+
+    /// Whether an operator holding its Lease in a namespace labelled `labels` would reconcile
+    /// objects this run's operator does: every other one when this one watches every
+    /// namespace; otherwise any but another run's operator watching its own namespace.
+    fn overlaps(self, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        match self {
+            Watch::AllNamespaces => true,
+            Watch::RunNamespace => {
+                labels.get(WATCH_LABEL).map(String::as_str) != Some(Watch::RunNamespace.label())
+            }
+        }
+    }
+
+    /// Takes this process's turn: shared by runs of their own namespace, alone for every namespace.
+    async fn turn(self) -> Turn {
+        static TURNS: std::sync::LazyLock<Arc<tokio::sync::RwLock<()>>> =
+            std::sync::LazyLock::new(|| Arc::new(tokio::sync::RwLock::new(())));
+        match self {
+            Watch::RunNamespace => Turn::Shared(TURNS.clone().read_owned().await),
+            Watch::AllNamespaces => Turn::Alone(TURNS.clone().write_owned().await),
+        }
+    }
+}
+
+/// A run's turn ([`Watch::turn`]), held until it is cleaned up.
+#[allow(dead_code)] // held for its drop
+enum Turn {
+    Shared(tokio::sync::OwnedRwLockReadGuard<()>),
+    Alone(tokio::sync::OwnedRwLockWriteGuard<()>),
 }
 
 /// What the harness needs of the operator's library, which this crate does not depend on.
@@ -118,7 +188,11 @@ pub struct OperatorSetup {
     pub watch_namespace: Option<String>,
     pub operator_namespace: String,
     pub cert_dir: std::path::PathBuf,
+    /// This replica's webhook port.
     pub listen: SocketAddr,
+    /// Where the API server calls the webhooks: every replica started with this setup (or
+    /// [`Self::another_replica`]) behind one address.
+    pub front: Arc<WebhookFront>,
     pub resync: Duration,
     /// The control plane, served as in production (client certificates required: the stories'
     /// Envoys present the identity Secret the operator issued their fleet); advertised as
@@ -127,7 +201,8 @@ pub struct OperatorSetup {
 }
 
 impl OperatorSetup {
-    /// Another replica on this machine: the same operator on webhook and xDS ports of its own.
+    /// Another replica on this machine: the same operator on webhook and xDS ports of its own,
+    /// behind the same [`WebhookFront`].
     pub fn another_replica(&self) -> OperatorSetup {
         let xds = free_port(IpAddr::from([127, 0, 0, 1]));
         OperatorSetup {
@@ -143,6 +218,7 @@ impl OperatorSetup {
 
 impl Operator {
     pub async fn start(setup: &OperatorSetup, identity: &str) -> Operator {
+        setup.front.add(setup.listen);
         let (stop, stopped) = oneshot::channel::<()>();
         let metrics_listen = free_port(IpAddr::from([127, 0, 0, 1]));
         let (launcher, run_setup, run_identity) =
@@ -221,13 +297,16 @@ pub struct Cluster {
     pub run_id: String,
     /// The test namespace (labelled with [`E2E_LABEL`] and [`RUN_LABEL`]).
     pub namespace: String,
-    pub schedulable: bool,
+    /// `Ok` when a node runs pods; else why none does ([`Cluster::runs_pods`]).
+    pub nodes: Result<(), String>,
     /// `None` with `E2E_IN_CLUSTER=1`.
     pub setup: Option<OperatorSetup>,
     pub operator: tokio::sync::Mutex<Option<Operator>>,
     /// Every namespace created for this run (deleted on cleanup).
     namespaces: std::sync::Mutex<Vec<String>>,
     _cert_dir: Option<tempfile::TempDir>,
+    /// Dropped after the cleanup, letting the next run that waits for it start.
+    _turn: Option<Turn>,
 }
 
 impl Cluster {
@@ -247,6 +326,22 @@ impl Cluster {
             + serde::de::DeserializeOwned,
     {
         create_in(&self.api::<K>(), object).await
+    }
+
+    /// Whether `what` (checks that need running pods) can run here: with a node that takes
+    /// pods, yes; without, it fails saying why none does, unless `E2E_NO_NODES=1` declares a
+    /// cluster without nodes, where it is skipped with a note.
+    pub fn runs_pods(&self, what: &str) -> bool {
+        match &self.nodes {
+            Ok(()) => true,
+            Err(why) if no_nodes_declared() => {
+                eprintln!("note: E2E_NO_NODES=1 ({why}): {what} skipped");
+                false
+            }
+            Err(why) => panic!(
+                "{what} needs running pods, and {why}; on a control plane without nodes, set E2E_NO_NODES=1 to skip such checks"
+            ),
+        }
     }
 
     /// Creates another namespace for this run, with `labels` besides the run's own.
@@ -337,7 +432,18 @@ async fn create_namespace(client: &Client, name: &str, labels: Value) {
 
 /// Sets everything up, runs `test`, and always cleans up.
 pub async fn in_cluster(launcher: Arc<dyn Launcher>, story: &str, test: impl AsyncFnOnce(&Cluster)) {
-    let cluster = set_up(launcher, story).await;
+    in_cluster_watching(launcher, story, Watch::RunNamespace, test).await;
+}
+
+/// [`in_cluster`] with an in-process operator watching `watch`.
+pub async fn in_cluster_watching(
+    launcher: Arc<dyn Launcher>,
+    story: &str,
+    watch: Watch,
+    test: impl AsyncFnOnce(&Cluster),
+) {
+    let resync = launcher.default_resync();
+    let cluster = set_up_watching(launcher, story, resync, watch).await;
     let outcome = AssertUnwindSafe(test(&cluster)).catch_unwind().await;
     cluster.clean_up().await;
     if let Err(panic) = outcome {
@@ -348,28 +454,44 @@ pub async fn in_cluster(launcher: Arc<dyn Launcher>, story: &str, test: impl Asy
 /// Everything but the test: client, CRDs, namespaces, operator, webhook configurations.
 /// `resync` is the controllers' periodic re-check (in-process mode).
 pub async fn set_up_with(launcher: Arc<dyn Launcher>, story: &str, resync: Duration) -> Cluster {
+    set_up_watching(launcher, story, resync, Watch::RunNamespace).await
+}
+
+/// [`set_up_with`] with an in-process operator watching `watch`.
+pub async fn set_up_watching(
+    launcher: Arc<dyn Launcher>,
+    story: &str,
+    resync: Duration,
+    watch: Watch,
+) -> Cluster {
     let client = Client::try_default().await.expect("a kubeconfig context or in-cluster configuration");
     check_kubernetes_version(&client).await;
+    let turn = if in_cluster_mode() {
+        preconditions::require_deployed_operator(&client).await;
+        None
+    } else {
+        let turn = watch.turn().await;
+        refuse_overlapping_operators(&client, watch).await;
+        Some(turn)
+    };
     install_crds(&client).await;
     let run_id = random_suffix();
     let namespace = format!("eo-e2e-{story}-{run_id}");
     create_namespace(&client, &namespace, json!({E2E_LABEL: "true", RUN_LABEL: run_id})).await;
-    let schedulable = has_schedulable_node(&client).await;
-    if !schedulable {
-        eprintln!("note: no schedulable node: checks that need running pods are skipped");
-    }
+    let nodes = schedulable_node(&client).await;
     let mut cluster = Cluster {
         client: client.clone(),
         run_id: run_id.clone(),
         namespace: namespace.clone(),
-        schedulable,
+        nodes,
         setup: None,
         operator: tokio::sync::Mutex::new(None),
         namespaces: std::sync::Mutex::new(vec![namespace]),
         _cert_dir: None,
+        _turn: turn,
     };
     // From here on, whatever fails is cleaned up before the panic goes on.
-    let started = AssertUnwindSafe(start(&mut cluster, launcher, resync)).catch_unwind().await;
+    let started = AssertUnwindSafe(start(&mut cluster, launcher, resync, watch)).catch_unwind().await;
     if let Err(panic) = started {
         cluster.clean_up().await;
         std::panic::resume_unwind(panic);
@@ -377,9 +499,30 @@ pub async fn set_up_with(launcher: Arc<dyn Launcher>, story: &str, resync: Durat
     cluster
 }
 
+/// Fails, naming them, if operators hold their Lease where an in-process one watching `watch`
+/// would reconcile the same objects.
+async fn refuse_overlapping_operators(client: &Client, watch: Watch) {
+    let overlapping: Vec<String> = preconditions::live_operators(client)
+        .await
+        .into_iter()
+        .filter(|(_, labels)| watch.overlaps(labels))
+        .map(|(operator, _)| operator.to_string())
+        .collect();
+    assert!(
+        overlapping.is_empty(),
+        "another operator is running where this run's in-process operator (watching {}) would reconcile too, and each would undo what the other writes: {}. \
+         Test the deployed one with E2E_IN_CLUSTER=1, or stop it (`kubectl scale -n {DEPLOYED_NAMESPACE} deployment/{DEPLOYED_NAME} --replicas=0`), or wait for the other run to end",
+        match watch {
+            Watch::RunNamespace => "its own namespace",
+            Watch::AllNamespaces => "every namespace",
+        },
+        overlapping.join("; ")
+    );
+}
+
 /// The operator (in-process mode) and its webhook configurations; then waits until the API
 /// server calls the webhooks.
-async fn start(cluster: &mut Cluster, launcher: Arc<dyn Launcher>, resync: Duration) {
+async fn start(cluster: &mut Cluster, launcher: Arc<dyn Launcher>, resync: Duration, watch: Watch) {
     if in_cluster_mode() {
         eprintln!("E2E_IN_CLUSTER=1: using the operator deployed from deploy/");
     } else {
@@ -387,7 +530,8 @@ async fn start(cluster: &mut Cluster, launcher: Arc<dyn Launcher>, resync: Durat
         let operator_namespace = format!("eo-e2e-op-{run_id}");
         cluster.namespaces.get_mut().unwrap_or_else(|p| p.into_inner()).push(operator_namespace.clone());
         // Not labelled with RUN_LABEL: the run's webhooks never see the operator's namespace.
-        create_namespace(&client, &operator_namespace, json!({E2E_LABEL: "true"})).await;
+        let labels = json!({E2E_LABEL: "true", WATCH_LABEL: watch.label()});
+        create_namespace(&client, &operator_namespace, labels).await;
         let host = webhook_host();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let ca_pem = launcher.write_certificates(
@@ -397,12 +541,17 @@ async fn start(cluster: &mut Cluster, launcher: Arc<dyn Launcher>, resync: Durat
             1,
             vec![host.to_string()],
         );
+        let front = Arc::new(WebhookFront::start(free_port(host)));
         let setup = OperatorSetup {
             launcher,
-            watch_namespace: Some(cluster.namespace.clone()),
+            watch_namespace: match watch {
+                Watch::RunNamespace => Some(cluster.namespace.clone()),
+                Watch::AllNamespaces => None,
+            },
             operator_namespace,
             cert_dir: dir.path().to_owned(),
             listen: free_port(host),
+            front: front.clone(),
             resync,
             xds: {
                 let listen = free_port(IpAddr::from([127, 0, 0, 1]));
@@ -413,8 +562,8 @@ async fn start(cluster: &mut Cluster, launcher: Arc<dyn Launcher>, resync: Durat
             },
         };
         let base = match host {
-            IpAddr::V4(_) => format!("https://{}", setup.listen),
-            IpAddr::V6(v6) => format!("https://[{v6}]:{}", setup.listen.port()),
+            IpAddr::V4(_) => format!("https://{}", front.address),
+            IpAddr::V6(v6) => format!("https://[{v6}]:{}", front.address.port()),
         };
         cluster.setup = Some(setup.clone());
         cluster._cert_dir = Some(dir);
@@ -424,11 +573,6 @@ async fn start(cluster: &mut Cluster, launcher: Arc<dyn Launcher>, resync: Durat
         *cluster.operator.get_mut() = Some(operator);
     }
     wait_for_webhooks(cluster).await;
-}
-
-async fn set_up(launcher: Arc<dyn Launcher>, story: &str) -> Cluster {
-    let resync = launcher.default_resync();
-    set_up_with(launcher, story, resync).await
 }
 
 /// Waits until the API server calls the defaulting webhook for the test namespace: a
@@ -444,7 +588,7 @@ pub async fn wait_for_webhooks(cluster: &Cluster) {
         Some(setup) => format!(
             "the API server to call the defaulting webhook at https://{} (a dry-run Foo comes back \
              defaulted; the API server must reach this address: see E2E_WEBHOOK_HOST in the README)",
-            setup.listen
+            setup.front.address
         ),
         None => "the API server to call the deployed defaulting webhook (a dry-run Foo comes back defaulted)"
             .to_owned(),
@@ -563,23 +707,6 @@ pub async fn install_crds(client: &Client) {
             .unwrap_or_else(|_| panic!("waited {SHORT:?} for CRD {name} to be Established"))
             .expect("watching the CRD");
     }
-}
-
-/// A Ready node that accepts ordinary pods.
-pub async fn has_schedulable_node(client: &Client) -> bool {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let Ok(nodes) = nodes.list(&ListParams::default()).await else { return false };
-    nodes.items.iter().any(|node| {
-        let spec = node.spec.clone().unwrap_or_default();
-        let ready = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let tainted =
-            spec.taints.iter().flatten().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute");
-        ready && !spec.unschedulable.unwrap_or(false) && !tainted
-    })
 }
 
 /// Polls `check` until it yields a value; on timeout, fails saying what was awaited and

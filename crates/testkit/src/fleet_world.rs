@@ -98,6 +98,9 @@ pub struct FleetWorld<E> {
     pub api: FakeApi,
     /// The port of the Envoy's `http` listener (its `targetPort`).
     pub listener_port: u16,
+    /// The control plane's port, which every replica started here serves (as a deployed
+    /// operator's replicas sit behind one Service).
+    xds: SocketAddr,
     stop: oneshot::Sender<()>,
     operator: JoinHandle<Result<(), E>>,
     _certs: TempDir,
@@ -158,7 +161,34 @@ impl<E: Send + 'static> FleetWorld<E> {
             cert_dir: certs.path().to_owned(),
             shutdown: stopped.map(|_| ()).boxed(),
         }));
-        FleetWorld { api, listener_port, stop, operator, _certs: certs, _files: None }
+        FleetWorld { api, listener_port, xds, stop, operator, _certs: certs, _files: None }
+    }
+
+    /// A rollout of the operator: this replica stops gracefully (and `between` runs while none
+    /// serves), then a new one, `operator` (a new process: nothing in memory, certificates read
+    /// afresh into a new directory), starts on the same API server and the same control-plane
+    /// port, as a deployed operator's replicas sit behind one Service. How the old one ended.
+    pub async fn next_replica<F>(
+        &mut self,
+        between: impl Future<Output = ()>,
+        operator: impl FnOnce(Launch) -> F,
+    ) -> Result<(), E>
+    where
+        F: Future<Output = Result<(), E>> + Send + 'static,
+    {
+        let (stop, shutdown) = oneshot::channel::<()>();
+        let _ = std::mem::replace(&mut self.stop, stop).send(());
+        let ended = stopped(&mut self.operator).await;
+        between.await;
+        let certs = tempfile::tempdir().expect("a certificate directory");
+        self.operator = tokio::spawn(operator(Launch {
+            client: self.api.client(),
+            xds: self.xds,
+            cert_dir: certs.path().to_owned(),
+            shutdown: shutdown.map(|_| ()).boxed(),
+        }));
+        self._certs = certs;
+        ended
     }
 
     /// A real Envoy started from the fleet's bootstrap ConfigMap, once the operator wrote it
@@ -195,9 +225,15 @@ impl<E: Send + 'static> FleetWorld<E> {
     /// Stops `run` gracefully and returns how it ended.
     pub async fn stop(self) -> Result<(), E> {
         let _ = self.stop.send(());
-        tokio::time::timeout(HANG_GUARD, self.operator)
-            .await
-            .expect("the operator stops")
-            .expect("the operator task did not panic")
+        let mut operator = self.operator;
+        stopped(&mut operator).await
     }
+}
+
+/// How an operator's task ended, once it did.
+async fn stopped<E>(operator: &mut JoinHandle<Result<(), E>>) -> Result<(), E> {
+    tokio::time::timeout(HANG_GUARD, operator)
+        .await
+        .expect("the operator stops")
+        .expect("the operator task did not panic")
 }
