@@ -286,9 +286,11 @@ fn every_image_the_docs_run_is_pinned() {
     let mut files = vec![root.join("README.md")];
     for dir in ["docs", "examples"] {
         let entries = std::fs::read_dir(root.join(dir)).unwrap_or_else(|e| panic!("{dir}/: {e}"));
-        files.extend(entries.map(|entry| entry.expect("a directory entry").path()).filter(|path| {
-            path.extension().is_some_and(|e| e == "md" || e == "yaml")
-        }));
+        files.extend(
+            entries
+                .map(|entry| entry.expect("a directory entry").path())
+                .filter(|path| path.extension().is_some_and(|e| e == "md" || e == "yaml")),
+        );
     }
     let mut images = 0;
     for path in files {
