@@ -277,3 +277,33 @@ fn the_e2e_story_applies_every_example() {
         );
     }
 }
+
+/// Every `--image=` a command of the README, the docs or the examples' comments runs names a
+/// tag or a digest: an untagged image is whatever `latest` is the day it is pulled.
+#[test]
+fn every_image_the_docs_run_is_pinned() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    for dir in ["docs", "examples"] {
+        let entries = std::fs::read_dir(root.join(dir)).unwrap_or_else(|e| panic!("{dir}/: {e}"));
+        files.extend(
+            entries
+                .map(|entry| entry.expect("a directory entry").path())
+                .filter(|path| path.extension().is_some_and(|e| e == "md" || e == "yaml")),
+        );
+    }
+    let mut images = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for image in text.split("--image=").skip(1).filter_map(|rest| rest.split_whitespace().next()) {
+            images += 1;
+            let last_segment = image.rsplit('/').next().unwrap_or(image);
+            assert!(
+                last_segment.contains(':') || image.contains('@'),
+                "{}: --image={image} names no tag",
+                path.display()
+            );
+        }
+    }
+    assert!(images >= 3, "the README's curl and agnhost, the route example's curl");
+}

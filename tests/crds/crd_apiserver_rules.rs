@@ -584,15 +584,16 @@ fn rule_costs_follow_the_api_servers_estimator() {
     assert!(estimate.unbounded.is_empty());
 
     // The route's dearest rule, `!has(self.value) || (has(self.type) && self.type ==
-    // 'RegularExpression') || self.value.matches(r"""<54 characters>""")` on a path value of up
-    // to 1024 characters (4096 bytes): `!has` 3, the type test 2 + 2 + `==` over the 17 bytes
-    // of the longest enum value 2, `matches` 2 + ceil(4097 × 0.1) × ceil(54 × 0.25); and it
-    // runs for each of 64 matches of each of 16 rules.
+    // 'RegularExpression') || self.value == '' || self.value.matches(r"""<54 characters>""")`
+    // on a path value of up to 1024 characters (4096 bytes): `!has` 3, the type test 2 + 2 +
+    // `==` over the 17 bytes of the longest enum value 2, the empty test 3 (`self` 1, `.value`
+    // 1, `==` 1), `matches` 2 + ceil(4097 × 0.1) × ceil(54 × 0.25); and it runs for each of 64
+    // matches of each of 16 rules.
     let route = check(&generated_crd(ROUTES));
     let path = format!(
         "{SCHEMA}.properties[spec].properties[rules].items.properties[matches].items.properties[path]\
-         .x-kubernetes-validations[9].rule"
+         .x-kubernetes-validations[8].rule"
     );
     let cost = route.costs.costs.iter().find(|(p, _)| *p == path).map(|(_, c)| *c);
-    assert_eq!(cost, Some((3 + (2 + 2 + 2) + (2 + 410 * 14)) * 16 * 64));
+    assert_eq!(cost, Some((3 + (2 + 2 + 2) + 3 + (2 + 410 * 14)) * 16 * 64));
 }

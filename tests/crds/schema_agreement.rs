@@ -1,7 +1,8 @@
 //! One table of good and bad objects, run through both the rule engine (what the webhooks
 //! and the reconcilers enforce) and the generated CRD schema (what the API server enforces
 //! when the webhook is down): OpenAPI keywords with `jsonschema`, list-map keys as the API
-//! server checks them, and CEL `x-kubernetes-validations` with `kube-cel`.
+//! server checks them, CEL `x-kubernetes-validations` with `kube-cel`, and the scale
+//! subresource's own check of `spec.replicas` (testkit's `schema::crd_errors`).
 //!
 //! The invariants: every case gets the verdicts the table expects from each side; the rule
 //! engine never accepts what the schema rejects; and what the rule engine accepts, once
@@ -990,27 +991,26 @@ fn named_object(kind: AdmittedKind, spec: &Value, name: Option<&str>) -> Value {
     object
 }
 
-/// The generated `openAPIV3Schema` of a kind.
-fn schema_of(kind: AdmittedKind) -> Value {
+/// The generated CustomResourceDefinition of a kind, as JSON.
+pub(crate) fn crd_of(kind: AdmittedKind) -> Value {
     let crd = crd::all()
         .into_iter()
         .find(|c| c.spec.names.kind == kind.kind())
         .expect("a CRD for every admitted kind");
-    let schema =
-        crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
-    serde_json::to_value(schema).expect("schema serializes")
+    serde_json::to_value(crd).expect("CRDs serialize")
 }
 
-/// Why the API server would refuse `object` against `schema` (empty when it would accept).
-fn schema_errors(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {
-    envoy_operator_testkit::schema::errors(schema, object, old)
+/// Why the API server would refuse `object` (empty when it would accept): the schema and,
+/// for Foos and Envoys, the scale subresource's check of `spec.replicas`.
+fn schema_errors(crd: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {
+    envoy_operator_testkit::schema::crd_errors(crd, object, old).iter().map(ToString::to_string).collect()
 }
 
 #[test]
 fn rule_engine_and_schema_agree() {
     let mut failures = Vec::new();
     for case in cases() {
-        let schema = schema_of(case.kind);
+        let schema = crd_of(case.kind);
         let object = named_object(case.kind, &case.spec, case.object_name.as_deref());
         let old = case.old_spec.as_ref().map(|spec| object_for_old(case.kind, spec));
 

@@ -99,6 +99,9 @@ mod tests {
                     "{}",
                     file_name(&crd)
                 );
+                // The scale subresource refuses a negative count itself: a `minimum` would say
+                // it a second time.
+                assert!(replicas.get("minimum").is_none(), "{}", file_name(&crd));
             }
         }
         assert_eq!(with_replicas, 2, "Foo and Envoy have replicas");

@@ -94,7 +94,10 @@ pub struct EnvoySpec {
 
     /// Number of Envoy proxies, 0 to 1000. Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = super::MAX_REPLICAS))]
+    // No `minimum`: the API server's scale subresource refuses a negative count itself
+    // (`.spec.replicas: Invalid value: -1: should be a non-negative integer`); a schema
+    // bound would say it a second time.
+    #[schemars(range(max = super::MAX_REPLICAS))]
     pub replicas: Option<i32>,
 
     /// The xDS server the proxies fetch listeners and clusters from (ADS over gRPC). Without

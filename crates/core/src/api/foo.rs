@@ -69,7 +69,10 @@ pub struct FooSpec {
 
     /// Number of replicas of the Deployment, 0 to 1000. Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = super::MAX_REPLICAS))]
+    // No `minimum`: the API server's scale subresource refuses a negative count itself
+    // (`.spec.replicas: Invalid value: -1: should be a non-negative integer`); a schema
+    // bound would say it a second time.
+    #[schemars(range(max = super::MAX_REPLICAS))]
     pub replicas: Option<i32>,
 }
 

@@ -234,6 +234,8 @@ pub struct RouteMatch {
 }
 
 /// How the request path is matched.
+// Gateway API's rules, each saying something no other says: a `#` is left to the character
+// rule, and an empty value to the absolute-path rule, so a bad value gets one error per fault.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
@@ -243,10 +245,9 @@ pub struct RouteMatch {
     validation = Rule::new(exact_or_prefix_path!("!self.value.contains('/../')")).message("must not contain '/../' when type one of ['Exact', 'PathPrefix']"),
     validation = Rule::new(exact_or_prefix_path!("!self.value.contains('%2f')")).message("must not contain '%2f' when type one of ['Exact', 'PathPrefix']"),
     validation = Rule::new(exact_or_prefix_path!("!self.value.contains('%2F')")).message("must not contain '%2F' when type one of ['Exact', 'PathPrefix']"),
-    validation = Rule::new(exact_or_prefix_path!("!self.value.contains('#')")).message("must not contain '#' when type one of ['Exact', 'PathPrefix']"),
     validation = Rule::new(exact_or_prefix_path!("!self.value.endsWith('/..')")).message("must not end with '/..' when type one of ['Exact', 'PathPrefix']"),
     validation = Rule::new(exact_or_prefix_path!("!self.value.endsWith('/.')")).message("must not end with '/.' when type one of ['Exact', 'PathPrefix']"),
-    validation = Rule::new(exact_or_prefix_path!("self.value.matches(r\"\"\"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$\"\"\")")).message("must only contain valid characters (matching ^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$) for types ['Exact', 'PathPrefix']")
+    validation = Rule::new(exact_or_prefix_path!("self.value == '' || self.value.matches(r\"\"\"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$\"\"\")")).message("must only contain valid characters (matching ^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$) for types ['Exact', 'PathPrefix']")
 )]
 pub struct PathMatch {
     /// `Exact` (the whole path, case-sensitive), `PathPrefix` (whole path segments: `/foo`

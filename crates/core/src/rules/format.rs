@@ -185,7 +185,9 @@ pub fn http_path(value: &str) -> Vec<String> {
     if !value.starts_with('/') {
         reasons.push(format!("value must be an absolute path and start with '/' {TYPES}"));
     }
-    for sequence in ["//", "/./", "/../", "%2f", "%2F", "#"] {
+    // A `#` is left to the character rule, an empty value to the absolute-path rule: one
+    // reason per fault, as the CRD's rules say it.
+    for sequence in ["//", "/./", "/../", "%2f", "%2F"] {
         if value.contains(sequence) {
             reasons.push(format!("must not contain '{sequence}' {TYPES}"));
         }
@@ -195,7 +197,7 @@ pub fn http_path(value: &str) -> Vec<String> {
             reasons.push(format!("must not end with '{suffix}' {TYPES}"));
         }
     }
-    if !PATH_CHARACTERS.is_match(value) {
+    if !value.is_empty() && !PATH_CHARACTERS.is_match(value) {
         reasons.push(format!(
             "must only contain valid characters (matching {}) for types ['Exact', 'PathPrefix']",
             patterns::PATH_CHARACTERS
@@ -359,6 +361,16 @@ mod tests {
         );
         assert!(
             !http_path("/a/.").is_empty() && !http_path("/a%2Fb").is_empty() && !http_path("/a?b").is_empty()
+        );
+        assert_eq!(
+            http_path("/a#b"),
+            [
+                "must only contain valid characters (matching ^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$) for types ['Exact', 'PathPrefix']"
+            ]
+        );
+        assert_eq!(
+            http_path(""),
+            ["value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']"]
         );
         assert!(replacement_path("", true).is_empty() && !replacement_path("", false).is_empty());
         assert!(!replacement_path("relative", true).is_empty() && replacement_path("/v2", false).is_empty());
