@@ -30,8 +30,8 @@ use kube::api::{Api, DeleteParams, LogParams, PostParams};
 use serde_json::json;
 
 use crate::harness::{
-    Cluster, E2E_LABEL, LONG, SHORT, create_in, get, gone, in_cluster_mode, in_cluster_watching_all,
-    is_not_found, pod_state, wait_for,
+    Cluster, E2E_LABEL, LONG, SHORT, create_in, get, gone, in_cluster, in_cluster_mode,
+    in_cluster_watching_all, is_not_found, pod_state, wait_for,
 };
 use crate::load_client::CURL_IMAGE;
 const BACKEND_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
