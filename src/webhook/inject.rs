@@ -57,8 +57,8 @@ pub fn endpoint(config: InjectConfig, envoys: SharedEnvoys, metrics: WebhookMetr
         .reading(read_as::<PodForInjection>)
 }
 
-/// The `/inject-annotation` endpoint: pods the API server sends only because their opt-in is
-/// an annotation (see `webhook_config::pod_webhooks`), told so in a warning.
+/// The `/inject_annotation` endpoint: pods the API server sends only because their opt-in is
+/// an annotation (see `webhook_config::opt_in_annotation_webhook`), told so in a warning.
 pub fn annotation_endpoint() -> Endpoint {
     Endpoint::new(INJECT_ANNOTATION_PATH, warn_misplaced_opt_in).reading(read_as::<PodForInjection>)
 }

@@ -29,7 +29,7 @@ pub struct ReasonLabels {
 pub mod series {
     use envoy_operator_core::inject::{InjectError, SkipReason};
 
-    pub const ENDPOINTS: [&str; 4] = ["mutate", "validate", "inject", "inject-annotation"];
+    pub const ENDPOINTS: [&str; 4] = ["mutate", "validate", "inject", "inject_annotation"];
     /// Every decision an admission endpoint answers with ([`crate::webhook::review::Outcome`],
     /// and `malformed` for a request that is no review).
     pub const DECISIONS: [&str; 5] = ["allowed", "patched", "denied", "rejected", "malformed"];

@@ -16,7 +16,7 @@ use self::router::Endpoint;
 
 /// Every admission endpoint the operator serves: Foo and Envoy defaults (`/mutate`) and rules
 /// (`/validate`), the sidecar injector (`/inject`) and its warning to pods that opt in with an
-/// annotation (`/inject-annotation`). `run` and `webhook` serve the same.
+/// annotation (`/inject_annotation`). `run` and `webhook` serve the same.
 pub fn endpoints(inject: InjectConfig, envoys: SharedEnvoys, metrics: &WebhookMetrics) -> Vec<Endpoint> {
     let mut endpoints = router::standard_endpoints();
     endpoints.push(self::inject::endpoint(inject, envoys, metrics.clone()));

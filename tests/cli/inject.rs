@@ -177,9 +177,11 @@ fn unknown_annotations_are_warned_about() {
     else {
         panic!("an unknown annotation does not stop injection");
     };
-    assert_eq!(summary.notes.len(), 1);
+    // The first note: the pod names no Envoy, so its sidecar serves nothing.
+    assert_eq!(summary.notes.len(), 2);
+    assert_eq!(summary.notes[0], envoy_operator_core::inject::NO_CONFIGURATION);
     assert!(
-        summary.notes[0].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"),
+        summary.notes[1].starts_with("unknown annotation sidecar.example.com/proxy-mem ignored"),
         "{:?}",
         summary.notes
     );

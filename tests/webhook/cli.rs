@@ -71,7 +71,7 @@ fn webhook_config_local_mode_embeds_the_ca_and_urls() {
     assert!(yaml.contains("url: https://127.0.0.1:9443/mutate"));
     assert!(yaml.contains("url: https://127.0.0.1:9443/validate"));
     assert!(yaml.contains("url: https://127.0.0.1:9443/inject\n"));
-    assert!(yaml.contains("url: https://127.0.0.1:9443/inject-annotation\n"));
+    assert!(yaml.contains("url: https://127.0.0.1:9443/inject_annotation\n"));
     assert_eq!(yaml.matches("caBundle:").count(), 9);
     assert!(!yaml.contains("service:"));
 }

@@ -190,7 +190,7 @@ async fn an_opt_in_annotation_is_answered_with_the_label_to_use() {
     let mut review = pod_fixture("pod-create-direct-mutate.json");
     review["request"]["object"]["metadata"]["annotations"] =
         serde_json::json!({"sidecar.example.com/inject": "true"});
-    let (status, response) = post("/inject-annotation", &review, &metrics).await;
+    let (status, response) = post("/inject_annotation", &review, &metrics).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!((response["allowed"].clone(), patch_of(&response)), (Value::Bool(true), None));
     let warnings: Vec<&str> =
@@ -204,16 +204,16 @@ async fn an_opt_in_annotation_is_answered_with_the_label_to_use() {
     // Anything else the endpoint is sent (an API server without matchConditions would send
     // every unlabelled pod) is allowed untouched and without a word.
     let (_, plain) =
-        post("/inject-annotation", &pod_fixture("pod-create-direct-mutate.json"), &metrics).await;
+        post("/inject_annotation", &pod_fixture("pod-create-direct-mutate.json"), &metrics).await;
     assert_eq!(plain, serde_json::json!({"uid": review["request"]["uid"], "allowed": true}));
     review["request"]["operation"] = "UPDATE".into();
     review["request"]["oldObject"] = review["request"]["object"].clone();
-    let (_, update) = post("/inject-annotation", &review, &metrics).await;
+    let (_, update) = post("/inject_annotation", &review, &metrics).await;
     assert!(update.get("warnings").is_none(), "{update}");
     let text = metrics.encode();
     assert!(
         text.contains(
-            "envoy_operator_admission_requests_total{endpoint=\"inject-annotation\",decision=\"allowed\"} 3"
+            "envoy_operator_admission_requests_total{endpoint=\"inject_annotation\",decision=\"allowed\"} 3"
         ),
         "{text}"
     );

@@ -51,7 +51,7 @@ pub const VALIDATE_PATH: &str = "/validate";
 pub const INJECT_PATH: &str = "/inject";
 /// Pods that write the opt-in label as an annotation, in namespaces that do not inject every
 /// pod: answered with a warning only (see [`crate::inject::decision::misplaced_opt_in`]).
-pub const INJECT_ANNOTATION_PATH: &str = "/inject-annotation";
+pub const INJECT_ANNOTATION_PATH: &str = "/inject_annotation";
 
 /// Pod label naming the Envoy whose configuration a pod's proxy takes: on a fleet's pods and on
 /// pods whose injected sidecar names an Envoy. The fleets' status tells sidecars from the

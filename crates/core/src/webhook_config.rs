@@ -16,7 +16,7 @@
 //!   not labelled `enabled` (those are the first webhook's) nor `disabled` (a namespace's opt-out
 //!   wins over a pod's opt-in); `NotIn` also matches namespaces without the label.
 //!
-//! - `annotation.sidecar.example.com` (`POST /inject-annotation`, never a patch): pods not
+//! - `annotation.sidecar.example.com` (`POST /inject_annotation`, never a patch): pods not
 //!   labelled `sidecar.example.com/inject` but annotated `sidecar.example.com/inject: "true"`
 //!   in the second webhook's namespaces, picked by a `matchCondition` (CEL over the pod's
 //!   annotations, which no selector reads). The label is what opts in; the answer is an
@@ -394,7 +394,7 @@ mod tests {
         }
         assert_eq!(
             mutating[5].client_config.service.as_ref().unwrap().path.as_deref(),
-            Some("/inject-annotation")
+            Some("/inject_annotation")
         );
         assert_eq!(mutating[5].failure_policy.as_deref(), Some("Ignore"));
         assert!(mutating[..3].iter().all(|w| w.failure_policy.as_deref() == Some("Fail")));
