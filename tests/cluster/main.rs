@@ -7,6 +7,8 @@ mod gateway_publish;
 mod gateways;
 mod kube_version;
 mod leader;
+mod logs;
 mod rbac;
 mod reconcile;
 mod routes;
+mod terminating;
