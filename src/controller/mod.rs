@@ -14,6 +14,7 @@ pub mod gateways;
 pub mod identity;
 pub mod metrics;
 pub mod rejections;
+mod route_events;
 pub mod routes;
 pub mod sync;
 pub mod terminating;

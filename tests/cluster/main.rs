@@ -10,5 +10,6 @@ mod leader;
 mod logs;
 mod rbac;
 mod reconcile;
+mod route_events;
 mod routes;
 mod terminating;
