@@ -212,16 +212,19 @@ mod tests {
         let missing = refused("edge", "NoMatchingParent", "the Envoy \"edge\" does not exist");
         // A new route: only what is wrong is told.
         assert_eq!(told(&[], &[accepted("edge")]), []);
-        assert_eq!(told(&[], &[missing.clone()]), [warning("NoMatchingParent", "edge")]);
+        assert_eq!(told(&[], std::slice::from_ref(&missing)), [warning("NoMatchingParent", "edge")]);
         // The same again (a write of the same status, a restart): nothing.
-        assert_eq!(told(&[missing.clone()], &[missing.clone()]), []);
+        assert_eq!(told(std::slice::from_ref(&missing), std::slice::from_ref(&missing)), []);
         assert_eq!(told(&[accepted("edge")], &[accepted("edge")]), []);
         // Another message, same status and reason: nothing.
         let reworded = refused("edge", "NoMatchingParent", "still no Envoy \"edge\"");
-        assert_eq!(told(&[missing.clone()], &[reworded]), []);
+        assert_eq!(told(std::slice::from_ref(&missing), &[reworded]), []);
         // Another reason while still refused: told.
         let rejected = refused("edge", "RejectedByProxy", "invalid regex");
-        assert_eq!(told(&[missing.clone()], &[rejected.clone()]), [warning("RejectedByProxy", "edge")]);
+        assert_eq!(
+            told(std::slice::from_ref(&missing), std::slice::from_ref(&rejected)),
+            [warning("RejectedByProxy", "edge")]
+        );
         // Accepted again: a Normal event.
         assert_eq!(told(&[rejected], &[accepted("edge")]), [normal("Accepted", "edge")]);
     }
@@ -251,10 +254,10 @@ mod tests {
     #[test]
     fn other_controllers_entries_and_unknown_conditions_tell_nothing() {
         let theirs = entry("edge", "example.net/other", vec![condition("Accepted", "False", "Nope", "")]);
-        assert_eq!(told(&[], &[theirs.clone()]), []);
+        assert_eq!(told(&[], std::slice::from_ref(&theirs)), []);
         assert_eq!(told(&[accepted("edge")], &[theirs, accepted("edge")]), []);
         let pending = entry("edge", OURS, vec![condition("Accepted", "Unknown", "Pending", "")]);
-        assert_eq!(told(&[accepted("edge")], &[pending.clone()]), []);
+        assert_eq!(told(&[accepted("edge")], std::slice::from_ref(&pending)), []);
         assert_eq!(
             told(&[pending], &[refused("edge", "NotAllowedByListeners", "")]),
             [warning("NotAllowedByListeners", "edge")]
