@@ -447,8 +447,9 @@ fn ensure_development_certificates(config: &RunConfig) -> Result<(), RunError> {
     }
     let generated = serving::generate(&config.cert_options())?;
     let written = serving::write(&config.cert_dir, &generated, false)?;
+    let files: Vec<String> = written.iter().map(|file| file.display().to_string()).collect();
     warn!(
-        files = ?written,
+        files = %files.join(","),
         "generated development certificates; clients trust {}",
         config.cert_dir.join(serving::CA_FILE).display()
     );

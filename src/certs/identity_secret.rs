@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 
 use super::identity_ca::{CA_SECRET, IdentityCa};
 use crate::certs::webhook_secret::CertError;
+use crate::ops::logging::readable;
 
 /// Gets the identity CA, creating its Secret when absent. When another replica creates it
 /// first, uses theirs.
@@ -51,7 +52,7 @@ pub async fn follow(client: Client, namespace: String, current: watch::Sender<Ar
             event = events.next() => match event {
                 Some(Ok(secret)) => secret,
                 Some(Err(error)) => {
-                    warn!(%error, secret = CA_SECRET, "watching the xDS identity CA failed; retrying");
+                    warn!(error = %readable(&error), secret = CA_SECRET, "watching the xDS identity CA failed; retrying");
                     continue;
                 }
                 None => return,
@@ -85,7 +86,7 @@ pub async fn maintain(client: Client, namespace: String, interval: Duration) {
     loop {
         ticks.tick().await;
         if let Err(error) = rotate_if_due(&client, &secrets, &namespace).await {
-            warn!(%error, secret = CA_SECRET, "keeping the xDS identity CA current failed; retrying");
+            warn!(error = %readable(&error), secret = CA_SECRET, "keeping the xDS identity CA current failed; retrying");
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::certs::serving::{CertOptions, GeneratedCerts};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
-    #[error("Kubernetes API: {0}")]
+    #[error("Kubernetes API: {}", crate::ops::logging::KubeError(.0))]
     Api(#[from] kube::Error),
     #[error("the Secret {0} lacks {1}")]
     MissingKey(String, &'static str),
@@ -347,7 +347,7 @@ pub async fn rotate_if_due(
         return Ok(None);
     }
     if !missing.is_empty() {
-        info!(?missing, "the serving certificate lacks names it must have; rotating");
+        info!(missing = %missing.join(","), "the serving certificate lacks names it must have; rotating");
     }
     let fresh = generate(options)?;
     let rotated = CertMaterial {
@@ -554,7 +554,7 @@ pub async fn mirror_secret(
             Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
             // The watcher backs off before its next attempt; this loop never gives up.
             Some(Err(error)) => {
-                tracing::warn!(%error, secret = WEBHOOK_SECRET, "watching the certificate Secret failed; retrying")
+                tracing::warn!(error = %crate::ops::logging::readable(&error), secret = WEBHOOK_SECRET, "watching the certificate Secret failed; retrying")
             }
             None => {
                 tracing::warn!(

@@ -28,7 +28,7 @@ pub enum ClusterError {
     Kubeconfig { from: Option<PathBuf>, source: kube::config::KubeconfigError },
     #[error("loading the in-cluster configuration: {0}")]
     InCluster(#[from] kube::config::InClusterError),
-    #[error("creating a client for {server}: {source}")]
+    #[error("creating a client for {server}: {}", crate::ops::logging::KubeError(.source))]
     Client { server: String, source: kube::Error },
 }
 

@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use super::{Error, Result};
+use crate::ops::logging::readable;
 
 /// The decoded reports; clones share them.
 #[derive(Clone, Debug)]
@@ -145,7 +146,7 @@ pub fn watch_reports(
                 indexer.apply(&event).iter().filter_map(|key| envoy_of(key, watched.as_deref())).collect()
             }
             Err(error) => {
-                warn!(%error, "watching the xDS reports failed; retrying with backoff");
+                warn!(error = %readable(&error), "watching the xDS reports failed; retrying with backoff");
                 Vec::new()
             }
         };

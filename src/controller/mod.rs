@@ -14,8 +14,10 @@ pub mod gateways;
 pub mod identity;
 pub mod metrics;
 pub mod rejections;
+mod route_events;
 pub mod routes;
 pub mod sync;
+pub mod terminating;
 pub mod transitions;
 pub mod watch;
 
@@ -27,6 +29,7 @@ use envoy_operator_core::children::envoy::ControlPlaneTrust;
 
 use crate::certs::identity_ca::IdentityCa;
 use crate::index::Index;
+use crate::ops::logging::KubeError;
 use envoy_operator_core::children::install::InstallId;
 use envoy_operator_core::names::{DEFAULT_NGINX_IMAGE, EVENT_REPORTER};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -44,7 +47,7 @@ pub use self::watch::{ControllerConfig, run, run_with_index};
 /// Errors of one reconcile. Each maps to a fixed metric label.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{verb} {kind} {name:?}: {source}")]
+    #[error("{verb} {kind} {name:?}: {}", KubeError(.source))]
     Api {
         verb: &'static str,
         kind: &'static str,
@@ -62,7 +65,7 @@ pub enum Error {
     #[error("the cache of {0} stopped before it was listed")]
     CacheUnavailable(String),
 
-    #[error("connecting to the Kubernetes API: {0}")]
+    #[error("connecting to the Kubernetes API: {}", KubeError(.0))]
     Client(#[source] kube::Error),
 
     #[error("issuing the fleet's xDS client certificate: {0}")]
@@ -266,6 +269,8 @@ pub struct Context {
     pub fleet_reports: Option<FleetReports>,
     /// The `ConfigRejected` events told per Envoy, to tell each rejection once.
     pub rejection_events: rejections::RejectionEvents,
+    /// The namespaces being deleted, told once each in the log.
+    pub terminating: terminating::TerminatingNamespaces,
 }
 
 impl Context {
@@ -282,6 +287,7 @@ impl Context {
             identity_issuer: None,
             fleet_reports: None,
             rejection_events: rejections::RejectionEvents::default(),
+            terminating: terminating::TerminatingNamespaces::default(),
         }
     }
 

@@ -17,17 +17,19 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use envoy_operator_core::api::route::ParentReference;
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::children::install::{self, InstallId, Manager};
 use envoy_operator_core::children::status::now;
 use envoy_operator_core::names::CONTROLLER_NAME;
 use envoy_operator_core::xds::status::route_status;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
+use super::route_events::{self, Parents};
 use super::sync::{Parent, backoff_key, error_policy, log_result, observe, parents, write_status};
 use super::{Context, Error, Result};
 use crate::index::Index;
@@ -125,8 +127,34 @@ async fn sync_route(route: Arc<EnvoyRoute>, ctx: Arc<RouteContext>) -> Result<Ac
     let status = route_status(&route, &outcome.parents, CONTROLLER_NAME, &now());
     // A route without status and one with an empty status say the same: no write for that.
     let current = route.status.clone().unwrap_or_default();
-    write_status::<EnvoyRoute, _>(&ctx.shared, &parent, Some(&current), &status).await?;
+    if write_status::<EnvoyRoute, _>(&ctx.shared, &parent, Some(&current), &status).await? {
+        let namespace = parent.namespace.as_str();
+        let parents = Parents {
+            describe: describe_envoy,
+            related: |parent: &ParentReference| Some(envoy_ref(namespace, parent)),
+        };
+        route_events::publish(&ctx.shared, route.as_ref(), &current.parents, &status.parents, parents).await;
+    }
     Ok(Action::requeue(ctx.shared.settings.resync))
+}
+
+/// A route's parent as its events name it: `Envoy "edge"`, `Envoy "edge" listener "http"`.
+fn describe_envoy(parent: &ParentReference) -> String {
+    match &parent.section_name {
+        Some(listener) => format!("Envoy {:?} listener {listener:?}", parent.name),
+        None => format!("Envoy {:?}", parent.name),
+    }
+}
+
+/// The Envoy a parentRef names (in the route's `namespace`), as an event's related object.
+fn envoy_ref(namespace: &str, parent: &ParentReference) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(Envoy::api_version(&()).into_owned()),
+        kind: Some(Envoy::kind(&()).into_owned()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(parent.name.clone()),
+        ..ObjectReference::default()
+    }
 }
 
 /// The EnvoyRoute status writer over the index's routes, each route reconciled when it changes

@@ -40,8 +40,10 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::rejections::Gate;
+use super::terminating;
 use super::{Context, Error, ObjectKey, Result};
 use crate::index::{Change, Watched};
+use crate::ops::logging::{KubeError, readable};
 
 /// What became of one child, with the object when it is ours.
 enum Ensured<K> {
@@ -501,8 +503,13 @@ async fn publish_with<P: Resource<DynamicType = ()>>(
     };
     let published = recorder.publish(&event, &parent.object_ref(&())).await;
     ctx.metrics.wrote("Event", "publish");
-    if let Err(error) = published {
-        warn!(%error, reason = notice.reason, "could not publish event");
+    match published {
+        Ok(()) => {}
+        // Its namespace is being deleted, and the parent with it.
+        Err(error) if terminating::refused_as_terminating(&error) => {
+            debug!(reason = notice.reason, "no event: the namespace is being deleted");
+        }
+        Err(error) => warn!(error = %KubeError(&error), reason = notice.reason, "could not publish event"),
     }
 }
 
@@ -518,7 +525,9 @@ pub async fn reconcile_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Act
     observe(&ctx, "Envoy", &key, sync_envoy(envoy, ctx.clone())).await
 }
 
-/// Runs one reconcile, recording its outcome; a success resets the object's backoff.
+/// Runs one reconcile, recording its outcome; a success resets the object's backoff. A
+/// reconcile the API server refused because the object's namespace is being deleted is no
+/// failure: the object waits for its deletion ([`super::terminating`]).
 pub(super) async fn observe(
     ctx: &Context,
     kind: &'static str,
@@ -526,7 +535,20 @@ pub(super) async fn observe(
     reconcile: impl std::future::Future<Output = Result<Action>>,
 ) -> Result<Action> {
     let started = std::time::Instant::now();
-    let result = reconcile.await;
+    let result = match reconcile.await {
+        Err(error) if terminating::is_namespace_terminating(&error) => {
+            let namespace = key.namespace.as_deref().unwrap_or_default();
+            if ctx.terminating.first_time(namespace, std::time::Instant::now()) {
+                info!(
+                    namespace,
+                    "the namespace is being deleted: the operator no longer creates anything in it"
+                );
+            }
+            debug!(kind, object = %key, error = %error, "not reconciled: its namespace is being deleted");
+            Ok(Action::await_change())
+        }
+        result => result,
+    };
     ctx.metrics.reconciled(kind, result.as_ref().err().map(Error::metric_label), started.elapsed());
     if result.is_ok() {
         ctx.backoff.forget(key);
@@ -799,12 +821,12 @@ pub(super) fn log_result<K: Resource, E: std::error::Error, Q: std::error::Error
     result: Result<(reflector::ObjectRef<K>, controller::Action), controller::Error<E, Q>>,
 ) {
     match result {
-        Ok((object, action)) => debug!(kind, object = %object, ?action, "reconciled"),
+        Ok((object, _)) => debug!(kind, object = %object, "reconciled"),
         // Failed reconciles are logged by the error policy, with their backoff.
         Err(controller::Error::ReconcilerFailed(..)) => {}
         Err(controller::Error::QueueError(error)) => {
-            warn!(kind, %error, "watch failed; retrying with backoff")
+            warn!(kind, error = %readable(&error), "watch failed; retrying with backoff")
         }
-        Err(error) => debug!(kind, %error, "controller event"),
+        Err(error) => debug!(kind, error = %readable(&error), "controller event"),
     }
 }

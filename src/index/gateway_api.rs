@@ -9,6 +9,8 @@ use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, Refere
 use kube::{Client, Resource};
 use tracing::{info, warn};
 
+use crate::ops::logging::KubeError;
+
 /// How many times a failed discovery is asked again before the Gateway API is taken as absent
 /// (the API server was already reached: a failure here is rare and short).
 const DISCOVERY_ATTEMPTS: u32 = 5;
@@ -93,11 +95,12 @@ async fn served_resources(client: &Client, version: &str) -> Result<Vec<String>,
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
             Err(error) if attempt >= DISCOVERY_ATTEMPTS => {
                 return Err(format!(
-                    "asking the API server which resources {version} serves failed: {error}"
+                    "asking the API server which resources {version} serves failed: {}",
+                    KubeError(&error)
                 ));
             }
             Err(error) => {
-                warn!(%version, %error, retry_in = ?delay, "Gateway API discovery failed; retrying");
+                warn!(%version, error = %KubeError(&error), retry_in_s = delay.as_secs_f32(), "Gateway API discovery failed; retrying");
                 tokio::time::sleep(delay).await;
                 delay *= 2;
                 attempt += 1;

@@ -13,6 +13,8 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use crate::ops::logging::readable;
+
 /// Changes a subscriber may fall behind by before it is told [`Change::Relisted`] instead: a
 /// consumer is level-driven, so it loses nothing but the detail.
 const FEED_CAPACITY: usize = 1024;
@@ -84,7 +86,7 @@ where
                 let event = match event {
                     Ok(event) => event,
                     Err(error) => {
-                        warn!(kind = %K::kind(&()), %error, "watch failed; retrying with backoff");
+                        warn!(kind = %K::kind(&()), error = %readable(&error), "watch failed; retrying with backoff");
                         continue;
                     }
                 };

@@ -13,11 +13,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 
+use super::logging::{KubeError, readable};
+
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("Kubernetes API: {0}")]
+    #[error("Kubernetes API: {}", KubeError(.0))]
     Api(#[from] kube::Error),
-    #[error("waiting for the CRD {name}: {source}")]
+    #[error("waiting for the CRD {name}: {}", readable(.source))]
     Wait { name: String, source: kube::runtime::wait::Error },
     #[error("the CRD {name} was not Established within {waited:?}; last conditions: {conditions}")]
     NotEstablished { name: String, waited: Duration, conditions: String },

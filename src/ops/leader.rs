@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
+use super::logging::readable;
 use super::metrics::Metrics;
 
 /// How the Lease is held.
@@ -47,7 +48,7 @@ impl LeaseConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    #[error("leader election: {0}")]
+    #[error("leader election: {}", super::logging::readable(.0))]
     Lease(#[from] kube_lease_manager::LeaseManagerError),
 }
 
@@ -55,6 +56,11 @@ pub enum LeaderError {
 /// holder's lease would expire, so on its own it takes over a *released* Lease only then (up to
 /// the lease duration after a graceful handover); looking every second, it takes over at once.
 pub const STANDBY_POLL: Duration = Duration::from_secs(1);
+
+/// How long after it starts a manager is left to take a free Lease before the standby looks at
+/// the Lease itself: longer than the manager's first attempt, which, for an expired Lease,
+/// waits up to a second between releasing and taking it.
+const FIRST_LOOK: Duration = Duration::from_secs(2);
 
 /// Holds the Lease and runs `lead` while holding it, until `shutdown` resolves; then stops the
 /// work and releases the Lease, so a standby takes over within [`STANDBY_POLL`].
@@ -146,7 +152,11 @@ impl Candidate {
             failures = 0;
             let (mut leading, task) = current.watch().await;
             let task = AbortOnDropHandle::new(task);
-            let mut polls = tokio::time::interval(STANDBY_POLL);
+            // A fresh manager takes a free Lease by itself: looking at once would find it still
+            // free before the manager's write lands, and abort that manager for another, over
+            // and over. So the first look waits for the manager's first attempt.
+            let first_look = tokio::time::Instant::now() + FIRST_LOOK;
+            let mut polls = tokio::time::interval_at(first_look, STANDBY_POLL);
             polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let next = loop {
                 tokio::select! {
@@ -172,7 +182,7 @@ impl Candidate {
                 Next::End | Next::Restart => {
                     drop(leading);
                     if let Ok(Err(error)) = task.await {
-                        warn!(%error, "releasing the leader lease failed; it expires on its own");
+                        warn!(error = %readable(&error), "releasing the leader lease failed; it expires on its own");
                     }
                 }
                 // A standby holds nothing: stopped without a word, its task cannot race the new

@@ -4,6 +4,11 @@
 //! Field values can come from clients (a review's uid, an object's name) and hold newlines or
 //! terminal escape sequences, which in text logs would forge lines or repaint a terminal. Text
 //! logs escape every control character ([`EscapedFields`]); JSON escapes them by its nature.
+//!
+//! Values are logged as a person reads them: an address as `0.0.0.0:8443` (a field that may
+//! be absent is left out, never `Some(…)`), and an error from the API server as its message,
+//! reason and code ([`KubeError`], [`readable`]): kube's own `Display` appends the whole
+//! `Status` in Rust's debug form.
 
 use std::fmt::{self, Write as _};
 
@@ -105,6 +110,42 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(escaped)
 }
 
+/// A Kubernetes client error as a person reads it: a request the API server refused as its
+/// message, reason and code (`deployments.apps "web" is forbidden: … (Forbidden, 403)`); any
+/// other error as it displays.
+pub struct KubeError<'a>(pub &'a kube::Error);
+
+impl fmt::Display for KubeError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            kube::Error::Api(status) => api_status(status, f),
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+fn api_status(status: &kube::core::Status, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let reason = if status.reason.is_empty() { "Failure" } else { status.reason.as_str() };
+    match status.message.trim() {
+        "" => write!(f, "{reason} ({})", status.code),
+        message => write!(f, "{message} ({reason}, {})", status.code),
+    }
+}
+
+/// `error` as it displays, with every Kubernetes API error in its chain of sources said as
+/// [`KubeError`] says it: for errors of libraries that embed kube's `Display` in theirs.
+pub fn readable(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = Some(error);
+    while let Some(current) = next {
+        if let Some(kube_error @ kube::Error::Api(_)) = current.downcast_ref::<kube::Error>() {
+            text = text.replace(&kube_error.to_string(), &KubeError(kube_error).to_string());
+        }
+        next = current.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -152,5 +193,42 @@ mod tests {
     fn only_control_characters_are_escaped() {
         assert_eq!(escape_controls("plain é \"quoted\""), "plain é \"quoted\"");
         assert_eq!(escape_controls("a\tb\u{7f}"), "a\\tb\\u{7f}");
+    }
+
+    /// What the API server answers a create in a namespace being deleted.
+    fn terminating() -> kube::Error {
+        let status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "deployments.apps \"web\" is forbidden: unable to create new content in namespace shop because it is being terminated",
+            "reason": "Forbidden",
+            "details": {"name": "web", "group": "apps", "kind": "deployments", "causes": [
+                {"reason": "NamespaceTerminating", "message": "namespace shop is being terminated", "field": "metadata.namespace"}]},
+            "code": 403}))
+        .expect("a Status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn an_api_error_reads_as_its_message_reason_and_code() {
+        let error = terminating();
+        assert!(error.to_string().contains("Status {"), "kube's own text: {error}");
+        assert_eq!(
+            KubeError(&error).to_string(),
+            "deployments.apps \"web\" is forbidden: unable to create new content in namespace shop because it is being terminated (Forbidden, 403)"
+        );
+        let bare = kube::Error::Api(Box::new(kube::core::Status { code: 500, ..Default::default() }));
+        assert_eq!(KubeError(&bare).to_string(), "Failure (500)");
+    }
+
+    #[test]
+    fn an_api_error_inside_another_error_reads_the_same() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("watching Foos: {0}")]
+        struct Watching(#[source] kube::Error);
+        let error = Watching(terminating());
+        let text = readable(&error);
+        assert!(text.starts_with("watching Foos: deployments.apps \"web\" is forbidden"), "{text}");
+        assert!(text.ends_with("(Forbidden, 403)"), "{text}");
+        assert!(!text.contains("Some("), "{text}");
     }
 }

@@ -151,9 +151,9 @@ impl WebhookServer {
 
         readiness.set(true);
         tracing::info!(
-            addr = ?local_addr,
+            addr = local_addr.map(tracing::field::display),
             cert = %certs.paths().cert.display(),
-            endpoints = ?config.endpoints.iter().map(|e| e.path).collect::<Vec<_>>(),
+            endpoints = %config.endpoints.iter().map(|e| e.path).collect::<Vec<_>>().join(","),
             "webhook serving"
         );
         net::serve(listener, app, options, steps).await;

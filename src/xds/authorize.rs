@@ -74,7 +74,7 @@ impl Authorizer for FleetAuthorizer {
 /// The one refusal a client sees, whatever the reason; the reason is logged at debug.
 fn refuse(node: &Node, fleet: &FleetIdentity, reason: &str, peer: &Peer) -> Status {
     let (node_id, namespace, name) = (echo(&node.id), echo(&fleet.namespace), echo(&fleet.name));
-    debug!(node = %node_id, fleet = %format_args!("{namespace}/{name}"), address = ?peer.address, proven = ?peer.identity, reason, "refusing an xDS stream");
+    debug!(node = %node_id, fleet = %format_args!("{namespace}/{name}"), address = peer.address.map(display), proven = peer.identity.as_ref().map(|id| format!("{}/{}", id.namespace, id.name)), reason, "refusing an xDS stream");
     Status::permission_denied(format!("node {node_id:?} is not served the fleet {namespace}/{name}"))
 }
 

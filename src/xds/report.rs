@@ -27,6 +27,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
+use crate::ops::logging::readable;
 use crate::xds::isolate::Isolation;
 use crate::xds::server::{FleetKey, ProxyStatus, SnapshotCache, Tracker};
 
@@ -181,7 +182,7 @@ pub async fn run(
                 Err(error) => {
                     failures = failures.saturating_add(1);
                     let delay = MIN_INTERVAL.saturating_mul(1 << failures.min(6)).min(MAX_RETRY);
-                    warn!(name = %name, %error, retry_in = ?delay, "could not write this replica's xDS report");
+                    warn!(name = %name, error = %readable(&error), retry_in_s = delay.as_secs(), "could not write this replica's xDS report");
                     next_write = Instant::now() + delay;
                     // Retried once the delay is over, whatever changes meanwhile.
                     continue 'reporting;
@@ -206,7 +207,9 @@ pub async fn run(
     match tokio::time::timeout(DELETE_TIMEOUT, api.delete(&name, &DeleteParams::default())).await {
         Ok(Ok(_)) => info!(name = %name, "deleted this replica's xDS report"),
         Ok(Err(kube::Error::Api(status))) if status.code == 404 => {}
-        Ok(Err(error)) => warn!(name = %name, %error, "could not delete this replica's xDS report"),
+        Ok(Err(error)) => {
+            warn!(name = %name, error = %readable(&error), "could not delete this replica's xDS report")
+        }
         Err(_) => {
             warn!(name = %name, "no answer deleting this replica's xDS report within {DELETE_TIMEOUT:?}")
         }

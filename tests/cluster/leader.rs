@@ -1,5 +1,5 @@
 //! Leader election against an in-memory API server: a standby takes over a released Lease at
-//! once, not when it would have expired.
+//! once, not when it would have expired, and says so once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +10,8 @@ use envoy_operator::ops::metrics::Metrics;
 use envoy_operator_testkit::fake_api::FakeApi;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+use crate::logs::Captured;
 
 /// Guards against hangs; never part of an assertion about speed.
 const HANG_GUARD: Duration = Duration::from_secs(30);
@@ -60,6 +62,8 @@ fn holder(api: &FakeApi) -> Option<String> {
 
 #[tokio::test]
 async fn a_standby_takes_over_a_released_lease_before_it_would_expire() {
+    let logs = Captured::default();
+    let _logging = logs.start();
     let api = FakeApi::new();
     let mut first = replica(&api, "first");
     until("the first replica to lead", || first.leading.load(Ordering::SeqCst)).await;
@@ -71,11 +75,16 @@ async fn a_standby_takes_over_a_released_lease_before_it_would_expire() {
     assert!(!second.leading.load(Ordering::SeqCst), "one leader at a time");
     assert_eq!(holder(&api).as_deref(), Some("first"));
 
-    // A graceful stop releases the Lease; the standby takes it although it had an hour left.
+    // A graceful stop releases the Lease; the standby takes it although it had an hour left,
+    // once: a round trip to the API server as long as a real one's leaves its new lease
+    // manager time to take the Lease before anything else looks at it.
+    api.set_latency(Duration::from_millis(20));
     let _ = first.stop.take().expect("running").send(());
     tokio::time::timeout(HANG_GUARD, &mut first.task).await.expect("the first replica stops").unwrap();
     assert!(!first.leading.load(Ordering::SeqCst), "its work stopped");
     until("the standby to lead", || second.leading.load(Ordering::SeqCst)).await;
     assert_eq!(holder(&api).as_deref(), Some("second"));
+    assert_eq!(logs.lines_with(&["the leader lease is free: taking it"]).len(), 1, "one takeover, told once");
+    assert_eq!(logs.lines_with(&["became leader"]).len(), 2, "each replica once");
     second.task.abort();
 }

@@ -9,8 +9,11 @@
 //! resourceVersion precondition), PATCH (server-side apply, JSON merge and strategic merge as a
 //! JSON merge, JSON Patch with `test`) and DELETE; the `status` subresource; and records every
 //! request, with whether its object existed, so tests can check requests against RBAC. It does
-//! no defaulting, admission or garbage collection, and validates only what is written to a
-//! `status` subresource, against the schema of a stored CustomResourceDefinition that has one.
+//! no defaulting or garbage collection, and validates only what is written to a `status`
+//! subresource, against the schema of a stored CustomResourceDefinition that has one. Of
+//! admission, it does only what the `NamespaceLifecycle` plugin does to a namespace being
+//! deleted ([`FakeApi::terminate_namespace`]): a create in it is refused (403
+//! `NamespaceTerminating`).
 //!
 //! Discovery of a group version (`GET /apis/<group>/<version>`) lists the resources of the
 //! CustomResourceDefinitions stored (e.g. by [`FakeApi::install_gateway_api`]) and is 404 for
@@ -130,17 +133,17 @@ impl FakeApi {
         self.state().objects.get(&target.key()).cloned()
     }
 
-    /// The objects of the collection at `path` (e.g. `/apis/events.k8s.io/v1/namespaces/ns/events`;
-    /// without a namespace, of every one), by namespace and name.
+    /// The objects of the collection at `path` (e.g. `/apis/events.k8s.io/v1/namespaces/ns/events`,
+    /// or without the namespace for every one), in the order of their keys.
     pub fn list(&self, path: &str) -> Vec<Value> {
-        let Some(target) = Target::parse(path) else { return Vec::new() };
-        let state = self.state();
-        let listed = state.objects.iter().filter(|((group, resource, namespace, _), _)| {
-            *group == target.group
-                && *resource == target.resource
-                && target.namespace.as_ref().is_none_or(|wanted| wanted == namespace)
-        });
-        listed.map(|(_, object)| object.clone()).collect()
+        let target = Target::parse(path).expect("a collection path");
+        let filter = Filter::new(&target, None, None);
+        self.state()
+            .objects
+            .iter()
+            .filter(|(key, object)| filter.matches(key, object))
+            .map(|(_, o)| o.clone())
+            .collect()
     }
 
     /// Stores `object` at `path` as a client's create or update would.
@@ -158,6 +161,21 @@ impl FakeApi {
         if let Some(object) = state.objects.remove(&target.key()) {
             self.record_change(&mut state, "DELETED", target.key(), object);
         }
+    }
+
+    /// Marks the Namespace `name` as being deleted (stored with a `deletionTimestamp` and the
+    /// phase `Terminating`), as the API server does until its objects are gone: from now on a
+    /// create in it (POST, or a server-side apply of an object that does not exist) is refused
+    /// as the API server's `NamespaceLifecycle` admission refuses it. Its objects stay: delete
+    /// them as the namespace controller would.
+    pub fn terminate_namespace(&self, name: &str) {
+        let path = format!("/api/v1/namespaces/{name}");
+        let mut namespace = self.get(&path).unwrap_or_else(
+            || json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "spec": {}}),
+        );
+        namespace["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        namespace["status"] = json!({"phase": "Terminating"});
+        self.put(&path, namespace);
     }
 
     /// Makes `GET /version` report this Kubernetes version (`major`, `minor`, `gitVersion`).
@@ -414,6 +432,9 @@ impl FakeApi {
                 if target.name.is_none() || state.objects.contains_key(&target.key()) {
                     return status(StatusCode::CONFLICT, "AlreadyExists", "already exists");
                 }
+                if let Some(refused) = terminating(&state, &target) {
+                    return refused;
+                }
                 let stored = self.store(&mut state, &target, sent, "ADDED");
                 ok(StatusCode::CREATED, &stored)
             }
@@ -446,7 +467,10 @@ impl FakeApi {
                 } else {
                     let is_apply = content_type.starts_with("application/apply-patch");
                     match current {
-                        None if is_apply && !is_status => sent,
+                        None if is_apply && !is_status => match terminating(&state, &target) {
+                            Some(refused) => return refused,
+                            None => sent,
+                        },
                         None => return not_found(&target),
                         Some(mut object) => {
                             if is_status {
@@ -691,6 +715,30 @@ fn invalid(why: &str) -> Response<ResponseBody> {
     status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", why)
 }
 
+/// The API server's answer to a create in a namespace being deleted (its `NamespaceLifecycle`
+/// admission), when `target`'s namespace is one.
+fn terminating(state: &State, target: &Target) -> Option<Response<ResponseBody>> {
+    let namespace = target.namespace.as_deref()?;
+    let key = (String::new(), "namespaces".to_owned(), String::new(), namespace.to_owned());
+    if state.objects.get(&key)?["status"]["phase"] != "Terminating" {
+        return None;
+    }
+    let name = target.name.as_deref().unwrap_or_default();
+    let resource = if target.group.is_empty() {
+        target.resource.clone()
+    } else {
+        format!("{}.{}", target.resource, target.group)
+    };
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{resource} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated"),
+        "reason": "Forbidden",
+        "details": {"name": name, "group": target.group, "kind": target.resource, "causes": [
+            {"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"),
+             "field": "metadata.namespace"}]},
+        "code": 403});
+    Some(ok(StatusCode::FORBIDDEN, &body))
+}
+
 fn not_found(target: &Target) -> Response<ResponseBody> {
     status(
         StatusCode::NOT_FOUND,
@@ -701,10 +749,40 @@ fn not_found(target: &Target) -> Response<ResponseBody> {
 
 #[cfg(test)]
 mod tests {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
     use kube::discovery::ApiResource;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_namespace_being_deleted_takes_no_new_objects_but_its_objects_can_change() {
+        let api = FakeApi::new();
+        let config_maps: Api<ConfigMap> = Api::namespaced(api.client(), "shop");
+        let config_map = |name: &str| {
+            serde_json::from_value::<ConfigMap>(json!({"metadata": {"name": name}, "data": {"a": "1"}}))
+                .expect("a ConfigMap")
+        };
+        config_maps.create(&PostParams::default(), &config_map("kept")).await.expect("created");
+        api.terminate_namespace("shop");
+
+        let params = PatchParams::apply("test");
+        for refused in [
+            config_maps.create(&PostParams::default(), &config_map("new")).await.map(|_| ()),
+            config_maps.patch("applied", &params, &Patch::Apply(config_map("applied"))).await.map(|_| ()),
+        ] {
+            let Err(kube::Error::Api(status)) = refused else { panic!("created: {refused:?}") };
+            assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+            assert!(status.message.ends_with("because it is being terminated"), "{}", status.message);
+            let causes = status.details.expect("details").causes;
+            assert_eq!(causes[0].reason, "NamespaceTerminating");
+            assert_eq!(causes[0].field, "metadata.namespace");
+        }
+        config_maps.patch("kept", &params, &Patch::Apply(config_map("kept"))).await.expect("an update");
+        assert!(api.get("/api/v1/namespaces/shop/configmaps/applied").is_none());
+        let elsewhere: Api<ConfigMap> = Api::namespaced(api.client(), "blog");
+        elsewhere.create(&PostParams::default(), &config_map("new")).await.expect("another namespace");
+    }
 
     #[tokio::test]
     async fn a_status_write_the_crds_schema_refuses_is_refused_and_leaves_the_object_as_it_was() {

@@ -7,15 +7,17 @@ use std::sync::Arc;
 
 use envoy_operator_core::children::status::now;
 use envoy_operator_core::gateway::RouteOutcome;
-use envoy_operator_core::gateway::api::HTTPRoute;
+use envoy_operator_core::gateway::api::{GROUP, Gateway, HTTPRoute, ParentReference};
 use envoy_operator_core::gateway::status::route_status;
 use envoy_operator_core::names::CONTROLLER_NAME;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::GatewayContext;
 use super::status::{Guard, write};
+use crate::controller::route_events::{self, Parents};
 use crate::controller::sync::{backoff_key, error_policy as retry, observe};
 use crate::controller::{Error, Result};
 
@@ -71,8 +73,42 @@ async fn sync(route: Arc<HTTPRoute>, ctx: Arc<GatewayContext>) -> Result<Action>
     };
     let current = route.status.clone().unwrap_or_default();
     let api: Api<HTTPRoute> = Api::namespaced(ctx.shared.client.clone(), &namespace);
-    write(&ctx.shared, &api, KIND, route.as_ref(), &current, &status, Guard::ResourceVersion).await?;
+    if write(&ctx.shared, &api, KIND, route.as_ref(), &current, &status, Guard::ResourceVersion).await? {
+        let parents = Parents {
+            describe: |parent: &ParentReference| describe_parent(&namespace, parent),
+            related: |parent: &ParentReference| gateway_ref(&namespace, parent),
+        };
+        route_events::publish(&ctx.shared, route.as_ref(), &current.parents, &status.parents, parents).await;
+    }
     Ok(Action::requeue(ctx.shared.settings.resync))
+}
+
+/// A route's parent as its events name it: `Gateway "shop/edge"`, with its listener
+/// (`sectionName`) and port when the parentRef names them.
+fn describe_parent(namespace: &str, parent: &ParentReference) -> String {
+    let kind = parent.kind.as_deref().unwrap_or("Gateway");
+    let mut said = format!("{kind} \"{}/{}\"", parent.namespace.as_deref().unwrap_or(namespace), parent.name);
+    if let Some(listener) = &parent.section_name {
+        said.push_str(&format!(" listener {listener:?}"));
+    }
+    if let Some(port) = parent.port {
+        said.push_str(&format!(" port {port}"));
+    }
+    said
+}
+
+/// The Gateway a parentRef names (defaults as the API says, from the route's `namespace`), as
+/// an event's related object; `None` for a parent of another kind.
+fn gateway_ref(namespace: &str, parent: &ParentReference) -> Option<ObjectReference> {
+    let gateway = parent.group.as_deref().unwrap_or(GROUP) == GROUP
+        && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway";
+    gateway.then(|| ObjectReference {
+        api_version: Some(Gateway::api_version(&()).into_owned()),
+        kind: Some(Gateway::kind(&()).into_owned()),
+        namespace: Some(parent.namespace.clone().unwrap_or_else(|| namespace.to_owned())),
+        name: Some(parent.name.clone()),
+        ..ObjectReference::default()
+    })
 }
 
 /// Whether `route`'s status holds an entry of the operator's.

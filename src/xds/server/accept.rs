@@ -334,11 +334,11 @@ async fn tls_handshake(
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => {
             accepting.metrics.connection_refused("handshake");
-            return debug!(?peer, %error, "TLS handshake failed");
+            return debug!(peer = peer.map(display), %error, "TLS handshake failed");
         }
         Err(_) => {
             accepting.metrics.connection_refused("handshake_timeout");
-            return debug!(?peer, "TLS handshake timed out");
+            return debug!(peer = peer.map(display), "TLS handshake timed out");
         }
     };
     if *identities
@@ -348,7 +348,7 @@ async fn tls_handshake(
             Ok(identity) => info.identity = Some(identity),
             Err(error) => {
                 accepting.metrics.connection_refused("no_fleet");
-                return debug!(?peer, %error, "refusing an xDS client");
+                return debug!(peer = peer.map(display), %error, "refusing an xDS client");
             }
         }
     }

@@ -157,9 +157,9 @@ where
             // An authorizer answers UNAVAILABLE to have the proxy retry (it cannot decide yet):
             // not a warning.
             if status.code() == tonic::Code::Unavailable {
-                debug!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream refused for now");
+                debug!(peer = context.peer.map(display), code = ?status.code(), %message, "xDS stream refused for now");
             } else {
-                warn!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream refused");
+                warn!(peer = context.peer.map(display), code = ?status.code(), %message, "xDS stream refused");
             }
             context.shared.metrics.stream_refused(status.code());
             return Some(status);
@@ -223,7 +223,7 @@ fn shutting_down() -> Status {
 /// Records a stream that ends before its first request was read whole.
 fn refused_before_authorization(context: &StreamContext, status: Status) -> Status {
     let message = bounded::truncate(status.message(), MAX_MESSAGE_CHARS);
-    debug!(peer = ?context.peer, code = ?status.code(), %message, "xDS stream ended before its first request");
+    debug!(peer = context.peer.map(display), code = ?status.code(), %message, "xDS stream ended before its first request");
     context.shared.metrics.stream_refused(status.code());
     status
 }
@@ -278,7 +278,7 @@ struct Session {
 
 impl Session {
     fn open(context: &StreamContext, key: FleetKey, node_id: String, protocol: Protocol) -> Self {
-        info!(fleet = %key, node = %node_id, peer = ?context.peer, protocol = protocol.label(), "xDS stream opened");
+        info!(fleet = %key, node = %node_id, peer = context.peer.map(display), protocol = protocol.label(), "xDS stream opened");
         let shared = context.shared.clone();
         shared.tracker.connected(&key, context.id, &node_id, context.peer, protocol);
         shared.metrics.stream_opened(&key, protocol);

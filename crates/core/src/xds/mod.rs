@@ -10,6 +10,7 @@
 //! - [`endpoints`]: a backend per Service port used, with its ready endpoints;
 //! - [`attach`], [`backends`], [`conditions`] and [`status`]: what attaches where, what
 //!   resolves, and the routes' `Accepted` and `ResolvedRefs` conditions;
+//! - [`route_events`]: which changes of those conditions are told as Events on the route;
 //! - [`to_envoy`]: the IR as Envoy's resources ([`crate::envoy`]);
 //! - [`namespace`]: every fleet and route of a namespace in one pass;
 //! - [`render`]: the translations of a set of manifests, for `render --xds`.
@@ -23,6 +24,7 @@ pub mod endpoints;
 pub mod listener;
 pub mod namespace;
 pub mod render;
+pub mod route_events;
 pub mod routes;
 pub mod rule;
 pub mod status;
