@@ -432,7 +432,9 @@ async fn a_gateway_claims_only_its_fleets_service_and_says_what_stops_its_fleet(
         api.get(&service_path(NS, "alt-ours"))
             .is_some_and(|service| service["metadata"]["ownerReferences"][0]["kind"] == "Envoy")
     };
-    until(&api, "the fleet's own Service", owned).await;
+    // The fleet's Envoy is not told of a Service it does not own going away: it takes the name
+    // at its next retry of the clash, whose backoff doubles (5 s, 10 s, 20 s, ...) while it lasts.
+    api.wait_for("the fleet's own Service", std::time::Duration::from_secs(120), owned).await;
     let mut service = api.get(&service_path(NS, "alt-ours")).expect("the fleet's Service");
     service["spec"]["clusterIP"] = json!("10.96.0.42");
     api.put(&service_path(NS, "alt-ours"), service);

@@ -1222,6 +1222,9 @@ async fn a_failed_route_status_write_backs_off_like_the_other_kinds() {
                 assert_eq!(condition(parent, "Accepted")["reason"], "NoMatchingParent");
                 assert_eq!(condition(parent, "ResolvedRefs")["reason"], "BackendNotFound");
             }),
+            // Once written, the route's refusal is told (its first status, and a bad one).
+            event("Warning", "NoMatchingParent", "Accepted"),
+            event("Warning", "BackendNotFound", "ResolvedRefs"),
         ],
     );
     let ctx = route_context(&harness, vec![], vec![]);

@@ -177,8 +177,8 @@ fn a_renamed_operator_namespace_stays_out_of_every_webhook() {
     }
     assert_eq!(
         selectors.len(),
-        8,
-        "Foo, Envoy and EnvoyRoute, mutating and validating; two pod injector webhooks"
+        9,
+        "Foo, Envoy and EnvoyRoute, mutating and validating; three pod webhooks (namespace, pod label, opt-in annotation)"
     );
     for name in ["envoy-operator", "platform-ops"] {
         for (webhook, selector) in &selectors {
@@ -516,7 +516,10 @@ fn the_namespaced_installs_webhooks_cover_the_watched_namespace_only() {
             }
         }
     }
-    assert_eq!(webhooks, 8, "Foo, Envoy and EnvoyRoute, mutating and validating; two pod injector webhooks");
+    assert_eq!(
+        webhooks, 9,
+        "Foo, Envoy and EnvoyRoute, mutating and validating; three pod webhooks (namespace, pod label, opt-in annotation)"
+    );
 
     // The cluster-wide install's webhooks do apply elsewhere (so the check above can fail).
     let text = std::fs::read_to_string(
