@@ -307,3 +307,74 @@ fn every_image_the_docs_run_is_pinned() {
     }
     assert!(images >= 3, "the README's curl and agnhost, the route example's curl");
 }
+
+/// `kubectl apply -f examples/` fits a laptop cluster (kind or minikube with 2 CPUs, whose own
+/// control plane and the operator's replicas ask for about 1.2 of them): the CPU the examples'
+/// pods request, as the operator makes them (the fleets of the Envoys and the Deployments of the
+/// Foos as `render` makes them, the workloads with their sidecars as `inject` makes them, and a
+/// Gateway's fleet of one proxy of the defaults), stays within 600m.
+#[test]
+fn the_examples_ask_for_little_enough_cpu_for_a_laptop_cluster() {
+    const BUDGET_MILLICPU: f64 = 600.0;
+    let requested = |pod_spec: &Value| -> f64 {
+        let containers = ["containers", "initContainers"]
+            .iter()
+            .flat_map(|list| pod_spec[*list].as_array().cloned().unwrap_or_default());
+        containers
+            .filter_map(|c| c["resources"]["requests"]["cpu"].as_str().map(str::to_owned))
+            .map(|cpu| envoy_operator_core::rules::quantity::parse(&cpu).expect("a CPU quantity") * 1000.0)
+            .sum()
+    };
+    let workloads = |args: &[&str]| -> Vec<(String, f64)> {
+        let output = envoy_operator(args, None);
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let listed: Value = serde_json::from_slice(&output.stdout).expect("a v1 List");
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        items
+            .iter()
+            .filter_map(|object| {
+                let (replicas, pod) = match object["kind"].as_str() {
+                    Some("Deployment") => (
+                        object["spec"]["replicas"].as_f64().unwrap_or(1.0),
+                        &object["spec"]["template"]["spec"],
+                    ),
+                    Some("Pod") => (1.0, &object["spec"]),
+                    _ => return None,
+                };
+                Some((format!("{} {}", object["kind"], name(object)), replicas * requested(pod)))
+            })
+            .collect()
+    };
+    let mut asks = workloads(&["render", "-f", "examples/", "-o", "json"]);
+    asks.extend(workloads(&[
+        "inject",
+        "-f",
+        "examples/",
+        "--envoys",
+        "examples/envoy.yaml",
+        "--xds-advertise",
+        "envoy-operator-xds.envoy-operator.svc:18000",
+        "-o",
+        "json",
+    ]));
+    let gateway_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gateway-api");
+    let gateways = std::fs::read_dir(gateway_dir)
+        .expect("examples/gateway-api/")
+        .map(|entry| std::fs::read_to_string(entry.expect("an entry").path()).expect("readable"))
+        .flat_map(|text| {
+            parse_documents(&text).into_iter().filter_map(|d| d.content.ok()).collect::<Vec<_>>()
+        })
+        .filter(|object| object["kind"] == "Gateway")
+        .count();
+    let default_proxy =
+        envoy_operator_core::rules::quantity::parse(envoy_operator_core::names::DEFAULT_PROXY_CPU_REQUEST)
+            .expect("a CPU quantity")
+            * 1000.0;
+    asks.extend((0..gateways).map(|_| ("a Gateway's fleet".to_owned(), default_proxy)));
+    assert!(asks.len() >= 8, "the examples' workloads are all counted: {asks:?}");
+    let total: f64 = asks.iter().map(|(_, cpu)| cpu).sum();
+    assert!(
+        total <= BUDGET_MILLICPU,
+        "the examples ask for {total}m CPU (budget {BUDGET_MILLICPU}m): {asks:?}"
+    );
+}

@@ -55,13 +55,15 @@ pub const READINESS_PORT: i32 = 9902;
         name = "XDS",
         type_ = "string",
         json_path = ".spec.xds.host",
-        description = "Host of the xDS server"
+        description = "Host of the fleet's own xDS server (spec.xds); empty when the operator's control plane serves the fleet",
+        priority = "1"
     ),
     printcolumn(
         name = "XDS-Port",
         type_ = "integer",
         json_path = ".spec.xds.port",
-        description = "Port of the xDS server"
+        description = "Port of the fleet's own xDS server (spec.xds)",
+        priority = "1"
     ),
     printcolumn(
         name = "Proxies",
