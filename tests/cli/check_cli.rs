@@ -30,7 +30,7 @@ fn the_examples_pass_and_come_back_defaulted() {
     let envoy = find("edge-envoy");
     assert_eq!(envoy["spec"]["name"], "webserver-beta");
     assert_eq!(envoy["spec"]["configMapName"], "envoy-cfg-1");
-    assert_eq!(envoy["spec"]["replicas"], 3);
+    assert_eq!(envoy["spec"]["replicas"], 2);
     assert!(envoy["spec"].get("xds").is_none(), "served by the operator's control plane");
     assert_eq!(
         envoy["spec"]["ports"],

@@ -325,13 +325,34 @@ fn the_examples_ask_for_little_enough_cpu_for_a_laptop_cluster() {
             .map(|cpu| envoy_operator_core::rules::quantity::parse(&cpu).expect("a CPU quantity") * 1000.0)
             .sum()
     };
+    // Pods get a sidecar where they opt in with the label: `kubectl apply` puts the examples in
+    // a namespace that is not labelled for injection.
+    let opted_in = |object: &Value| {
+        let labels = if object["kind"] == "Pod" {
+            &object["metadata"]["labels"]
+        } else {
+            &object["spec"]["template"]["metadata"]["labels"]
+        };
+        labels["sidecar.example.com/inject"] == "true"
+    };
     let workloads = |args: &[&str]| -> Vec<(String, f64)> {
         let output = envoy_operator(args, None);
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
         let listed: Value = serde_json::from_slice(&output.stdout).expect("a v1 List");
         let items = listed["items"].as_array().cloned().unwrap_or_default();
+        let injecting = args[0] == "inject";
+        let originals = examples();
         items
             .iter()
+            .map(|object| match injecting && !opted_in(object) {
+                // Not opted in: the workload as written.
+                true => originals
+                    .iter()
+                    .map(|(_, original)| original)
+                    .find(|original| original["kind"] == object["kind"] && name(original) == name(object))
+                    .unwrap_or(object),
+                false => object,
+            })
             .filter_map(|object| {
                 let (replicas, pod) = match object["kind"].as_str() {
                     Some("Deployment") => (
