@@ -19,7 +19,60 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     name_at_most(&mut envoy, MAX_LABEL_VALUE);
     let mut crds = vec![foo, envoy, EnvoyRoute::crd()];
     crds.iter_mut().for_each(spec_defaults_to_empty);
+    crds.iter_mut().for_each(readable_descriptions);
     crds
+}
+
+/// `kubectl explain` prints a description as it is stored: the line breaks of doc comments
+/// become breaks mid-sentence, and an array's description runs into its items' own. Each
+/// description is made one line per paragraph (list items keep their lines), and an array that
+/// says what it holds drops its items' description.
+fn readable_descriptions(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else {
+            continue;
+        };
+        let Ok(mut value) = serde_json::to_value(&*schema) else { continue };
+        readable(&mut value);
+        if let Ok(readable) = serde_json::from_value(value) {
+            *schema = readable;
+        }
+    }
+}
+
+/// Rewrites the descriptions of `schema` and of the schemas within it.
+fn readable(schema: &mut serde_json::Value) {
+    let Some(fields) = schema.as_object_mut() else { return };
+    if let Some(serde_json::Value::String(text)) = fields.get_mut("description") {
+        *text = one_line_per_paragraph(text);
+        if let Some(items) = fields.get_mut("items").and_then(serde_json::Value::as_object_mut) {
+            items.remove("description");
+        }
+    }
+    for (key, value) in fields.iter_mut() {
+        match key.as_str() {
+            "properties" => value.as_object_mut().into_iter().flat_map(|p| p.values_mut()).for_each(readable),
+            "items" | "additionalProperties" | "not" => readable(value),
+            "allOf" | "anyOf" | "oneOf" => value.as_array_mut().into_iter().flatten().for_each(readable),
+            _ => {}
+        }
+    }
+}
+
+/// `text` with the line breaks inside its paragraphs made spaces, but before a list item.
+pub fn one_line_per_paragraph(text: &str) -> String {
+    let paragraphs = text.split("\n\n").map(|paragraph| {
+        let mut joined = String::new();
+        for line in paragraph.lines().map(str::trim).filter(|line| !line.is_empty()) {
+            if !joined.is_empty() {
+                let list_item = line.starts_with("- ") || line.starts_with("* ");
+                joined.push(if list_item { '\n' } else { ' ' });
+            }
+            joined.push_str(line);
+        }
+        joined
+    });
+    paragraphs.filter(|paragraph| !paragraph.is_empty()).collect::<Vec<_>>().join("\n\n")
 }
 
 /// Bounds `metadata.name` in the schema itself. The API server lets a CRD's root schema say
@@ -83,6 +136,51 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, YamlError> {
 mod tests {
     use super::*;
     use crate::api::{CATEGORY, MAX_REPLICAS};
+
+    #[test]
+    fn descriptions_read_as_sentences_and_arrays_say_what_they_hold_once() {
+        assert_eq!(
+            one_line_per_paragraph("Ports of the\nlisteners.\n\nAt most\n- one\n- two"),
+            "Ports of the listeners.\n\nAt most\n- one\n- two"
+        );
+        fn check(schema: &serde_json::Value, path: &str) {
+            let Some(fields) = schema.as_object() else { return };
+            if let Some(text) = fields.get("description").and_then(serde_json::Value::as_str) {
+                for paragraph in text.split("\n\n") {
+                    for line in paragraph.lines().skip(1) {
+                        assert!(
+                            line.starts_with("- ") || line.starts_with("* "),
+                            "{path}: a break mid-sentence in {text:?}"
+                        );
+                    }
+                }
+                assert!(
+                    fields.get("items").is_none_or(|items| items.get("description").is_none()),
+                    "{path}: two descriptions"
+                );
+            }
+            for (key, value) in fields {
+                match key.as_str() {
+                    "properties" => value
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .for_each(|(name, p)| check(p, &format!("{path}.{name}"))),
+                    "items" | "additionalProperties" => check(value, &format!("{path}[]")),
+                    _ => {}
+                }
+            }
+        }
+        for crd in all() {
+            for version in &crd.spec.versions {
+                let schema = serde_json::to_value(
+                    version.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap(),
+                )
+                .unwrap();
+                check(&schema, &crd.metadata.name.clone().unwrap_or_default());
+            }
+        }
+    }
 
     #[test]
     fn every_kind_is_in_the_category_and_replicas_have_one_bound() {

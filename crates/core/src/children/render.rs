@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(children[0]["metadata"]["name"], "envoy-cfg-1");
         assert_eq!(children[1]["metadata"]["name"], "webserver-beta");
         assert_eq!(children[2]["metadata"]["name"], "webserver-beta");
-        assert_eq!(status["readyReplicas"], 3);
+        assert_eq!(status["readyReplicas"], 2);
         assert_eq!(
             status["configHash"],
             children[1]["spec"]["template"]["metadata"]["annotations"]["envoy-operator.example.com/config-hash"]
