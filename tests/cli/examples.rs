@@ -13,6 +13,19 @@ use serde_json::Value;
 
 const ENVOY_ANNOTATION: &str = "sidecar.example.com/envoy";
 
+/// Every example through the injector, the sidecars served by the operator's control plane.
+const INJECT_EXAMPLES: [&str; 9] = [
+    "inject",
+    "-f",
+    "examples/",
+    "--envoys",
+    "examples/envoy.yaml",
+    "--xds-advertise",
+    "envoy-operator-xds.envoy-operator.svc:18000",
+    "-o",
+    "json",
+];
+
 /// Every object of `examples/*.yaml`, with the file it is in.
 fn examples() -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
@@ -207,20 +220,7 @@ fn every_sidecar_example_names_an_example_envoy_on_ports_its_pod_leaves_free() {
     assert!(sidecars >= 2, "examples/pod.yaml and examples/deployment.yaml name an Envoy");
 
     // The injector agrees: every example is injected, served by the operator's control plane.
-    let output = envoy_operator(
-        &[
-            "inject",
-            "-f",
-            "examples/",
-            "--envoys",
-            "examples/envoy.yaml",
-            "--xds-advertise",
-            "envoy-operator-xds.envoy-operator.svc:18000",
-            "-o",
-            "json",
-        ],
-        None,
-    );
+    let output = envoy_operator(&INJECT_EXAMPLES, None);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "inject -f examples/ failed: {stderr}");
     let injected: Value = serde_json::from_slice(&output.stdout).expect("a v1 List");
@@ -367,17 +367,7 @@ fn the_examples_ask_for_little_enough_cpu_for_a_laptop_cluster() {
             .collect()
     };
     let mut asks = workloads(&["render", "-f", "examples/", "-o", "json"]);
-    asks.extend(workloads(&[
-        "inject",
-        "-f",
-        "examples/",
-        "--envoys",
-        "examples/envoy.yaml",
-        "--xds-advertise",
-        "envoy-operator-xds.envoy-operator.svc:18000",
-        "-o",
-        "json",
-    ]));
+    asks.extend(workloads(&INJECT_EXAMPLES));
     let gateway_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gateway-api");
     let gateways = std::fs::read_dir(gateway_dir)
         .expect("examples/gateway-api/")
