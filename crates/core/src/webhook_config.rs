@@ -170,20 +170,12 @@ pub fn pod_webhooks(client_config: WebhookClientConfig, config: &InjectConfig) -
     let excluded = requirement(NAMESPACE_NAME_LABEL, "NotIn", config.excluded_namespaces());
     let operator = operator_namespace_excluded();
     let enabled = vec![NAMESPACE_LABEL_ENABLED.to_owned()];
-    // A namespace labelled `disabled` is never injected, whatever its pods' labels say.
-    let enabled_or_disabled = vec![NAMESPACE_LABEL_ENABLED.to_owned(), NAMESPACE_LABEL_DISABLED.to_owned()];
     let webhook = |name: &str, namespace: Vec<LabelSelectorRequirement>, object: LabelSelectorRequirement| {
         MutatingWebhook {
             name: name.to_owned(),
             admission_review_versions: vec!["v1".to_owned()],
             client_config: client_config.clone(),
-            rules: Some(vec![RuleWithOperations {
-                operations: Some(vec!["CREATE".to_owned()]),
-                api_groups: Some(vec![String::new()]),
-                api_versions: Some(vec!["v1".to_owned()]),
-                resources: Some(vec!["pods".to_owned()]),
-                scope: Some("Namespaced".to_owned()),
-            }]),
+            rules: pod_creation(),
             failure_policy: Some("Ignore".to_owned()),
             match_policy: Some("Equivalent".to_owned()),
             reinvocation_policy: Some("IfNeeded".to_owned()),
@@ -203,14 +195,39 @@ pub fn pod_webhooks(client_config: WebhookClientConfig, config: &InjectConfig) -
     vec![
         webhook(
             "namespace.sidecar.example.com",
-            vec![requirement(NAMESPACE_LABEL, "In", enabled), excluded.clone(), operator.clone()],
+            vec![requirement(NAMESPACE_LABEL, "In", enabled), excluded, operator],
             requirement(INJECT_LABEL, "NotIn", vec!["false".to_owned()]),
         ),
         webhook(
             "object.sidecar.example.com",
-            vec![requirement(NAMESPACE_LABEL, "NotIn", enabled_or_disabled), excluded, operator],
+            unlabelled_namespaces(config),
             requirement(INJECT_LABEL, "In", vec!["true".to_owned()]),
         ),
+    ]
+}
+
+/// Pod creations, which the pod webhooks see.
+fn pod_creation() -> Option<Vec<RuleWithOperations>> {
+    Some(vec![RuleWithOperations {
+        operations: Some(vec!["CREATE".to_owned()]),
+        api_groups: Some(vec![String::new()]),
+        api_versions: Some(vec!["v1".to_owned()]),
+        resources: Some(vec!["pods".to_owned()]),
+        scope: Some("Namespaced".to_owned()),
+    }])
+}
+
+/// The namespaces where a pod opts in by its own label: neither labelled for injection nor
+/// labelled `disabled` (never injected, whatever its pods' labels say), nor excluded.
+fn unlabelled_namespaces(config: &InjectConfig) -> Vec<LabelSelectorRequirement> {
+    vec![
+        requirement(
+            NAMESPACE_LABEL,
+            "NotIn",
+            vec![NAMESPACE_LABEL_ENABLED.to_owned(), NAMESPACE_LABEL_DISABLED.to_owned()],
+        ),
+        requirement(NAMESPACE_NAME_LABEL, "NotIn", config.excluded_namespaces()),
+        operator_namespace_excluded(),
     ]
 }
 
@@ -223,15 +240,7 @@ pub fn opt_in_annotation_webhook(
     client_config: WebhookClientConfig,
     config: &InjectConfig,
 ) -> MutatingWebhook {
-    let namespaces = vec![
-        requirement(
-            NAMESPACE_LABEL,
-            "NotIn",
-            vec![NAMESPACE_LABEL_ENABLED.to_owned(), NAMESPACE_LABEL_DISABLED.to_owned()],
-        ),
-        requirement(NAMESPACE_NAME_LABEL, "NotIn", config.excluded_namespaces()),
-        operator_namespace_excluded(),
-    ];
+    let namespaces = unlabelled_namespaces(config);
     let unlabelled = LabelSelectorRequirement {
         key: INJECT_LABEL.to_owned(),
         operator: "DoesNotExist".to_owned(),
@@ -241,13 +250,7 @@ pub fn opt_in_annotation_webhook(
         name: "annotation.sidecar.example.com".to_owned(),
         admission_review_versions: vec!["v1".to_owned()],
         client_config,
-        rules: Some(vec![RuleWithOperations {
-            operations: Some(vec!["CREATE".to_owned()]),
-            api_groups: Some(vec![String::new()]),
-            api_versions: Some(vec!["v1".to_owned()]),
-            resources: Some(vec!["pods".to_owned()]),
-            scope: Some("Namespaced".to_owned()),
-        }]),
+        rules: pod_creation(),
         // A warning is never worth blocking a pod for.
         failure_policy: Some("Ignore".to_owned()),
         match_policy: Some("Equivalent".to_owned()),
