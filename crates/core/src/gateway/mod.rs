@@ -40,6 +40,8 @@ mod tests;
 
 use std::sync::Arc;
 
+use serde::Serialize;
+
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
@@ -76,7 +78,7 @@ pub struct GatewayInputs<'a> {
 }
 
 /// What the translation makes of every object naming the operator.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GatewayTranslation {
     /// Every GatewayClass whose `controllerName` is the operator's, sorted by name.
     pub classes: Vec<ClassOutcome>,
@@ -87,7 +89,7 @@ pub struct GatewayTranslation {
 }
 
 /// A GatewayClass's conditions.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ClassOutcome {
     pub name: String,
     pub generation: Option<i64>,
@@ -96,14 +98,14 @@ pub struct ClassOutcome {
 }
 
 /// One condition's target state: its type, and [`ConditionState`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Judged {
     pub type_: &'static str,
     pub state: ConditionState,
 }
 
 /// A Gateway: the fleet that serves it, its configuration, and its status.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GatewayOutcome {
     pub namespace: String,
     pub name: String,
@@ -115,6 +117,8 @@ pub struct GatewayOutcome {
     pub fleet: Option<Envoy>,
     /// What the fleet's proxies serve.
     pub ir: ir::Fleet,
+    /// The IR as Envoy's resources: printed by `render --xds`, not with the IR.
+    #[serde(skip)]
     pub resources: Resources,
     /// `status.addresses`: the load-balancer ingress, else the cluster IP, of the Service the
     /// fleet controls; none without a fleet.
@@ -125,7 +129,7 @@ pub struct GatewayOutcome {
     pub listeners: Vec<ListenerOutcome>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ListenerOutcome {
     pub name: String,
     pub supported_kinds: Vec<api::RouteGroupKind>,
@@ -135,7 +139,7 @@ pub struct ListenerOutcome {
 }
 
 /// What the Gateways a route names make of it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RouteOutcome {
     pub namespace: String,
     pub name: String,
@@ -145,7 +149,7 @@ pub struct RouteOutcome {
     pub parents: Vec<ParentOutcome>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ParentOutcome {
     pub parent_ref: ParentReference,
     pub accepted: ConditionState,

@@ -79,6 +79,13 @@ impl Domain {
     }
 }
 
+impl serde::Serialize for Domain {
+    /// As Envoy's `domains` write it.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl fmt::Display for Domain {
     /// As Envoy's `domains` write it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

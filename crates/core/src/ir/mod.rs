@@ -11,9 +11,13 @@
 //! - [`route`]: a route's match, what it does with the request, and the backends it forwards to.
 
 pub mod domain;
+mod print;
 pub mod route;
+mod validate;
 
 use std::net::IpAddr;
+
+use serde::Serialize;
 
 pub use self::domain::Domain;
 pub use self::route::{
@@ -22,7 +26,7 @@ pub use self::route::{
 };
 
 /// What one fleet's proxies serve.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Fleet {
     /// Sorted by name.
     pub listeners: Vec<Listener>,
@@ -35,7 +39,7 @@ pub struct Fleet {
 
 /// A listener: one port of the fleet's proxies, serving plain HTTP ([`Listener::virtual_hosts`])
 /// or, when [`Listener::tls_servers`] is not empty, HTTPS.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Listener {
     /// Unique in the fleet: the Envoy's port name.
     pub name: String,
@@ -45,16 +49,18 @@ pub struct Listener {
     pub access_log: bool,
     /// Plain HTTP: one per domain of the routes attached to the listener, sorted by domain.
     /// None: every request is answered 404. Empty when the listener terminates TLS.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub virtual_hosts: Vec<VirtualHost>,
     /// HTTPS: the servers sharing the port, chosen by the name the client asks for (SNI),
     /// sorted by name. Empty for plain HTTP.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tls_servers: Vec<TlsServer>,
 }
 
 /// One HTTPS server of a listener (a Gateway listener with `protocol: HTTPS` and `tls.mode:
 /// Terminate`): the certificates it presents to clients asking for its hostname, and the
 /// virtual hosts it serves once TLS is terminated.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TlsServer {
     /// Unique in the listener (the Gateway listener's name).
     pub name: String,
@@ -69,11 +75,13 @@ pub struct TlsServer {
 
 /// A certificate chain and its private key, in PEM: a `kubernetes.io/tls` Secret's `tls.crt`
 /// and `tls.key`. `Debug` never prints the key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct TlsSecret {
     /// Unique in the fleet, and stable while the Secret exists: `<namespace>/<secret>`.
     pub name: String,
+    #[serde(serialize_with = "print::byte_count")]
     pub certificate_chain: String,
+    #[serde(serialize_with = "print::redacted")]
     pub private_key: String,
 }
 
@@ -88,7 +96,7 @@ impl std::fmt::Debug for TlsSecret {
 }
 
 /// The routes of one domain of a listener.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VirtualHost {
     pub domain: Domain,
     /// In Gateway API's order of precedence: the first that matches a request takes it.
@@ -96,7 +104,7 @@ pub struct VirtualHost {
 }
 
 /// Where requests can be forwarded: one Service port, and its ready endpoints.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Backend {
     /// Unique, and stable while the Service port exists: `<namespace>/<service>/<port>`.
     pub name: String,
@@ -105,7 +113,7 @@ pub struct Backend {
 }
 
 /// A ready endpoint of a backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Endpoint {
     pub ip: IpAddr,
     pub port: u16,

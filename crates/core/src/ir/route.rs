@@ -5,28 +5,36 @@
 
 use std::time::Duration;
 
+use serde::Serialize;
+
 /// One match and what to do with the requests it matches.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Route {
     /// Unique in the fleet, for logs and statistics: `<namespace>/<route>/rule/<i>/match/<j>`.
     pub name: String,
     pub path: PathMatch,
     /// An HTTP method (`GET`), or any.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
     /// Headers that must match, at most one per name (lowercase).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<ValueMatch>,
     /// Query parameters that must match, at most one per name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub query_params: Vec<ValueMatch>,
     /// Changes to the request's headers before it goes on.
+    #[serde(skip_serializing_if = "HeaderChanges::is_empty")]
     pub request_headers: HeaderChanges,
     /// Changes to the response's headers before the client gets it (Gateway API's
     /// `ResponseHeaderModifier`).
+    #[serde(skip_serializing_if = "HeaderChanges::is_empty")]
     pub response_headers: HeaderChanges,
     pub action: Action,
 }
 
 /// What a request's path must be.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PathMatch {
     Exact(String),
     /// In whole segments: `/foo` (or `/foo/`) matches `/foo` and `/foo/x`, not `/foobar`.
@@ -36,13 +44,14 @@ pub enum PathMatch {
 }
 
 /// A header's or query parameter's name and what its value must be.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ValueMatch {
     pub name: String,
     pub value: StringMatch,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StringMatch {
     Exact(String),
     /// An RE2 regular expression matching the whole value.
@@ -50,30 +59,40 @@ pub enum StringMatch {
 }
 
 /// Gateway API's `RequestHeaderModifier` or `ResponseHeaderModifier`; names lowercase.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct HeaderChanges {
     /// The header with this value only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<Header>,
     /// Another value for the header.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub add: Vec<Header>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl HeaderChanges {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Header {
     pub name: String,
     pub value: String,
 }
 
 /// What a route does with the requests it matches.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Action {
     Forward(Forward),
     Redirect(Redirect),
 }
 
 /// Forward to backends, by weight.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Forward {
     /// The backends that resolve, each once (their weights summed) in the order of the rule,
     /// each with a weight above 0. None: every request is answered 500.
@@ -82,32 +101,38 @@ pub struct Forward {
     /// is answered 500, as Gateway API asks.
     pub unresolved_weight: u32,
     /// How long a request may take; zero: without a limit. None: the proxy's default.
+    #[serde(serialize_with = "super::print::duration", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
     /// The `Host` the backend sees instead of the request's.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_rewrite: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path_rewrite: Option<PathModifier>,
     /// Backends that get a copy of the requests too (Gateway API's `RequestMirror`), in the
     /// order of the rule; their answers are dropped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,
 }
 
 /// A backend ([`super::Backend`], by name) that gets a copy of a share of the requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mirror {
     pub backend: String,
     /// The share of the requests copied, 0 to 100. None: every request.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub percent: Option<u32>,
 }
 
 /// A backend ([`super::Backend`], by name) and its share of the requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WeightedBackend {
     pub backend: String,
     pub weight: u32,
 }
 
 /// A new path: Gateway API's `HTTPPathModifier`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PathModifier {
     ReplaceFullPath(String),
     /// The part of the path the route's [`PathMatch`] matched, replaced by this.
@@ -116,12 +141,16 @@ pub enum PathModifier {
 
 /// Answer with a redirect: Gateway API's `RequestRedirect`, what is not given kept from the
 /// request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Redirect {
     /// `http` or `https`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheme: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathModifier>,
     /// 301 or 302.
     pub status_code: u16,

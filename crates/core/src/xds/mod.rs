@@ -59,11 +59,12 @@ pub struct Inputs<'a> {
 }
 
 /// The fleet's configuration, and what it makes of each route that names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Translation {
     /// What the fleet's proxies should do.
     pub ir: ir::Fleet,
     /// The same, as Envoy's resources.
+    #[serde(skip)]
     pub resources: Resources,
     /// One per (route, parentRef naming this Envoy), sorted by route name then parentRef.
     pub route_statuses: Vec<RouteStatus>,
