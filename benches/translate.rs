@@ -7,12 +7,12 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute};
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute};
-use envoy_operator_core::gateway::{GatewayInputs, translate};
 use envoy_operator_core::names::CONTROLLER_NAME;
 use envoy_operator_core::rules::defaulted;
-use envoy_operator_core::xds::namespace::{NamespaceInputs, translate_namespace};
+use envoy_operator_core::translate::envoyroute::namespace::{NamespaceInputs, translate_namespace};
+use envoy_operator_core::translate::gateway::{GatewayInputs, translate};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;

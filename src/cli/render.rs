@@ -10,7 +10,7 @@ use envoy_operator_core::children::envoy::ControlPlaneTrust;
 use envoy_operator_core::children::render::{Settings, render_object};
 use envoy_operator_core::manifest::{Outcome, to_yaml};
 use envoy_operator_core::names::{self, CONTROLLER_NAME, DEFAULT_NGINX_IMAGE};
-use envoy_operator_core::xds::render::Manifests;
+use envoy_operator_core::render::Manifests;
 use serde_json::Value;
 
 use super::control_plane::AdvertiseFlags;

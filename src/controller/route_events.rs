@@ -1,12 +1,12 @@
 //! Events on routes, for `kubectl describe`: once a route's new status is written, a Warning
 //! for each parent condition that turned bad (the parent refuses the route, a reference does
 //! not resolve, its proxies reject it) and a Normal event for each that is good again
-//! ([`envoy_operator_core::xds::route_events`] decides which). The event's related object is
+//! ([`envoy_operator_core::route::events`] decides which). The event's related object is
 //! the parent, so the recorder folds repeats per route, parent and reason into one series.
 
 use envoy_operator_core::names::CONTROLLER_NAME;
-use envoy_operator_core::xds::route_events::parent_events;
-use envoy_operator_core::xds::status::ParentEntry;
+use envoy_operator_core::route::events::parent_events;
+use envoy_operator_core::translate::envoyroute::status::ParentEntry;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};

@@ -22,7 +22,7 @@ use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::children::install::{self, InstallId, Manager};
 use envoy_operator_core::children::status::now;
 use envoy_operator_core::names::CONTROLLER_NAME;
-use envoy_operator_core::xds::status::route_status;
+use envoy_operator_core::translate::envoyroute::status::route_status;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use kube::runtime::controller::{self, Action, Controller};

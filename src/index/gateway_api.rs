@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use kube::{Client, Resource};
 use tracing::{info, warn};
 

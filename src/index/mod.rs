@@ -17,10 +17,10 @@ mod watched;
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use envoy_operator_core::identity::SECRET_LABEL as IDENTITY_SECRET_LABEL;
 use envoy_operator_core::names::{
     CERT_KEY, FLEET_LABEL, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, SERVICE_NAME_LABEL,

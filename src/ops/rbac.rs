@@ -10,7 +10,7 @@
 //! ([`gateway_certificate_rules`]: every namespace, or the watched one) and, in the operator's
 //! own namespace, [`namespace_rules`].
 
-use envoy_operator_core::gateway::api::GROUP as GATEWAY_GROUP;
+use envoy_operator_core::api::gateway::GROUP as GATEWAY_GROUP;
 use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 

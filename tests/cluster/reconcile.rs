@@ -19,7 +19,7 @@ use envoy_operator_core::children::{labels, status};
 use envoy_operator_core::identity;
 use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
 use envoy_operator_core::rules;
-use envoy_operator_core::xds::namespace::{NamespaceInputs, translate_namespace};
+use envoy_operator_core::translate::envoyroute::namespace::{NamespaceInputs, translate_namespace};
 use envoy_operator_testkit::fake_api::FakeApi;
 use envoy_operator_testkit::rbac;
 use http::{Request, Response};

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -173,7 +173,7 @@ async fn names_story(cluster: &Cluster, class_name: &str) {
         "spec": {"controllerName": CONTROLLER_NAME}}),
     )
     .await;
-    let fleet = envoy_operator_core::gateway::fleet::name("alt", class_name);
+    let fleet = envoy_operator_core::translate::gateway::fleet::name("alt", class_name);
     let users_service = |name: &str| {
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
                "spec": {"selector": {"app": "users-own"}, "ports": [{"name": "http", "port": 80}]}})

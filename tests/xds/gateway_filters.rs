@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use envoy_operator::xds::publish;
 use envoy_operator::xds::server::{AdsService, SnapshotCache, Transport};
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute};
-use envoy_operator_core::gateway::{GatewayInputs, translate};
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute};
 use envoy_operator_core::ir;
 use envoy_operator_core::names::{CONTROLLER_NAME, SERVICE_NAME_LABEL};
-use envoy_operator_core::xds::to_envoy;
+use envoy_operator_core::translate::gateway::{GatewayInputs, translate};
+use envoy_operator_core::xds as to_envoy;
 use serde_json::{Value, json};
 use support::certs::pki;
 use support::control_plane::{ControlPlane, authorize_fleets};

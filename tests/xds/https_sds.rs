@@ -18,7 +18,7 @@ use std::time::Duration;
 use envoy_operator::xds::publish;
 use envoy_operator::xds::server::{AdsService, FleetKey, SnapshotCache, Tracker, Transport};
 use envoy_operator_core::ir;
-use envoy_operator_core::xds::to_envoy;
+use envoy_operator_core::xds as to_envoy;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, PKCS_ECDSA_P256_SHA256};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, ServerName};

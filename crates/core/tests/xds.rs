@@ -25,7 +25,7 @@ use envoy_operator_core::children::envoy::{BOOTSTRAP_KEY, CONFIG_DIR, ControlPla
 use envoy_operator_core::identity;
 use envoy_operator_core::manifest::parse_documents;
 use envoy_operator_core::rules::{Defaulted, defaulted};
-use envoy_operator_core::xds::{Inputs, Translation, translate};
+use envoy_operator_core::translate::envoyroute::{Inputs, Translation, translate};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::{TempFile, static_resources, tool};
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::rules::defaulted;
-use envoy_operator_core::xds::{Inputs, translate};
+use envoy_operator_core::translate::envoyroute::{Inputs, translate};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;

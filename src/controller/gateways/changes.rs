@@ -9,8 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute};
-use envoy_operator_core::gateway::{ClassOutcome, GatewayOutcome, GatewayTranslation, RouteOutcome};
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute};
+use envoy_operator_core::translate::gateway::{
+    ClassOutcome, GatewayOutcome, GatewayTranslation, RouteOutcome,
+};
 use futures::Stream;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
@@ -95,9 +97,9 @@ fn differing<O>(
 
 #[cfg(test)]
 mod tests {
-    use envoy_operator_core::gateway::ParentOutcome;
-    use envoy_operator_core::gateway::api::ParentReference;
-    use envoy_operator_core::xds::conditions::ConditionState;
+    use envoy_operator_core::api::gateway::ParentReference;
+    use envoy_operator_core::route::conditions::ConditionState;
+    use envoy_operator_core::translate::gateway::ParentOutcome;
     use futures::StreamExt;
 
     use super::*;

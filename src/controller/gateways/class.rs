@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use envoy_operator_core::api::gateway::GatewayClass;
 use envoy_operator_core::children::status::now;
-use envoy_operator_core::gateway::api::GatewayClass;
-use envoy_operator_core::gateway::conditions::{ACCEPTED, SUPPORTED_VERSION};
-use envoy_operator_core::gateway::status::class_status;
 use envoy_operator_core::names::CONTROLLER_NAME;
+use envoy_operator_core::translate::gateway::conditions::{ACCEPTED, SUPPORTED_VERSION};
+use envoy_operator_core::translate::gateway::status::class_status;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};

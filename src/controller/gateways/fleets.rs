@@ -11,10 +11,10 @@
 //! reports it in the Gateway's status).
 
 use envoy_operator_core::api::Envoy;
+use envoy_operator_core::api::gateway::Gateway;
 use envoy_operator_core::children::apply::{needs_apply, strip_metadata};
-use envoy_operator_core::gateway::api::Gateway;
-use envoy_operator_core::gateway::fleet::is_fleet_of;
 use envoy_operator_core::names::FIELD_MANAGER;
+use envoy_operator_core::translate::gateway::fleet::is_fleet_of;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::api::envoy::CONFIG_ACCEPTED;
+use envoy_operator_core::api::gateway::{GROUP, Gateway, GatewayStatus};
 use envoy_operator_core::children::status::now;
 use envoy_operator_core::fleet::status::EVENT_CONFIG_REJECTED as REASON_CONFIG_REJECTED;
-use envoy_operator_core::gateway::api::{GROUP, Gateway, GatewayStatus};
-use envoy_operator_core::gateway::conditions::{
+use envoy_operator_core::translate::gateway::conditions::{
     ACCEPTED, CONFLICTED, PROGRAMMED, REASON_ADDRESS_NOT_ASSIGNED, REASON_PENDING, RESOLVED_REFS,
 };
-use envoy_operator_core::gateway::fleet;
-use envoy_operator_core::gateway::status::gateway_status;
+use envoy_operator_core::translate::gateway::fleet;
+use envoy_operator_core::translate::gateway::status::gateway_status;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};

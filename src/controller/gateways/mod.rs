@@ -1,5 +1,5 @@
 //! The Gateway API controllers: GatewayClasses, Gateways and HTTPRoutes get the status the
-//! translation judged ([`envoy_operator_core::gateway`], run by the publisher,
+//! translation judged ([`envoy_operator_core::translate::gateway`], run by the publisher,
 //! [`crate::xds::publish::gateways`]); each Gateway gets its fleet, an `Envoy` ([`fleets`]).
 //!
 //! Three kube-runtime controllers, one per kind, over the index's caches. Each reconciles an
@@ -26,7 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::gateway::api::{GROUP, Gateway, GatewayClass, HTTPRoute};
+use envoy_operator_core::api::gateway::{GROUP, Gateway, GatewayClass, HTTPRoute};
 use envoy_operator_core::names::CONTROLLER_NAME;
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -151,7 +151,7 @@ pub fn controllers(
 
 #[cfg(test)]
 mod tests {
-    use envoy_operator_core::gateway::api::{GatewayClassSpec, GatewaySpec, HTTPRouteSpec, ParentReference};
+    use envoy_operator_core::api::gateway::{GatewayClassSpec, GatewaySpec, HTTPRouteSpec, ParentReference};
     use kube::runtime::{reflector, watcher};
 
     use super::*;

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
+use envoy_operator_core::api::gateway::{GROUP, Gateway, HTTPRoute, ParentReference};
 use envoy_operator_core::children::status::now;
-use envoy_operator_core::gateway::RouteOutcome;
-use envoy_operator_core::gateway::api::{GROUP, Gateway, HTTPRoute, ParentReference};
-use envoy_operator_core::gateway::status::route_status;
 use envoy_operator_core::names::CONTROLLER_NAME;
+use envoy_operator_core::translate::gateway::RouteOutcome;
+use envoy_operator_core::translate::gateway::status::route_status;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
 use kube::runtime::controller::Action;

@@ -77,7 +77,7 @@ fn same<S: Serialize + PartialEq>(current: &S, desired: &S) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use envoy_operator_core::gateway::api::{
+    use envoy_operator_core::api::gateway::{
         Gateway, GatewayStatus, HTTPRoute, HTTPRouteStatus, ParentReference, RouteParentStatus,
     };
     use envoy_operator_testkit::mock::{expect, mock};
@@ -136,7 +136,7 @@ mod tests {
         let mut gateway = Gateway::new("edge", Default::default());
         gateway.metadata.resource_version = Some("3".into());
         let desired = GatewayStatus {
-            addresses: vec![envoy_operator_core::gateway::api::GatewayStatusAddress {
+            addresses: vec![envoy_operator_core::api::gateway::GatewayStatusAddress {
                 address_type: "IPAddress".into(),
                 value: "10.0.0.1".into(),
             }],

@@ -602,7 +602,7 @@ mod tests {
     #[test]
     fn an_https_listener_and_its_secrets_survive_the_copy() {
         use envoy_operator_core::ir;
-        use envoy_operator_core::xds::to_envoy::resources;
+        use envoy_operator_core::xds::resources;
 
         let server = |name: &str, server_name, certificate: &str| ir::TlsServer {
             name: name.into(),

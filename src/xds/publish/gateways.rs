@@ -18,13 +18,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
+use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant};
 use envoy_operator_core::fleet::isolate::RouteId;
-use envoy_operator_core::gateway::api::{Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant};
-use envoy_operator_core::gateway::fleet::is_fleet_of;
-use envoy_operator_core::gateway::{
+use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
+use envoy_operator_core::translate::gateway::fleet::is_fleet_of;
+use envoy_operator_core::translate::gateway::{
     self, GatewayInputs, GatewayOutcome, GatewayTranslation, RouteOutcome, named,
 };
-use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use envoy_operator_core::api::EnvoyRoute;
-use envoy_operator_core::xds::namespace::RouteOutcome;
+use envoy_operator_core::translate::envoyroute::namespace::RouteOutcome;
 use futures::Stream;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;

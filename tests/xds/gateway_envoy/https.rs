@@ -3,7 +3,7 @@
 //! data replaced in the API server reaches new handshakes in the same Envoy process; and the
 //! private key is never written into a ConfigMap.
 
-use envoy_operator_core::gateway::fleet::name as fleet_name;
+use envoy_operator_core::translate::gateway::fleet::name as fleet_name;
 use envoy_operator_testkit::fleet_world::{at, free_port};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};

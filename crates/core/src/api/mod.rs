@@ -3,6 +3,7 @@
 
 pub mod envoy;
 pub mod foo;
+pub mod gateway;
 pub mod patterns;
 pub mod route;
 

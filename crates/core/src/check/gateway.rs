@@ -14,14 +14,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::api::{Envoy, EnvoySpec};
-use crate::gateway::api::{
+use crate::api::gateway::{
     AllowedRoutes, BackendObjectReference, GROUP, Gateway, GatewayClass, GatewayClassSpec, GatewaySpec,
     HTTPRoute, Listener, ParentReference, RouteNamespaces,
 };
-use crate::gateway::{GatewayInputs, Judged, translate};
+use crate::api::{Envoy, EnvoySpec};
 use crate::manifest::{Outcome, display_name};
 use crate::names::CONTROLLER_NAME;
+use crate::translate::gateway::{GatewayInputs, Judged, translate};
 
 /// Reasons a route's parent gives for what only the other objects decide (which Gateway, which
 /// listener, which namespace): not the route's own problem.

@@ -1,7 +1,7 @@
 //! The intermediate representation of a fleet: what its proxies should do, said once, between
 //! the route APIs and Envoy's configuration (after Envoy Gateway's `internal/ir`, smaller).
-//! EnvoyRoutes are translated into it ([`crate::xds::translate`]); Envoy's resources are
-//! rendered from it ([`crate::xds::to_envoy`]). Another route API (Gateway API's HTTPRoute)
+//! EnvoyRoutes are translated into it ([`crate::translate::envoyroute::translate`]); Envoy's resources are
+//! rendered from it ([`crate::xds`]). Another route API (Gateway API's HTTPRoute)
 //! meets EnvoyRoute here, not in a second copy of the rendering.
 //!
 //! A fleet is listeners → virtual hosts → routes → backends, each list in a deterministic

@@ -1,100 +1,95 @@
-//! Listeners: one per port of the fleet, on the port it targets, logging requests unless the
-//! Envoy turns it off. Routes are attached to them afterwards.
+//! Listeners: each on all addresses of its port. Plain HTTP: one HTTP connection manager
+//! taking its routes by RDS over the ADS stream (the route configuration of the listener's
+//! name). HTTPS: the TLS inspector reads the name the client asks for (SNI), and each TLS
+//! server has its own filter chain for that name, terminating TLS with its certificates and
+//! routing by its own route configuration ([`tls::route_configuration_name`]). Unless the fleet
+//! turns it off, every connection manager writes a JSON access log.
 
-use crate::api::{Envoy, ServicePort};
+use std::collections::BTreeMap;
+
+use super::tls;
+use crate::envoy::{
+    AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
+    HttpFilter, Listener, ListenerFilter, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString,
+    extension_names,
+};
 use crate::ir;
-use crate::rules::Defaulted;
 
-/// The fleet's listeners, sorted by name, without virtual hosts yet. A port out of range
-/// (possible only for an Envoy the webhook never saw; its status says so) has no listener.
-pub fn listeners(envoy: &Defaulted<Envoy>) -> Vec<ir::Listener> {
-    let access_log = envoy.effective().access_log;
-    let mut listeners: Vec<ir::Listener> =
-        envoy.effective().ports.iter().filter_map(|port| listener(port, access_log)).collect();
-    listeners.sort_by(|a, b| a.name.cmp(&b.name));
-    listeners
-}
+/// Fields of each access log line, as commonly logged by Envoy-based gateways: one JSON
+/// object per request on the proxy's standard output.
+pub const ACCESS_LOG_FIELDS: [(&str, &str); 18] = [
+    ("start_time", "%START_TIME%"),
+    ("method", "%REQ(:METHOD)%"),
+    ("path", "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%"),
+    ("protocol", "%PROTOCOL%"),
+    ("response_code", "%RESPONSE_CODE%"),
+    ("response_flags", "%RESPONSE_FLAGS%"),
+    ("response_code_details", "%RESPONSE_CODE_DETAILS%"),
+    ("bytes_received", "%BYTES_RECEIVED%"),
+    ("bytes_sent", "%BYTES_SENT%"),
+    ("duration", "%DURATION%"),
+    ("upstream_service_time", "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%"),
+    ("upstream_host", "%UPSTREAM_HOST%"),
+    ("upstream_cluster", "%UPSTREAM_CLUSTER%"),
+    ("x_forwarded_for", "%REQ(X-FORWARDED-FOR)%"),
+    ("user_agent", "%REQ(USER-AGENT)%"),
+    ("request_id", "%REQ(X-REQUEST-ID)%"),
+    ("authority", "%REQ(:AUTHORITY)%"),
+    ("route_name", "%ROUTE_NAME%"),
+];
 
-/// The listener of one port: `<targetPort>` on every address, named after the port.
-pub fn listener(port: &ServicePort, access_log: bool) -> Option<ir::Listener> {
-    Some(ir::Listener {
-        name: port.name.clone(),
-        port: port.bound_port()?,
-        access_log,
-        virtual_hosts: Vec::new(),
-        tls_servers: Vec::new(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use serde_json::json;
-
-    use super::super::to_envoy::listener::{ACCESS_LOG_FIELDS, listener as rendered};
-    use super::*;
-    use crate::api::EnvoySpec;
-    use crate::envoy::extension_names::{ROUTER, STDOUT_ACCESS_LOG};
-    use crate::envoy::{Address, Listener};
-    use crate::rules::defaulted;
-
-    fn envoy(ports: Vec<ServicePort>, access_log: Option<bool>) -> Defaulted<Envoy> {
-        defaulted(Envoy {
-            metadata: ObjectMeta {
-                name: Some("edge".into()),
-                namespace: Some("shop".into()),
-                ..Default::default()
-            },
-            spec: EnvoySpec { ports, access_log, ..Default::default() },
-            status: None,
+pub fn listener(listener: &ir::Listener) -> Listener {
+    let address = Address::socket("0.0.0.0", u32::from(listener.port));
+    if listener.tls_servers.is_empty() {
+        let manager = http_connection_manager(listener, listener.name.clone());
+        return Listener {
+            name: listener.name.clone(),
+            address,
+            listener_filters: Vec::new(),
+            filter_chains: vec![FilterChain::of(vec![Filter::http_connection_manager(manager)])],
+        };
+    }
+    let filter_chains = tls::distinct_servers(listener)
+        .map(|server| {
+            let routes = tls::route_configuration_name(&listener.name, &server.name);
+            FilterChain {
+                name: server.name.clone(),
+                filter_chain_match: tls::filter_chain_match(server),
+                filters: vec![Filter::http_connection_manager(http_connection_manager(listener, routes))],
+                transport_socket: Some(tls::downstream_tls(server)),
+            }
         })
+        .collect();
+    Listener {
+        name: listener.name.clone(),
+        address,
+        listener_filters: vec![ListenerFilter::tls_inspector()],
+        filter_chains,
     }
+}
 
-    /// The fleet's listeners as Envoy gets them.
-    fn listeners(envoy: &Defaulted<Envoy>) -> Vec<Listener> {
-        super::listeners(envoy).iter().map(rendered).collect()
+/// The connection manager of the listener's requests routed by the route configuration
+/// `route_config_name`.
+fn http_connection_manager(listener: &ir::Listener, route_config_name: String) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stat_prefix: listener.name.clone(),
+        route_specifier: RouteSpecifier::Rds(Rds { config_source: ConfigSource::ads(), route_config_name }),
+        http_filters: vec![HttpFilter::router()],
+        access_log: if listener.access_log { vec![json_access_log()] } else { Vec::new() },
+        // Route on the normalized path, as Gateway API implementations do: `/a/../admin` and
+        // `//admin` must not slip past a match on `/admin`.
+        normalize_path: Some(true),
+        merge_slashes: true,
     }
+}
 
-    fn port(name: &str, port: i32, target_port: Option<i32>) -> ServicePort {
-        ServicePort { name: name.into(), port, target_port }
-    }
-
-    #[test]
-    fn one_listener_per_port_on_its_target_port_routed_by_rds() {
-        let listeners =
-            listeners(&envoy(vec![port("web", 80, Some(8080)), port("admin-api", 9000, None)], None));
-        let names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["admin-api", "web"], "sorted by name");
-        let web = serde_json::to_value(&listeners[1]).unwrap();
-        assert_eq!(web["address"], json!({"socket_address": {"address": "0.0.0.0", "port_value": 8080}}));
-        let manager = &web["filter_chains"][0]["filters"][0]["typed_config"];
-        assert_eq!(manager["stat_prefix"], "web");
-        assert_eq!(
-            manager["rds"],
-            json!({"config_source": {"ads": {}, "resource_api_version": "V3"}, "route_config_name": "web"})
-        );
-        assert_eq!(manager["http_filters"][0]["name"], ROUTER);
-        assert_eq!(manager["access_log"][0]["name"], STDOUT_ACCESS_LOG);
-        let fields = &manager["access_log"][0]["typed_config"]["log_format"]["json_format"];
-        assert_eq!(fields["response_code"], "%RESPONSE_CODE%");
-        assert_eq!(fields.as_object().map(|f| f.len()), Some(ACCESS_LOG_FIELDS.len()));
-    }
-
-    #[test]
-    fn the_default_port_and_no_access_log() {
-        let listeners = listeners(&envoy(Vec::new(), Some(false)));
-        assert_eq!(listeners.len(), 1);
-        assert_eq!(listeners[0].name, "http");
-        let manager =
-            serde_json::to_value(&listeners[0]).unwrap()["filter_chains"][0]["filters"][0]["typed_config"]
-                .clone();
-        assert!(manager.get("access_log").is_none());
-        assert_eq!(listeners[0].address, Address::socket("0.0.0.0", 8080));
-    }
-
-    #[test]
-    fn ports_out_of_range_have_no_listener() {
-        assert!(listener(&port("bad", 80, Some(70000)), true).is_none());
-        assert!(listener(&port("bad", 0, None), true).is_none());
+fn json_access_log() -> AccessLog {
+    let json_format: BTreeMap<String, String> =
+        ACCESS_LOG_FIELDS.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect();
+    AccessLog {
+        name: extension_names::STDOUT_ACCESS_LOG.to_owned(),
+        typed_config: AccessLogConfig::Stdout(StdoutAccessLog {
+            log_format: SubstitutionFormatString { json_format },
+        }),
     }
 }

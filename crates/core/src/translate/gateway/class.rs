@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use super::ClassOutcome;
-use super::api::{GatewayClass, ParametersReference};
 use super::conditions::{
     ACCEPTED, REASON_ACCEPTED, REASON_INVALID_PARAMETERS, REASON_SUPPORTED_VERSION, SUPPORTED_VERSION,
     judged, state,
 };
 use crate::api::Envoy;
+use crate::api::gateway::{GatewayClass, ParametersReference};
 use crate::names::CONTROLLER_NAME;
 
 /// The group and kind a `parametersRef` names the template of a class's fleets by.

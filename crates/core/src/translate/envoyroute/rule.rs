@@ -3,11 +3,11 @@
 //! (header changes, host and path rewrites).
 
 use super::attach::CheckedRoute;
-use super::backends::{ClusterKey, Unresolved};
 use crate::api::route::{
     HeaderModifier, HttpHeader, PathMatchType, PathModifier, PathModifierType, ValueMatchType,
 };
 use crate::ir;
+use crate::route::backend::{ClusterKey, Unresolved};
 use crate::rules::route::{EffectiveMatch, EffectiveRedirect, EffectiveRule, ValueMatch};
 
 /// What a rule of an HTTPRoute does that an EnvoyRoute's rule cannot say. EnvoyRoutes have
@@ -181,11 +181,11 @@ pub(crate) fn header_changes(modifier: Option<&HeaderModifier>) -> ir::HeaderCha
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::backends::REASON_BACKEND_NOT_FOUND;
-    use super::super::to_envoy;
-    use super::super::to_envoy::route::INVALID_BACKEND_CLUSTER;
     use super::*;
     use crate::api::EnvoyRoute;
+    use crate::route::backend::REASON_BACKEND_NOT_FOUND;
+    use crate::xds as to_envoy;
+    use crate::xds::route::INVALID_BACKEND_CLUSTER;
 
     fn checked(rule: Value, backends: Vec<Result<ClusterKey, Unresolved>>) -> CheckedRoute {
         let route: EnvoyRoute = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",

@@ -3,7 +3,7 @@
 //! of the cluster is most changes in a busy one). Answers err towards yes: references are
 //! matched by namespace and name whatever their group and kind, so an answer of no is sure.
 
-use super::api::{Gateway, GatewayClass, HTTPRoute, HTTPRouteFilter};
+use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute, HTTPRouteFilter};
 
 /// Whether `route` sends requests to, or mirrors them to, `namespace/name`.
 pub fn route_names_service(route: &HTTPRoute, namespace: &str, name: &str) -> bool {

@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::backends::{ClusterKey, find_service, service_port};
 use crate::ir;
 use crate::names::SERVICE_NAME_LABEL;
+use crate::route::backend::{ClusterKey, find_service, service_port};
 
 /// The backends of `keys`, sorted by name, without duplicates. Services and slices are
 /// grouped once, so that each key's are found by lookup, not by a pass over the cluster's.
@@ -123,8 +123,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
-    use super::super::to_envoy::cluster::{cluster, cluster_load_assignment};
     use super::*;
+    use crate::xds::cluster::{cluster, cluster_load_assignment};
 
     fn service(ports: Vec<ServicePort>) -> Arc<Service> {
         Arc::new(Service {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::backends::{self, ClusterKey, Unresolved};
-use super::conditions::{ConditionState, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE};
 use super::rule::RuleExtensions;
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
 use crate::names::REASON_ACCEPTED;
+use crate::route::backend::{self, ClusterKey, Unresolved};
+use crate::route::conditions::{ConditionState, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE};
 use crate::rules::{Defaulted, FieldErrors, Rules, defaulted};
 
 /// A route read for translation: defaulted, judged by the rule engine, its backends resolved.
@@ -39,9 +39,7 @@ impl CheckedRoute {
             .effective()
             .rules
             .iter()
-            .map(|rule| {
-                rule.backend_refs.iter().map(|b| backends::resolve(&namespace, b, services)).collect()
-            })
+            .map(|rule| rule.backend_refs.iter().map(|b| backend::resolve(&namespace, b, services)).collect())
             .collect();
         checked
     }

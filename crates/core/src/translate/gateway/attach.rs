@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use super::api::{GROUP, Gateway, ParentReference};
 use super::conditions::{
     ConditionState, REASON_ACCEPTED, REASON_NO_MATCHING_LISTENER_HOSTNAME, REASON_NO_MATCHING_PARENT,
     REASON_NOT_ALLOWED_BY_LISTENERS, REASON_UNSUPPORTED_VALUE, state,
 };
 use super::hostnames::intersect;
+use super::httproute::ReadRoute;
 use super::listeners::JudgedListener;
-use super::route::ReadRoute;
 use super::selector::selects;
+use crate::api::gateway::{GROUP, Gateway, ParentReference};
 
 /// Whether `parent_ref` of a route of `route_namespace` names a Gateway (by group and kind),
 /// and then its namespace.

@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 
 use super::{discovery_responses, response};
 use crate::api::Envoy;
-use crate::gateway::api::{GROUP, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
-use crate::gateway::{
+use crate::api::gateway::{GROUP, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
+use crate::names::CONTROLLER_NAME;
+use crate::route::conditions::ConditionState;
+use crate::translate::gateway::{
     GatewayInputs, GatewayOutcome, GatewayTranslation, Judged, ListenerOutcome, ParentOutcome, translate,
 };
-use crate::names::CONTROLLER_NAME;
 use crate::xds::Resources;
-use crate::xds::conditions::ConditionState;
 
 /// The type of the Secrets a Gateway's listeners may present.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";

@@ -9,18 +9,18 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::api::{GROUP, HTTPBackendRef, HTTPRoute, HTTPRouteFilter, HTTPRouteRule, ReferenceGrant};
 use super::conditions::{ConditionState, REASON_REF_NOT_PERMITTED};
 use super::filters;
 use super::grants::{self, Reference};
 use crate::api::EnvoyRoute;
+use crate::api::gateway::{GROUP, HTTPBackendRef, HTTPRoute, HTTPRouteFilter, HTTPRouteRule, ReferenceGrant};
 use crate::api::route::{BackendRef, EnvoyRouteSpec, FilterType, RouteFilter, RouteRule};
+use crate::route::backend::{self, ClusterKey, Unresolved};
 use crate::rules::route::{DEFAULT_BACKEND_GROUP, DEFAULT_BACKEND_KIND, DEFAULT_WEIGHT, EffectiveBackendRef};
 use crate::rules::{Rules, defaulted};
-use crate::xds::attach::CheckedRoute;
-use crate::xds::backends::{self, ClusterKey, Unresolved};
-use crate::xds::rule::RuleExtensions;
-use crate::xds::status::resolved_refs;
+use crate::translate::envoyroute::attach::CheckedRoute;
+use crate::translate::envoyroute::rule::RuleExtensions;
+use crate::translate::envoyroute::status::resolved_refs;
 
 /// The filter types the operator implements.
 const SUPPORTED_FILTERS: &str =
@@ -243,5 +243,5 @@ fn resolve(
             ),
         });
     }
-    backends::resolve(namespace, &effective, services)
+    backend::resolve(namespace, &effective, services)
 }

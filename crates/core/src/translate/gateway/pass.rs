@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::api::{Gateway, HTTPRoute, ParentReference};
 use super::attach::{attach, gateway_namespace};
 use super::class::{self, AcceptedClass};
 use super::conditions::{
@@ -11,15 +10,16 @@ use super::conditions::{
     REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED, REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS,
     judged, state,
 };
+use super::httproute::ReadRoute;
 use super::listeners::{self, JudgedListener};
-use super::route::ReadRoute;
 use super::{
     ClassOutcome, GatewayInputs, GatewayOutcome, GatewayTranslation, ListenerOutcome, ParentOutcome,
     RouteOutcome, fleet, merge,
 };
 use crate::api::Envoy;
-use crate::xds::attach::CheckedRoute;
-use crate::xds::to_envoy;
+use crate::api::gateway::{Gateway, HTTPRoute, ParentReference};
+use crate::translate::envoyroute::attach::CheckedRoute;
+use crate::xds;
 
 /// A Gateway of an accepted class, its listeners judged.
 struct JudgedGateway<'a> {
@@ -215,7 +215,7 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
         generation: gateway.metadata.generation,
         // Proxies only for a Gateway with something to serve, under a name that is free.
         fleet: desired.ok().filter(|_| accepted.status && foreign.is_none()),
-        resources: to_envoy::resources(&ir),
+        resources: xds::resources(&ir),
         ir,
         addresses,
         conditions: vec![judged(ACCEPTED, accepted), judged(PROGRAMMED, programmed)],

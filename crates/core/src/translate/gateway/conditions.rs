@@ -1,10 +1,10 @@
 //! The conditions of GatewayClasses, Gateways, their listeners and HTTPRoutes, in Gateway API's
 //! words (`apis/v1/gatewayclass_types.go`, `gateway_types.go`, `shared_types.go`): their types
-//! and reasons. Those a route shares with EnvoyRoute come from [`crate::xds::conditions`] and
-//! [`crate::xds::backends`].
+//! and reasons. Those a route shares with EnvoyRoute come from [`crate::route::conditions`] and
+//! [`crate::route::backend`].
 
-pub use crate::xds::backends::{REASON_BACKEND_NOT_FOUND, REASON_INVALID_KIND};
-pub use crate::xds::conditions::{
+pub use crate::route::backend::{REASON_BACKEND_NOT_FOUND, REASON_INVALID_KIND};
+pub use crate::route::conditions::{
     ACCEPTED, ConditionState, REASON_NO_MATCHING_PARENT, REASON_RESOLVED_REFS, REASON_UNSUPPORTED_VALUE,
     RESOLVED_REFS,
 };

@@ -1,6 +1,6 @@
 //! Route status, as Gateway API words it: per route and parentRef, `Accepted` (is the route
 //! attached?) and `ResolvedRefs` (do its backends resolve?), each with a reason and a message a
-//! user can act on ([`super::conditions`]); and the route's whole `status.parents` computed
+//! user can act on ([`crate::route::conditions`]); and the route's whole `status.parents` computed
 //! from them.
 
 use std::sync::Arc;
@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
 
 use super::attach::{CheckedRoute, attach};
-use super::conditions::{ACCEPTED, ConditionState, REASON_RESOLVED_REFS, RESOLVED_REFS};
 use super::listener;
 use crate::api::route::{EnvoyRouteStatus, ParentReference, RouteParentStatus, RouteSummary};
 use crate::api::{Envoy, EnvoyRoute};
+use crate::route::conditions::{ACCEPTED, ConditionState, REASON_RESOLVED_REFS, RESOLVED_REFS};
 use crate::rules::Defaulted;
 
 /// Gateway API's limit on `status.parents`.
@@ -246,11 +246,11 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
-    use super::super::backends::REASON_BACKEND_NOT_FOUND;
-    use super::super::conditions::REASON_NO_MATCHING_PARENT;
     use super::*;
     use crate::api::EnvoySpec;
     use crate::names::CONTROLLER_NAME;
+    use crate::route::backend::REASON_BACKEND_NOT_FOUND;
+    use crate::route::conditions::REASON_NO_MATCHING_PARENT;
     use crate::rules::defaulted;
 
     fn at(second: i64) -> Time {

@@ -1,16 +1,16 @@
 //! The statuses the operator writes, from the translation's outcomes (pure, like
-//! [`crate::xds::status::route_status`]): every condition carries the generation judged, and
+//! [`crate::translate::envoyroute::status::route_status`]): every condition carries the generation judged, and
 //! keeps its `lastTransitionTime` unless its status changes, so writing twice from the same
 //! outcome writes the same status.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::api::{
+use super::{ClassOutcome, GatewayOutcome, Judged, RouteOutcome};
+use crate::api::gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, HTTPRoute, HTTPRouteStatus, ListenerStatus,
     ParentReference, RouteParentStatus,
 };
-use super::{ClassOutcome, GatewayOutcome, Judged, RouteOutcome};
-use crate::xds::status::{ParentEntry, condition, parent_statuses};
+use crate::translate::envoyroute::status::{ParentEntry, condition, parent_statuses};
 
 fn conditions(
     judged: &[Judged],

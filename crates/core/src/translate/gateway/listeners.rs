@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use super::api::{self, GROUP, Gateway, Listener, ReferenceGrant, RouteGroupKind, SecretObjectReference};
 use super::conditions::{
     ConditionState, REASON_ACCEPTED, REASON_HOSTNAME_CONFLICT, REASON_INVALID_CERTIFICATE_REF,
     REASON_INVALID_ROUTE_KINDS, REASON_NO_CONFLICTS, REASON_PORT_UNAVAILABLE, REASON_PROTOCOL_CONFLICT,
@@ -17,6 +16,9 @@ use super::conditions::{
 use super::grants::{self, Reference};
 use super::hostnames::listener_domain;
 use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
+use crate::api::gateway::{
+    self as api, GROUP, Gateway, Listener, ReferenceGrant, RouteGroupKind, SecretObjectReference,
+};
 use crate::ir::{self, Domain};
 
 /// The only route kind the operator implements.

@@ -12,8 +12,8 @@ use kube::Resource;
 
 use sha2::{Digest, Sha256};
 
-use super::api::{Gateway, GatewayStatusAddress};
 use super::listeners::JudgedListener;
+use crate::api::gateway::{Gateway, GatewayStatusAddress};
 use crate::api::{Envoy, EnvoySpec, ServicePort, ServiceType};
 use crate::children::status::{DEGRADED, REASON_INVALID_SPEC, REASON_RESOURCE_EXISTS};
 use crate::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_KEY};

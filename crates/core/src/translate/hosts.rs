@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::attach::CheckedRoute;
-use super::rule;
+use super::envoyroute::attach::CheckedRoute;
+use super::envoyroute::rule;
 use crate::api::route::PathMatchType;
 use crate::ir::{self, Domain};
 use crate::rules::route::EffectiveMatch;
@@ -183,10 +183,10 @@ impl Precedence {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::to_envoy::route::route_configuration;
     use super::*;
     use crate::api::EnvoyRoute;
     use crate::envoy::RouteConfiguration;
+    use crate::xds::route::route_configuration;
 
     /// The listeners' route configurations, as Envoy gets them.
     fn route_configurations(listeners: &[String], attached: &[AttachedRoute<'_>]) -> Vec<RouteConfiguration> {

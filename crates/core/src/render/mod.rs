@@ -17,16 +17,17 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{Value, json};
 
-use super::{Inputs, Resources, RouteStatus, Translation, translate};
 use crate::admission::{Admitted, defaulted_valid};
 use crate::api::{Envoy, EnvoyRoute};
 use crate::children::envoy::fleet_key;
 use crate::envoy::{Packable, Packed};
 use crate::manifest::{Outcome, display_name, type_meta};
 use crate::rules::Defaulted;
+use crate::translate::envoyroute::{Inputs, RouteStatus, Translation, translate};
+use crate::xds::Resources;
 
 use self::gateway::{GatewayDocument, GatewayObjects, TLS_SECRET_TYPE};
-use crate::gateway::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 
 /// The objects of the manifests a translation reads, defaulted and checked as the API server
 /// would store them.
@@ -285,7 +286,7 @@ fn status_line(status: &RouteStatus) -> String {
         Some(section) => format!("{}/{section}", status.parent_ref.name),
         None => status.parent_ref.name.clone(),
     };
-    let condition = |name: &str, state: &super::conditions::ConditionState| {
+    let condition = |name: &str, state: &crate::route::conditions::ConditionState| {
         if state.status {
             name.to_owned()
         } else {

@@ -19,7 +19,6 @@
 //! - [`fleet`]: the Envoy that serves a Gateway, its readiness and addresses;
 //! - [`mod@translate`]: the pass; [`status`]: the statuses written from its outcomes.
 
-pub mod api;
 pub mod attach;
 pub mod class;
 pub mod conditions;
@@ -27,13 +26,13 @@ pub mod filters;
 pub mod fleet;
 pub mod grants;
 pub mod hostnames;
+pub mod httproute;
 pub mod listeners;
 pub mod merge;
 pub mod named;
-pub mod route;
+pub mod pass;
 pub mod selector;
 pub mod status;
-pub mod translate;
 
 #[cfg(test)]
 mod tests;
@@ -45,11 +44,11 @@ use serde::Serialize;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use self::api::{Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
 use crate::api::Envoy;
+use crate::api::gateway::{self as api, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
 use crate::ir;
+use crate::route::conditions::ConditionState;
 use crate::xds::Resources;
-use crate::xds::conditions::ConditionState;
 
 /// Everything the Gateway API translation reads, from every namespace.
 #[derive(Clone, Copy, Debug, Default)]
@@ -160,5 +159,5 @@ pub struct ParentOutcome {
 /// Gateways (each a fleet, its IR and resources, and its status), and every HTTPRoute attached
 /// to one of them, in one pass.
 pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
-    translate::translate(inputs)
+    pass::translate(inputs)
 }

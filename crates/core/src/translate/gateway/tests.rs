@@ -58,11 +58,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use serde_json::{Value, json};
 
-use super::api::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant, RouteParentStatus};
 use super::conditions::*;
 use super::status::{class_status, gateway_status, route_status};
 use super::*;
 use crate::api::ServiceType;
+use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant, RouteParentStatus};
 use crate::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
 
 const INFRA: &str = "gateway-conformance-infra";
@@ -1548,7 +1548,7 @@ spec:
         controller_name: "example.com/someone-else".into(),
         conditions: Vec::new(),
     };
-    stored.status = Some(super::api::HTTPRouteStatus { parents: vec![theirs.clone()] });
+    stored.status = Some(crate::api::gateway::HTTPRouteStatus { parents: vec![theirs.clone()] });
     let first = route_status(
         &stored,
         route(&world.translate(), INFRA, "observed-generation-bump"),
@@ -1944,7 +1944,7 @@ spec:
     let parent = &route(&translation, INFRA, "mirror-nowhere").parents[0];
     assert_eq!((parent.accepted.status, parent.accepted.reason), (true, REASON_ACCEPTED));
     let resolved = &parent.resolved_refs;
-    assert_eq!((resolved.status, resolved.reason), (false, crate::xds::backends::REASON_BACKEND_NOT_FOUND));
+    assert_eq!((resolved.status, resolved.reason), (false, crate::route::backend::REASON_BACKEND_NOT_FOUND));
     assert!(
         resolved.message.starts_with(
             "spec.rules[0].filters[0].requestMirror.backendRef: Service \"no-such-service\" not found"

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-#[cfg(test)]
-use super::conditions::REASON_UNSUPPORTED_VALUE;
-use super::conditions::{ConditionState, REASON_NO_MATCHING_PARENT};
 use super::status::{RouteStatus, route_parents};
 use super::{Inputs, Translation, translate};
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
 use crate::fleet::isolate::Rejections;
 use crate::names::GATEWAY_LABEL;
+#[cfg(test)]
+use crate::route::conditions::REASON_UNSUPPORTED_VALUE;
+use crate::route::conditions::{ConditionState, REASON_NO_MATCHING_PARENT};
 use crate::rules::Defaulted;
 
 /// The objects of one namespace.

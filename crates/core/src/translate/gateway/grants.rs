@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::api::ReferenceGrant;
+use crate::api::gateway::ReferenceGrant;
 
 /// One reference, from an object's group, kind and namespace to an object.
 #[derive(Clone, Copy, Debug)]

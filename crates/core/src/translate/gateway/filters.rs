@@ -6,11 +6,11 @@
 
 use std::collections::HashMap;
 
-use super::api::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule};
+use crate::api::gateway::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule};
 use crate::api::route::{HeaderModifier, HttpHeader, MAX_LIST_ITEMS};
+use crate::route::backend::{ClusterKey, Unresolved};
 use crate::rules::format;
-use crate::xds::backends::{ClusterKey, Unresolved};
-use crate::xds::rule::{ResolvedMirror, RuleExtensions, header_changes};
+use crate::translate::envoyroute::rule::{ResolvedMirror, RuleExtensions, header_changes};
 
 pub const RESPONSE_HEADER_MODIFIER: &str = "ResponseHeaderModifier";
 pub const REQUEST_MIRROR: &str = "RequestMirror";

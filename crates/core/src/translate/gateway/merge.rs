@@ -14,9 +14,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::listeners::{JudgedListener, Protocol};
 use crate::ir::{self, Domain};
-use crate::xds::attach::CheckedRoute;
-use crate::xds::routes::{HostnameOrder, RouteHosts};
-use crate::xds::{endpoints, routes, rule};
+use crate::translate::envoyroute::attach::CheckedRoute;
+use crate::translate::envoyroute::rule;
+use crate::translate::hosts::{HostnameOrder, RouteHosts};
+use crate::translate::{endpoints, hosts as routes};
 
 /// The fleet's IR: `attached` holds, per listener (by index), the routes attached to it as they
 /// serve there.
