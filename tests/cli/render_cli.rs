@@ -169,11 +169,11 @@ fn xds_says_what_it_does_not_render() {
     assert_eq!(flags.status.code(), Some(2), "the control plane's address plays no part in the resources");
 }
 
-/// The gateway case of the core's translation tests, its Envoy on the operator's control plane.
+/// The every-feature case of the core's translation tests, its Envoy on the operator's control plane.
 fn gateway_on_the_operator() -> String {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/core/tests/testdata/xds/gateway/input.yaml");
-    let input = std::fs::read_to_string(path).expect("the gateway case");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/core/tests/testdata/xds/every-feature/input.yaml");
+    let input = std::fs::read_to_string(path).expect("the every-feature case");
     let without_xds = input.replace("  xds: {host: xds.envoy-operator, port: 18000}\n", "");
     assert_ne!(input, without_xds, "the gateway's spec.xds is removed");
     without_xds

@@ -293,9 +293,10 @@ fn the_resources_render_xds_prints_pass_envoy_validation() {
     let Some(envoy) = envoy() else { return };
     let dir = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Every feature of the translation: the core's gateway case, on the operator's control plane.
+    // Every feature of the translation: the core's every-feature case, on the operator's control plane.
     let gateway =
-        std::fs::read_to_string(root.join("crates/core/tests/testdata/xds/gateway/input.yaml")).unwrap();
+        std::fs::read_to_string(root.join("crates/core/tests/testdata/xds/every-feature/input.yaml"))
+            .unwrap();
     let gateway = gateway.replace("  xds: {host: xds.envoy-operator, port: 18000}\n", "");
     std::fs::write(dir.path().join("gateway.yaml"), gateway).unwrap();
     let edge = "apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: edge-envoy}\nspec: {}\n";

@@ -42,7 +42,7 @@ const CASES: [(&str, &[&str]); 3] = [
             "crates/core/tests/testdata/xds/example/cluster.yaml",
         ],
     ),
-    ("gateway", &["crates/core/tests/testdata/xds/gateway/input.yaml"]),
+    ("every-feature", &["crates/core/tests/testdata/xds/every-feature/input.yaml"]),
     ("quiet", &["crates/core/tests/testdata/xds/quiet/input.yaml"]),
 ];
 
@@ -157,7 +157,7 @@ fn the_order_of_the_inputs_does_not_matter() {
 /// What the golden files say, checked by meaning rather than by bytes: the semantics the
 /// translation promises, so a regenerated golden file cannot silently lose them.
 #[test]
-fn the_gateway_case_means_what_it_should() {
+fn the_every_feature_case_means_what_it_should() {
     let translation = Fixture::load(CASES[1].1).translate();
     let resources = serde_json::to_value(&translation.resources).unwrap();
     let clusters: Vec<&str> =
