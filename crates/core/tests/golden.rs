@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use envoy_operator_core::api::{Envoy, EnvoyRoute};
 use envoy_operator_core::fleet::isolate::{Rejection, Rejections, RouteId};
-use envoy_operator_core::gateway::{self, GatewayInputs};
 use envoy_operator_core::ir::Fleet;
 use envoy_operator_core::manifest::parse_documents;
 use envoy_operator_core::rules::defaulted;
-use envoy_operator_core::xds::{self, Inputs, RouteStatus};
+use envoy_operator_core::translate::envoyroute::{self as xds, Inputs, RouteStatus};
+use envoy_operator_core::translate::gateway::{self, GatewayInputs};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
