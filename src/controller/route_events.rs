@@ -6,7 +6,7 @@
 
 use envoy_operator_core::names::CONTROLLER_NAME;
 use envoy_operator_core::route::events::parent_events;
-use envoy_operator_core::translate::envoyroute::status::ParentEntry;
+use envoy_operator_core::route::status::ParentEntry;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};

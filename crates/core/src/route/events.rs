@@ -10,7 +10,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::translate::envoyroute::status::ParentEntry;
+use crate::route::status::ParentEntry;
 
 /// The longest note the API server takes (`events.k8s.io/v1`: 1 kB).
 pub const NOTE_LIMIT_BYTES: usize = 1024;

@@ -3,31 +3,19 @@
 //! precedence.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::envoyroute::attach::CheckedRoute;
-use super::envoyroute::rule;
-use crate::api::route::PathMatchType;
 use crate::ir::{self, Domain};
-use crate::rules::route::EffectiveMatch;
+use crate::route::{Match, Route};
 
-/// A valid route and the listeners it is attached to.
-#[derive(Clone, Debug)]
-pub struct AttachedRoute<'a> {
-    pub checked: &'a CheckedRoute,
-    pub listeners: BTreeSet<String>,
-}
-
-/// Gives each listener the virtual hosts of the routes attached to it (none without routes:
-/// the listener answers 404).
-pub fn add_virtual_hosts(listeners: &mut [ir::Listener], attached: &[AttachedRoute<'_>]) {
-    for listener in listeners {
-        let routes: Vec<&CheckedRoute> =
-            attached.iter().filter(|a| a.listeners.contains(&listener.name)).map(|a| a.checked).collect();
-        listener.virtual_hosts = virtual_hosts(&routes);
-    }
+/// A route as a listener serves it: with the hostnames it serves there (its own, or their
+/// intersection with a Gateway listener's).
+#[derive(Clone, Copy, Debug)]
+pub struct Served<'a> {
+    pub route: &'a Route,
+    pub hostnames: &'a [String],
 }
 
 /// How the routes serving one host are ordered by their matching hostnames.
@@ -44,12 +32,12 @@ pub enum HostnameOrder {
 }
 
 /// One virtual host per domain of the routes, sorted, each with the routes that serve it.
-pub fn virtual_hosts(routes: &[&CheckedRoute]) -> Vec<ir::VirtualHost> {
+pub fn virtual_hosts(routes: &[Served<'_>]) -> Vec<ir::VirtualHost> {
     ordered_virtual_hosts(routes, HostnameOrder::MostSpecificFirst)
 }
 
 /// [`virtual_hosts`], with routes ordered by `order`.
-pub fn ordered_virtual_hosts(routes: &[&CheckedRoute], order: HostnameOrder) -> Vec<ir::VirtualHost> {
+pub fn ordered_virtual_hosts(routes: &[Served<'_>], order: HostnameOrder) -> Vec<ir::VirtualHost> {
     let hosts = RouteHosts::new(routes);
     hosts.domains().map(|domain| hosts.virtual_host(domain.clone(), order)).collect()
 }
@@ -59,19 +47,19 @@ pub fn ordered_virtual_hosts(routes: &[&CheckedRoute], order: HostnameOrder) -> 
 /// not by a pass over every route: with a hostname per route, building a listener's hosts
 /// would otherwise take routes² steps.
 pub struct RouteHosts<'a> {
-    routes: Vec<&'a CheckedRoute>,
+    routes: Vec<&'a Route>,
     by_hostname: BTreeMap<Domain, Vec<usize>>,
 }
 
 impl<'a> RouteHosts<'a> {
-    pub fn new(routes: &[&'a CheckedRoute]) -> Self {
+    pub fn new(routes: &[Served<'a>]) -> Self {
         let mut by_hostname: BTreeMap<Domain, Vec<usize>> = BTreeMap::new();
-        for (i, checked) in routes.iter().enumerate() {
-            for hostname in Domain::of_route(&checked.route.effective().hostnames) {
+        for (i, served) in routes.iter().enumerate() {
+            for hostname in Domain::of_route(served.hostnames) {
                 by_hostname.entry(hostname).or_default().push(i);
             }
         }
-        Self { routes: routes.to_vec(), by_hostname }
+        Self { routes: routes.iter().map(|served| served.route).collect(), by_hostname }
     }
 
     /// The domains of the routes' hostnames, sorted, each once.
@@ -83,15 +71,15 @@ impl<'a> RouteHosts<'a> {
     /// it, in precedence order (none: every request for it is answered 404).
     pub fn virtual_host(&self, domain: Domain, order: HostnameOrder) -> ir::VirtualHost {
         let mut entries: Vec<(Precedence, ir::Route)> = Vec::new();
-        for (checked, hostname) in self.serving(&domain) {
+        for (route, hostname) in self.serving(&domain) {
             let hostname = match order {
                 HostnameOrder::MostSpecificFirst => hostname,
                 HostnameOrder::Ignored => Domain::Any,
             };
-            for (i, rule) in checked.route.effective().rules.iter().enumerate() {
+            for (i, rule) in route.rules.iter().enumerate() {
                 for (j, route_match) in rule.matches.iter().enumerate() {
-                    if let Some(route) = rule::route(checked, i, j) {
-                        entries.push((Precedence::of(&hostname, route_match, checked, i, j), route));
+                    if let Some(ir_route) = route.ir_route(i, j) {
+                        entries.push((Precedence::of(&hostname, route_match, route, i, j), ir_route));
                     }
                 }
             }
@@ -101,7 +89,7 @@ impl<'a> RouteHosts<'a> {
     }
 
     /// Each route whose hostnames cover `domain`, once, with the most specific of them.
-    fn serving(&self, domain: &Domain) -> Vec<(&'a CheckedRoute, Domain)> {
+    fn serving(&self, domain: &Domain) -> Vec<(&'a Route, Domain)> {
         let mut serving: BTreeMap<usize, Domain> = BTreeMap::new();
         // Most specific first: a route's first hostname found is its most specific.
         for hostname in domain.covering() {
@@ -143,36 +131,24 @@ enum PathRank {
 }
 
 impl Precedence {
-    fn of(
-        hostname: &Domain,
-        route_match: &EffectiveMatch,
-        checked: &CheckedRoute,
-        rule: usize,
-        index: usize,
-    ) -> Self {
-        let (path_type, path_length) = match route_match.path_type {
-            PathMatchType::Exact => (PathRank::Exact, route_match.path.len()),
-            PathMatchType::RegularExpression => (PathRank::RegularExpression, route_match.path.len()),
+    /// `route_match` holds one header match per (lowercase) name and one query parameter match
+    /// per name ([`Match`]), so their counts are those of distinct names.
+    fn of(hostname: &Domain, route_match: &Match, route: &Route, rule: usize, index: usize) -> Self {
+        let (path_type, path_length) = match &route_match.path {
+            ir::PathMatch::Exact(path) => (PathRank::Exact, path.len()),
+            ir::PathMatch::RegularExpression(path) => (PathRank::RegularExpression, path.len()),
             // `/foo/` and `/foo` match the same requests.
-            PathMatchType::PathPrefix => (PathRank::PathPrefix, route_match.path.trim_end_matches('/').len()),
+            ir::PathMatch::Prefix(path) => (PathRank::PathPrefix, path.trim_end_matches('/').len()),
         };
-        let mut header_names: Vec<String> =
-            route_match.headers.iter().map(|h| h.name.to_ascii_lowercase()).collect();
-        header_names.sort();
-        header_names.dedup();
-        let mut query_names: Vec<&str> = route_match.query_params.iter().map(|q| q.name.as_str()).collect();
-        query_names.sort_unstable();
-        query_names.dedup();
-        let created = checked.route.metadata.creation_timestamp.as_ref().map(|time| time.0);
         Self {
             hostname: Reverse(hostname.specificity()),
             path_type,
             path_length: Reverse(path_length),
             without_method: route_match.method.is_none(),
-            headers: Reverse(header_names.len()),
-            query_params: Reverse(query_names.len()),
-            created: (created.is_none(), created),
-            route: (checked.namespace().to_owned(), checked.name().to_owned()),
+            headers: Reverse(route_match.headers.len()),
+            query_params: Reverse(route_match.query_params.len()),
+            created: (route.created.is_none(), route.created),
+            route: (route.namespace.clone(), route.name.clone()),
             rule,
             route_match: index,
         }
@@ -186,44 +162,44 @@ mod tests {
     use super::*;
     use crate::api::EnvoyRoute;
     use crate::envoy::RouteConfiguration;
+    use crate::fleet::isolate::Rejections;
+    use crate::translate::envoyroute::read::ReadEnvoyRoute;
     use crate::xds::route::route_configuration;
 
     /// The listeners' route configurations, as Envoy gets them.
-    fn route_configurations(listeners: &[String], attached: &[AttachedRoute<'_>]) -> Vec<RouteConfiguration> {
-        let mut listeners: Vec<ir::Listener> = listeners
+    /// `attached` serve on the listeners named in `on`; the others answer 404.
+    fn route_configurations(
+        listeners: &[String],
+        attached: (&[Served<'_>], &[&str]),
+    ) -> Vec<RouteConfiguration> {
+        let (routes, on) = attached;
+        let listeners: Vec<ir::Listener> = listeners
             .iter()
             .map(|name| ir::Listener {
                 name: name.clone(),
                 port: 8080,
                 access_log: false,
-                virtual_hosts: Vec::new(),
+                virtual_hosts: if on.contains(&name.as_str()) { virtual_hosts(routes) } else { Vec::new() },
                 tls_servers: Vec::new(),
             })
             .collect();
-        add_virtual_hosts(&mut listeners, attached);
         listeners.iter().map(route_configuration).collect()
     }
 
-    fn checked(name: &str, created: &str, spec: Value) -> CheckedRoute {
+    fn checked(name: &str, created: &str, spec: Value) -> Route {
         let route: EnvoyRoute =
             serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
             "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created}, "spec": spec}))
             .unwrap();
-        CheckedRoute::new(&route, &[])
+        ReadEnvoyRoute::read(&route, &[], &Rejections::default()).route
     }
 
     fn names(configuration: &RouteConfiguration, host: usize) -> Vec<String> {
         configuration.virtual_hosts[host].routes.iter().map(|r| r.name.clone()).collect()
     }
 
-    fn attached<'a>(routes: &'a [CheckedRoute], listeners: &[&str]) -> Vec<AttachedRoute<'a>> {
-        routes
-            .iter()
-            .map(|checked| AttachedRoute {
-                checked,
-                listeners: listeners.iter().map(|l| (*l).to_owned()).collect(),
-            })
-            .collect()
+    fn served(routes: &[Route]) -> Vec<Served<'_>> {
+        routes.iter().map(|route| Served { route, hostnames: &route.hostnames }).collect()
     }
 
     #[test]
@@ -248,7 +224,7 @@ mod tests {
                 ]}),
             ),
         ];
-        let configurations = route_configurations(&["http".to_owned()], &attached(&routes, &["http"]));
+        let configurations = route_configurations(&["http".to_owned()], (&served(&routes), &["http"]));
         assert_eq!(configurations.len(), 1);
         assert_eq!(configurations[0].virtual_hosts.len(), 1);
         assert_eq!(configurations[0].virtual_hosts[0].domains, ["*"]);
@@ -284,7 +260,7 @@ mod tests {
             checked("any", "2024-01-01T00:00:00Z", json!({"rules": [{}]})),
             checked("elsewhere", "2024-01-01T00:00:00Z", json!({"hostnames": ["other.org"], "rules": [{}]})),
         ];
-        let configurations = route_configurations(&["http".to_owned()], &attached(&routes, &["http"]));
+        let configurations = route_configurations(&["http".to_owned()], (&served(&routes), &["http"]));
         let hosts: Vec<(&str, &[String])> = configurations[0]
             .virtual_hosts
             .iter()
@@ -313,7 +289,7 @@ mod tests {
     fn every_listener_has_its_configuration() {
         let routes = [checked("web", "2024-01-01T00:00:00Z", json!({"rules": [{}]}))];
         let listeners = ["admin".to_owned(), "http".to_owned()];
-        let configurations = route_configurations(&listeners, &attached(&routes, &["http"]));
+        let configurations = route_configurations(&listeners, (&served(&routes), &["http"]));
         assert_eq!(configurations.len(), 2);
         assert_eq!(configurations[0].name, "admin");
         assert!(configurations[0].virtual_hosts.is_empty(), "nothing attached: Envoy answers 404");

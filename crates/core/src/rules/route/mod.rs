@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use super::{FieldErrors, Rules, Warnings, format};
 use crate::api::route::{
-    EnvoyRoute, HeaderModifier, HttpMethod, ParentReference, PathMatch, PathMatchType, PathModifier,
-    RedirectScheme, RouteFilter, RouteMatch, RouteRule, UrlRewrite, ValueMatchType,
+    BackendRef, EnvoyRoute, FilterType, HeaderModifier, HttpMethod, ParentReference, PathMatch,
+    PathMatchType, PathModifier, RedirectScheme, RequestRedirect, RouteMatch, RouteRule, RouteTimeouts,
+    UrlRewrite, ValueMatchType,
 };
 
 /// Group of a backend that does not say: the core group, where Services are.
@@ -142,45 +143,120 @@ fn default_rule(rule: &mut RouteRule) {
     }
 }
 
-/// The resolved form of a defaulted rule (falling back on the defaults, so a rule that was
-/// never defaulted reads the same).
+/// A rule of HTTPRoute's shape, borrowed from a route object of any kind that has it
+/// (EnvoyRoute, HTTPRoute): what the rule engine judges and defaults, so each kind is checked
+/// by the same rules in the same words, and no kind is dressed up as another.
+#[derive(Clone, Debug, Default)]
+pub struct RuleView<'a> {
+    pub matches: &'a [RouteMatch],
+    /// The filters the rule engine knows (the kind's others are its reader's business).
+    pub filters: Vec<FilterView<'a>>,
+    /// The backendRefs requests can reach.
+    pub backend_refs: Vec<BackendView<'a>>,
+    pub timeouts: Option<&'a RouteTimeouts>,
+}
+
+/// A filter of a type the rule engine knows.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterView<'a> {
+    /// Its place in the object's list, for field paths.
+    pub index: usize,
+    pub filter_type: FilterType,
+    pub request_header_modifier: Option<&'a HeaderModifier>,
+    pub request_redirect: Option<&'a RequestRedirect>,
+    pub url_rewrite: Option<&'a UrlRewrite>,
+}
+
+/// A backendRef, as written (not defaulted).
+#[derive(Clone, Copy, Debug)]
+pub struct BackendView<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub name: &'a str,
+    pub port: Option<i32>,
+    pub weight: Option<i32>,
+}
+
+impl<'a> RuleView<'a> {
+    pub fn of_envoy_route(rule: &'a RouteRule) -> Self {
+        Self {
+            matches: &rule.matches,
+            filters: rule
+                .filters
+                .iter()
+                .enumerate()
+                .map(|(index, filter)| FilterView {
+                    index,
+                    filter_type: filter.filter_type,
+                    request_header_modifier: filter.request_header_modifier.as_ref(),
+                    request_redirect: filter.request_redirect.as_ref(),
+                    url_rewrite: filter.url_rewrite.as_ref(),
+                })
+                .collect(),
+            backend_refs: rule.backend_refs.iter().map(BackendView::of_envoy_route).collect(),
+            timeouts: rule.timeouts.as_ref(),
+        }
+    }
+
+    /// The rule with its defaults resolved (a rule that was never defaulted reads the same).
+    /// Of filters of the same type (which validation refuses) the first counts.
+    pub fn effective(&self) -> EffectiveRule {
+        let mut matches: Vec<EffectiveMatch> = self.matches.iter().map(effective_match).collect();
+        if matches.is_empty() {
+            matches.push(effective_match(&RouteMatch::default()));
+        }
+        EffectiveRule {
+            matches,
+            header_modifier: self.filters.iter().find_map(|f| f.request_header_modifier).cloned(),
+            redirect: self.filters.iter().find_map(|f| f.request_redirect).map(|redirect| {
+                EffectiveRedirect {
+                    scheme: redirect.scheme,
+                    hostname: redirect.hostname.clone(),
+                    path: redirect.path.clone(),
+                    port: redirect.port,
+                    status_code: redirect.status_code.unwrap_or(DEFAULT_REDIRECT_STATUS),
+                }
+            }),
+            url_rewrite: self.filters.iter().find_map(|f| f.url_rewrite).cloned(),
+            backend_refs: self
+                .backend_refs
+                .iter()
+                .map(|backend| EffectiveBackendRef {
+                    group: backend.group.unwrap_or(DEFAULT_BACKEND_GROUP).to_owned(),
+                    kind: backend.kind.unwrap_or(DEFAULT_BACKEND_KIND).to_owned(),
+                    name: backend.name.to_owned(),
+                    port: backend.port,
+                    weight: backend.weight.unwrap_or(DEFAULT_WEIGHT),
+                })
+                .collect(),
+            request_timeout: self
+                .timeouts
+                .and_then(|timeouts| timeouts.request.as_deref())
+                .and_then(|request| format::gateway_duration(request).ok()),
+        }
+    }
+}
+
+impl<'a> BackendView<'a> {
+    fn of_envoy_route(backend: &'a BackendRef) -> Self {
+        Self {
+            group: backend.group.as_deref(),
+            kind: backend.kind.as_deref(),
+            name: &backend.name,
+            port: backend.port,
+            weight: backend.weight,
+        }
+    }
+}
+
+/// What the rule engine refuses in a route's `hostnames` and `rules`, whatever its kind.
+pub fn validate_routing(hostnames: &[String], rules: &[RuleView]) -> Result<Warnings, FieldErrors> {
+    let (errors, warnings) = validate::validate_routing(hostnames, rules);
+    errors.into_result().map(|()| warnings)
+}
+
 fn effective_rule(rule: &RouteRule) -> EffectiveRule {
-    let first = |pick: fn(&RouteFilter) -> bool| rule.filters.iter().find(|filter| pick(filter));
-    let mut matches: Vec<EffectiveMatch> = rule.matches.iter().map(effective_match).collect();
-    if matches.is_empty() {
-        matches.push(effective_match(&RouteMatch::default()));
-    }
-    EffectiveRule {
-        matches,
-        header_modifier: first(|f| f.request_header_modifier.is_some())
-            .and_then(|f| f.request_header_modifier.clone()),
-        redirect: first(|f| f.request_redirect.is_some()).and_then(|f| f.request_redirect.as_ref()).map(
-            |redirect| EffectiveRedirect {
-                scheme: redirect.scheme,
-                hostname: redirect.hostname.clone(),
-                path: redirect.path.clone(),
-                port: redirect.port,
-                status_code: redirect.status_code.unwrap_or(DEFAULT_REDIRECT_STATUS),
-            },
-        ),
-        url_rewrite: first(|f| f.url_rewrite.is_some()).and_then(|f| f.url_rewrite.clone()),
-        backend_refs: rule
-            .backend_refs
-            .iter()
-            .map(|backend| EffectiveBackendRef {
-                group: backend.group.clone().unwrap_or_else(|| DEFAULT_BACKEND_GROUP.to_owned()),
-                kind: backend.kind.clone().unwrap_or_else(|| DEFAULT_BACKEND_KIND.to_owned()),
-                name: backend.name.clone(),
-                port: backend.port,
-                weight: backend.weight.unwrap_or(DEFAULT_WEIGHT),
-            })
-            .collect(),
-        request_timeout: rule
-            .timeouts
-            .as_ref()
-            .and_then(|timeouts| timeouts.request.as_deref())
-            .and_then(|request| format::gateway_duration(request).ok()),
-    }
+    RuleView::of_envoy_route(rule).effective()
 }
 
 fn effective_match(route_match: &RouteMatch) -> EffectiveMatch {

@@ -7,32 +7,48 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::json;
 
 use super::super::{FieldError, FieldErrors, Warnings, check_format, format};
+use super::{BackendView, FilterView, RuleView};
 use crate::api::route::{
-    BackendRef, EnvoyRoute, FilterType, HeaderMatch, HeaderModifier, MAX_HOSTNAMES, MAX_LIST_ITEMS,
+    EnvoyRoute, FilterType, HeaderMatch, HeaderModifier, MAX_HOSTNAMES, MAX_LIST_ITEMS,
     MAX_MATCHES_PER_ROUTE, MAX_MATCHES_PER_RULE, MAX_PARENT_REFS, MAX_RULES, MAX_WEIGHT, ParentReference,
-    PathMatchType, PathModifier, PathModifierType, QueryParamMatch, RequestRedirect, RouteFilter, RouteMatch,
-    RouteRule, UrlRewrite, ValueMatchType,
+    PathMatchType, PathModifier, PathModifierType, QueryParamMatch, RequestRedirect, RouteMatch, UrlRewrite,
+    ValueMatchType,
 };
 
-/// Every error and warning of a route.
+/// Every error and warning of an EnvoyRoute.
 pub(super) fn validate(route: &EnvoyRoute) -> (FieldErrors, Warnings) {
     let mut check = Check::default();
-    let spec = &route.spec;
-    check.parent_refs(&spec.parent_refs);
-    check.hostnames(&spec.hostnames);
-    check.at_most("spec.rules", spec.rules.len(), MAX_RULES);
-    let total_matches: usize = spec.rules.iter().map(|rule| rule.matches.len().max(1)).sum();
-    if total_matches > MAX_MATCHES_PER_ROUTE {
-        check.errors.push(FieldError::invalid(
+    check.parent_refs(&route.spec.parent_refs);
+    let rules: Vec<RuleView> = route.spec.rules.iter().map(RuleView::of_envoy_route).collect();
+    check.routing(&route.spec.hostnames, &rules);
+    (check.errors, check.warnings)
+}
+
+/// Every error and warning of what a route of HTTPRoute's shape says about routing (its
+/// hostnames and rules), whatever its kind.
+pub(super) fn validate_routing(hostnames: &[String], rules: &[RuleView]) -> (FieldErrors, Warnings) {
+    let mut check = Check::default();
+    check.routing(hostnames, rules);
+    (check.errors, check.warnings)
+}
+
+impl Check {
+    fn routing(&mut self, hostnames: &[String], rules: &[RuleView]) {
+        let check = self;
+        check.hostnames(hostnames);
+        check.at_most("spec.rules", rules.len(), MAX_RULES);
+        let total_matches: usize = rules.iter().map(|rule| rule.matches.len().max(1)).sum();
+        if total_matches > MAX_MATCHES_PER_ROUTE {
+            check.errors.push(FieldError::invalid(
             "spec.rules",
             total_matches,
             "While 16 rules and 64 matches per rule are allowed, the total number of matches across all rules in a route must be less than 128",
         ));
+        }
+        for (i, rule) in rules.iter().enumerate() {
+            check.rule(&format!("spec.rules[{i}]"), rule);
+        }
     }
-    for (i, rule) in spec.rules.iter().enumerate() {
-        check.rule(&format!("spec.rules[{i}]"), rule);
-    }
-    (check.errors, check.warnings)
 }
 
 /// What a RequestHeaderModifier does to a header.
@@ -120,7 +136,7 @@ impl Check {
         }
     }
 
-    fn rule(&mut self, path: &str, rule: &RouteRule) {
+    fn rule(&mut self, path: &str, rule: &RuleView) {
         self.at_most(&format!("{path}.matches"), rule.matches.len(), MAX_MATCHES_PER_RULE);
         for (j, route_match) in rule.matches.iter().enumerate() {
             self.route_match(&format!("{path}.matches[{j}]"), route_match);
@@ -130,7 +146,7 @@ impl Check {
         for (k, backend) in rule.backend_refs.iter().enumerate() {
             self.backend_ref(&format!("{path}.backendRefs[{k}]"), backend);
         }
-        if let Some(request) = rule.timeouts.as_ref().and_then(|timeouts| timeouts.request.as_deref())
+        if let Some(request) = rule.timeouts.and_then(|timeouts| timeouts.request.as_deref())
             && let Err(reason) = format::gateway_duration(request)
         {
             self.errors.push(FieldError::invalid(format!("{path}.timeouts.request"), request, reason));
@@ -201,13 +217,13 @@ impl Check {
         }
     }
 
-    fn filters(&mut self, path: &str, rule: &RouteRule) {
+    fn filters(&mut self, path: &str, rule: &RuleView) {
         let filters_path = format!("{path}.filters");
         self.at_most(&filters_path, rule.filters.len(), MAX_LIST_ITEMS);
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for (k, filter) in rule.filters.iter().enumerate() {
+        for filter in &rule.filters {
             *counts.entry(filter.filter_type.as_str()).or_default() += 1;
-            self.filter(&format!("{filters_path}[{k}]"), filter);
+            self.filter(&format!("{filters_path}[{}]", filter.index), filter);
         }
         for (filter_type, count) in &counts {
             if *count > 1 {
@@ -226,7 +242,7 @@ impl Check {
                 "May specify either httpRouteFilterRequestRedirect or httpRouteFilterRequestRewrite, but not both",
             ));
         }
-        let redirect = rule.filters.iter().find_map(|f| f.request_redirect.as_ref());
+        let redirect = rule.filters.iter().find_map(|f| f.request_redirect);
         if redirect.is_some() && !rule.backend_refs.is_empty() {
             self.errors.push(FieldError::forbidden(
                 path,
@@ -238,11 +254,13 @@ impl Check {
                 m.modifier_type == PathModifierType::ReplacePrefixMatch && m.replace_prefix_match.is_some()
             })
         };
-        let one_prefix_match = rule.matches.len() == 1
-            && rule.matches[0].path.as_ref().and_then(|p| p.match_type).unwrap_or_default()
-                == PathMatchType::PathPrefix;
-        let redirect_path = rule.filters.iter().find_map(|f| f.request_redirect.as_ref()?.path.as_ref());
-        let rewrite_path = rule.filters.iter().find_map(|f| f.url_rewrite.as_ref()?.path.as_ref());
+        // No matches is the default one, `PathPrefix /`.
+        let one_prefix_match = rule.matches.is_empty()
+            || rule.matches.len() == 1
+                && rule.matches[0].path.as_ref().and_then(|p| p.match_type).unwrap_or_default()
+                    == PathMatchType::PathPrefix;
+        let redirect_path = rule.filters.iter().find_map(|f| f.request_redirect?.path.as_ref());
+        let rewrite_path = rule.filters.iter().find_map(|f| f.url_rewrite?.path.as_ref());
         for (modifier, filter) in [(redirect_path, "RequestRedirect"), (rewrite_path, "URLRewrite")] {
             if replaces_prefix(modifier) && !one_prefix_match {
                 self.errors.push(FieldError::invalid(
@@ -254,7 +272,7 @@ impl Check {
         }
     }
 
-    fn filter(&mut self, path: &str, filter: &RouteFilter) {
+    fn filter(&mut self, path: &str, filter: &FilterView) {
         let configured = [
             (
                 FilterType::RequestHeaderModifier,
@@ -278,13 +296,13 @@ impl Check {
                 ));
             }
         }
-        if let Some(modifier) = &filter.request_header_modifier {
+        if let Some(modifier) = filter.request_header_modifier {
             self.header_modifier(&format!("{path}.requestHeaderModifier"), modifier);
         }
-        if let Some(redirect) = &filter.request_redirect {
+        if let Some(redirect) = filter.request_redirect {
             self.redirect(&format!("{path}.requestRedirect"), redirect);
         }
-        if let Some(rewrite) = &filter.url_rewrite {
+        if let Some(rewrite) = filter.url_rewrite {
             self.url_rewrite(&format!("{path}.urlRewrite"), rewrite);
         }
     }
@@ -404,12 +422,12 @@ impl Check {
         }
     }
 
-    fn backend_ref(&mut self, path: &str, backend: &BackendRef) {
-        let group = backend.group.as_deref().unwrap_or(super::DEFAULT_BACKEND_GROUP);
-        let kind = backend.kind.as_deref().unwrap_or(super::DEFAULT_BACKEND_KIND);
+    fn backend_ref(&mut self, path: &str, backend: &BackendView) {
+        let group = backend.group.unwrap_or(super::DEFAULT_BACKEND_GROUP);
+        let kind = backend.kind.unwrap_or(super::DEFAULT_BACKEND_KIND);
         self.syntax(&format!("{path}.group"), group, format::api_group(group));
         self.syntax(&format!("{path}.kind"), kind, format::kind(kind));
-        self.syntax(&format!("{path}.name"), &backend.name, format::dns1123_subdomain(&backend.name));
+        self.syntax(&format!("{path}.name"), backend.name, format::dns1123_subdomain(backend.name));
         let is_service = group == super::DEFAULT_BACKEND_GROUP && kind == super::DEFAULT_BACKEND_KIND;
         match backend.port {
             Some(port) => {

@@ -1,86 +1,29 @@
 //! Attachment: which listeners of an Envoy a route attaches to, by each of its parentRefs, and
-//! why not when it does not. A route is first defaulted and validated by the rule engine (it
-//! may have been stored while the webhook was down): an invalid route attaches nowhere.
+//! why not when it does not. A route the model refuses (invalid, or refused by the proxies)
+//! attaches nowhere.
 
-use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::Service;
-
-use super::rule::RuleExtensions;
+use crate::api::Envoy;
 use crate::api::route::ParentReference;
-use crate::api::{Envoy, EnvoyRoute};
 use crate::names::REASON_ACCEPTED;
-use crate::route::backend::{self, ClusterKey, Unresolved};
+use crate::route::Route;
 use crate::route::conditions::{ConditionState, REASON_NO_MATCHING_PARENT, REASON_UNSUPPORTED_VALUE};
-use crate::rules::{Defaulted, FieldErrors, Rules, defaulted};
-
-/// A route read for translation: defaulted, judged by the rule engine, its backends resolved.
-#[derive(Clone, Debug)]
-pub struct CheckedRoute {
-    pub route: Defaulted<EnvoyRoute>,
-    /// The rule engine's errors, if any.
-    pub invalid: Option<FieldErrors>,
-    /// Why the fleet's proxies refused this very version of the route, if they did
-    /// ([`crate::fleet::isolate`]): it attaches nowhere until it changes.
-    pub rejected: Option<String>,
-    /// For each rule, for each of its backendRefs: the Service port it names, or why none.
-    pub backends: Vec<Vec<Result<ClusterKey, Unresolved>>>,
-    /// For each rule, what an HTTPRoute's rule does that an EnvoyRoute's cannot say (response
-    /// header changes, mirrors); empty for an EnvoyRoute.
-    pub extensions: Vec<RuleExtensions>,
-}
-
-impl CheckedRoute {
-    pub fn new(route: &EnvoyRoute, services: &[Arc<Service>]) -> Self {
-        let mut checked = Self::with_backends(route, Vec::new());
-        let namespace = checked.namespace().to_owned();
-        checked.backends = checked
-            .route
-            .effective()
-            .rules
-            .iter()
-            .map(|rule| rule.backend_refs.iter().map(|b| backend::resolve(&namespace, b, services)).collect())
-            .collect();
-        checked
-    }
-
-    /// A route whose backends were resolved by other rules than an EnvoyRoute's (an HTTPRoute's
-    /// may name Services of other namespaces where a ReferenceGrant allows it): `backends` holds,
-    /// for each rule, for each of its backendRefs, the Service port or why none.
-    pub fn with_backends(route: &EnvoyRoute, backends: Vec<Vec<Result<ClusterKey, Unresolved>>>) -> Self {
-        let route = defaulted(route.clone());
-        let invalid = route.validate(None).err();
-        Self { route, invalid, rejected: None, backends, extensions: Vec::new() }
-    }
-
-    pub fn name(&self) -> &str {
-        self.route.metadata.name.as_deref().unwrap_or_default()
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.route.metadata.namespace.as_deref().unwrap_or_default()
-    }
-}
+use crate::rules::Defaulted;
 
 /// What one parentRef naming `envoy` makes of the route: the `Accepted` condition, and the
 /// listeners it attaches the route to (none unless accepted). `envoy` is `None` when the
 /// namespace has no Envoy of that name; `listeners` are the names of the Envoy's listeners.
 pub fn attach(
-    checked: &CheckedRoute,
+    route: &Route,
     parent_ref: &ParentReference,
     envoy: Option<&Defaulted<Envoy>>,
     listeners: &[String],
 ) -> (ConditionState, Vec<String>) {
     let refused = |reason, message| (ConditionState { status: false, reason, message }, Vec::new());
-    if let Some(errors) = &checked.invalid {
-        let message = errors.message("EnvoyRoute", checked.name());
-        return refused(REASON_UNSUPPORTED_VALUE, message);
-    }
-    if let Some(message) = &checked.rejected {
+    if let Some(message) = &route.refused {
         return refused(REASON_UNSUPPORTED_VALUE, message.clone());
     }
     let Some(envoy) = envoy else {
-        let message = format!("no Envoy named {:?} in namespace {:?}", parent_ref.name, checked.namespace());
+        let message = format!("no Envoy named {:?} in namespace {:?}", parent_ref.name, route.namespace);
         return refused(REASON_NO_MATCHING_PARENT, message);
     };
     let attached: Vec<String> = match &parent_ref.section_name {
@@ -110,8 +53,11 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
+    use super::super::read::ReadEnvoyRoute;
     use super::*;
-    use crate::api::{EnvoySpec, ServicePort};
+    use crate::api::{EnvoyRoute, EnvoySpec, ServicePort};
+    use crate::fleet::isolate::Rejections;
+    use crate::rules::defaulted;
 
     fn route(spec: serde_json::Value) -> EnvoyRoute {
         serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
@@ -147,7 +93,8 @@ mod tests {
 
     #[test]
     fn a_parent_ref_attaches_to_every_listener_or_its_section() {
-        let checked = CheckedRoute::new(&route(json!({"parentRefs": [{"name": "edge"}]})), &[]);
+        let object = route(json!({"parentRefs": [{"name": "edge"}]}));
+        let checked = ReadEnvoyRoute::read(&object, &[], &Rejections::default()).route;
         let (accepted, on) = attach(&checked, &parent(None), Some(&envoy()), &listeners());
         assert!(accepted.status);
         assert_eq!(accepted.message, "attached to listeners admin-api, http of Envoy \"edge\"");
@@ -158,7 +105,8 @@ mod tests {
 
     #[test]
     fn no_such_envoy_or_port_is_no_matching_parent() {
-        let checked = CheckedRoute::new(&route(json!({"parentRefs": [{"name": "edge"}]})), &[]);
+        let object = route(json!({"parentRefs": [{"name": "edge"}]}));
+        let checked = ReadEnvoyRoute::read(&object, &[], &Rejections::default()).route;
         let (accepted, on) = attach(&checked, &parent(Some("https")), Some(&envoy()), &listeners());
         assert_eq!(accepted.reason, REASON_NO_MATCHING_PARENT);
         assert_eq!(
@@ -175,12 +123,10 @@ mod tests {
 
     #[test]
     fn an_invalid_route_attaches_nowhere() {
-        let checked = CheckedRoute::new(
-            &route(
-                json!({"parentRefs": [{"name": "edge"}], "rules": [{"matches": [{"path": {"value": "nope"}}]}]}),
-            ),
-            &[],
+        let object = route(
+            json!({"parentRefs": [{"name": "edge"}], "rules": [{"matches": [{"path": {"value": "nope"}}]}]}),
         );
+        let checked = ReadEnvoyRoute::read(&object, &[], &Rejections::default()).route;
         let (accepted, on) = attach(&checked, &parent(None), Some(&envoy()), &listeners());
         assert_eq!(accepted.reason, REASON_UNSUPPORTED_VALUE);
         assert!(

@@ -20,23 +20,23 @@ use std::sync::Arc;
 pub mod attach;
 pub mod listener;
 pub mod namespace;
-pub mod rule;
+pub mod read;
 pub mod status;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use self::attach::CheckedRoute;
+use self::read::ReadEnvoyRoute;
 pub use self::status::RouteStatus;
 use super::endpoints;
-use super::hosts::{self as routes, AttachedRoute};
+use super::hosts::{self, Served};
 use crate::api::{Envoy, EnvoyRoute};
 use crate::fleet::isolate::Rejections;
 use crate::ir;
+use crate::route::ClusterKey;
 use crate::rules::Defaulted;
-use crate::xds as to_envoy;
 pub use crate::xds::Resources;
 
 /// What one Envoy fleet's configuration is made from: the fleet, and the objects of its
@@ -67,62 +67,76 @@ pub struct Translation {
 
 /// Translates one Envoy fleet and the routes attached to it.
 pub fn translate(inputs: &Inputs) -> Translation {
-    let (ir, route_statuses) = fleet(inputs);
-    Translation { resources: to_envoy::resources(&ir), ir, route_statuses }
-}
-
-/// The fleet's IR, and the status of every (route, parentRef naming this Envoy), sorted by
-/// route name then parentRef.
-fn fleet(inputs: &Inputs) -> (ir::Fleet, Vec<RouteStatus>) {
     let envoy = inputs.envoy;
     let namespace = envoy.metadata.namespace.as_deref().unwrap_or_default();
     let envoy_name = envoy.metadata.name.as_deref().unwrap_or_default();
-    let mut listeners = listener::listeners(envoy);
-    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
-
     let names_this_envoy = |route: &&Arc<EnvoyRoute>| {
         route.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
             && route.spec.parent_refs.iter().any(|parent| parent.name == envoy_name)
     };
-    let checked: Vec<CheckedRoute> = inputs
+    let routes: Vec<ReadEnvoyRoute> = inputs
         .routes
         .iter()
         .filter(names_this_envoy)
-        .map(|route| {
-            let mut checked = CheckedRoute::new(route, inputs.services);
-            checked.rejected =
-                inputs.rejected.of("EnvoyRoute", &route.metadata).map(|r| r.condition_message());
-            checked
-        })
+        .map(|route| ReadEnvoyRoute::read(route, inputs.services, inputs.rejected))
         .collect();
+    translate_read(envoy, &routes, inputs.services, inputs.endpoint_slices)
+}
+
+/// [`translate`], of routes already read (those naming other Envoys are ignored).
+pub fn translate_read(
+    envoy: &Defaulted<Envoy>,
+    routes: &[ReadEnvoyRoute],
+    services: &[Arc<Service>],
+    endpoint_slices: &[Arc<EndpointSlice>],
+) -> Translation {
+    let (ir, route_statuses) = fleet(envoy, routes, services, endpoint_slices);
+    Translation { resources: crate::xds::resources(&ir), ir, route_statuses }
+}
+
+/// The fleet's IR, and the status of every (route, parentRef naming this Envoy), sorted by
+/// route name then parentRef.
+fn fleet(
+    envoy: &Defaulted<Envoy>,
+    routes: &[ReadEnvoyRoute],
+    services: &[Arc<Service>],
+    endpoint_slices: &[Arc<EndpointSlice>],
+) -> (ir::Fleet, Vec<RouteStatus>) {
+    let envoy_name = envoy.metadata.name.as_deref().unwrap_or_default();
+    let mut listeners = listener::listeners(envoy);
+    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
 
     let mut route_statuses = Vec::new();
-    let mut attached = Vec::new();
-    for route in &checked {
-        let resolved_refs = status::resolved_refs(route);
-        let mut parent_refs: Vec<_> =
-            route.route.spec.parent_refs.iter().filter(|parent| parent.name == envoy_name).collect();
-        parent_refs.sort();
-        parent_refs.dedup();
+    // Per listener, the routes attached there.
+    let mut attached: BTreeMap<&str, Vec<Served>> = BTreeMap::new();
+    let mut used: Vec<ClusterKey> = Vec::new();
+    for read in routes {
+        let route = &read.route;
         let mut on = BTreeSet::new();
-        for parent_ref in parent_refs {
+        for parent_ref in read.parent_refs().into_iter().filter(|parent| parent.name == envoy_name) {
             let (accepted, listeners) = attach::attach(route, parent_ref, Some(envoy), &listener_names);
             on.extend(listeners);
             route_statuses.push(RouteStatus {
-                route: route.name().to_owned(),
+                route: route.name.clone(),
                 parent_ref: parent_ref.clone(),
                 accepted,
-                resolved_refs: resolved_refs.clone(),
+                resolved_refs: route.resolved_refs.clone(),
             });
         }
         if !on.is_empty() {
-            attached.push(AttachedRoute { checked: route, listeners: on });
+            used.extend(route.used_clusters().into_iter().cloned());
+        }
+        for listener in on {
+            let name = listener_names.iter().find(|known| **known == listener).map_or("", String::as_str);
+            attached.entry(name).or_default().push(Served { route, hostnames: &route.hostnames });
         }
     }
     route_statuses.sort_by(|a, b| (&a.route, &a.parent_ref).cmp(&(&b.route, &b.parent_ref)));
 
-    routes::add_virtual_hosts(&mut listeners, &attached);
-    let used: Vec<_> = attached.iter().flat_map(|a| rule::used_clusters(a.checked)).collect();
-    let backends = endpoints::backends(&used, inputs.services, inputs.endpoint_slices);
+    for listener in &mut listeners {
+        let served = attached.get(listener.name.as_str()).map(Vec::as_slice).unwrap_or_default();
+        listener.virtual_hosts = hosts::virtual_hosts(served);
+    }
+    let backends = endpoints::backends(&used, services, endpoint_slices);
     (ir::Fleet { listeners, backends, secrets: Vec::new() }, route_statuses)
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use super::read::ReadEnvoyRoute;
 use super::status::{RouteStatus, route_parents};
-use super::{Inputs, Translation, translate};
+use super::{Translation, translate_read};
 use crate::api::route::ParentReference;
 use crate::api::{Envoy, EnvoyRoute};
 use crate::fleet::isolate::Rejections;
@@ -59,22 +60,22 @@ pub struct NamespaceTranslation {
 /// parentRef: the translation's own where a served fleet judged it, and otherwise (an Envoy with
 /// an xDS server of its own, or no Envoy of that name) judged here by the same rules.
 pub fn translate_namespace(inputs: &NamespaceInputs) -> NamespaceTranslation {
+    // Each route is read (defaulted, judged, resolved) once, whichever fleets it names.
+    let routes: Vec<ReadEnvoyRoute> = inputs
+        .routes
+        .iter()
+        .map(|route| ReadEnvoyRoute::read(route, inputs.services, inputs.rejected))
+        .collect();
     let fleets: Vec<FleetTranslation> = inputs
         .envoys
         .iter()
         .filter(|envoy| envoy.spec.xds.is_none() && gateway_of(envoy).is_none())
         .map(|envoy| FleetTranslation {
             envoy: envoy.metadata.name.clone().unwrap_or_default(),
-            translation: translate(&Inputs {
-                envoy,
-                routes: inputs.routes,
-                services: inputs.services,
-                endpoint_slices: inputs.endpoint_slices,
-                rejected: inputs.rejected,
-            }),
+            translation: translate_read(envoy, &routes, inputs.services, inputs.endpoint_slices),
         })
         .collect();
-    let routes = inputs.routes.iter().map(|route| route_outcome(route, &fleets, inputs)).collect();
+    let routes = routes.iter().map(|route| route_outcome(route, &fleets, inputs)).collect();
     NamespaceTranslation { fleets, routes }
 }
 
@@ -100,11 +101,14 @@ fn refused_by_gateway_fleet(mut outcome: RouteStatus, envoys: &[Defaulted<Envoy>
     outcome
 }
 
-fn route_outcome(route: &EnvoyRoute, fleets: &[FleetTranslation], inputs: &NamespaceInputs) -> RouteOutcome {
-    let name = route.metadata.name.clone().unwrap_or_default();
-    let mut parent_refs = route.spec.parent_refs.clone();
-    parent_refs.sort();
-    parent_refs.dedup();
+fn route_outcome(
+    read: &ReadEnvoyRoute,
+    fleets: &[FleetTranslation],
+    inputs: &NamespaceInputs,
+) -> RouteOutcome {
+    let route = read.object;
+    let name = read.route.name.clone();
+    let parent_refs = read.parent_refs();
     let served = |parent_ref: &ParentReference| {
         let fleet = fleets.iter().find(|fleet| fleet.envoy == parent_ref.name)?;
         fleet.translation.route_statuses.iter().find(|s| s.route == name && &s.parent_ref == parent_ref)
@@ -112,7 +116,7 @@ fn route_outcome(route: &EnvoyRoute, fleets: &[FleetTranslation], inputs: &Names
     let parents = if parent_refs.iter().all(|parent_ref| served(parent_ref).is_some()) {
         parent_refs.iter().filter_map(|parent_ref| served(parent_ref).cloned()).collect()
     } else {
-        let judged = route_parents(route, inputs.envoys, inputs.services);
+        let judged = route_parents(read, inputs.envoys);
         judged
             .into_iter()
             .map(|outcome| served(&outcome.parent_ref).cloned().unwrap_or(outcome))
@@ -174,7 +178,8 @@ mod tests {
         assert_eq!(translated.fleets.iter().map(|f| f.envoy.as_str()).collect::<Vec<_>>(), ["edge"]);
         let [outcome] = translated.routes.as_slice() else { panic!("one route: {:?}", translated.routes) };
         assert_eq!((outcome.uid.as_deref(), outcome.generation), (Some("route-uid"), Some(3)));
-        assert_eq!(outcome.parents, route_parents(&routes[0], &envoys, &[]));
+        let read = ReadEnvoyRoute::read(&routes[0], &[], &Rejections::default());
+        assert_eq!(outcome.parents, route_parents(&read, &envoys));
         assert_eq!(outcome.parents.len(), 3, "one outcome per distinct parentRef");
     }
 

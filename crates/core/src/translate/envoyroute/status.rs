@@ -3,21 +3,17 @@
 //! user can act on ([`crate::route::conditions`]); and the route's whole `status.parents` computed
 //! from them.
 
-use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
 
-use super::attach::{CheckedRoute, attach};
+use super::attach::attach;
 use super::listener;
+use super::read::ReadEnvoyRoute;
 use crate::api::route::{EnvoyRouteStatus, ParentReference, RouteParentStatus, RouteSummary};
 use crate::api::{Envoy, EnvoyRoute};
-use crate::route::conditions::{ACCEPTED, ConditionState, REASON_RESOLVED_REFS, RESOLVED_REFS};
+use crate::route::conditions::ConditionState;
+use crate::route::status::{ParentEntry, distinct, parent_statuses};
 use crate::rules::Defaulted;
-
-/// Gateway API's limit on `status.parents`.
-const MAX_PARENTS: usize = 32;
 
 /// What one Envoy (parentRef) makes of one route.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -30,66 +26,27 @@ pub struct RouteStatus {
     pub resolved_refs: ConditionState,
 }
 
-/// `ResolvedRefs` of a route: true when every backendRef names an existing Service port.
-pub fn resolved_refs(checked: &CheckedRoute) -> ConditionState {
-    let problems: Vec<(&'static str, String)> = checked
-        .backends
-        .iter()
-        .enumerate()
-        .flat_map(|(i, rule)| {
-            rule.iter().enumerate().filter_map(move |(k, backend)| {
-                backend.as_ref().err().map(|unresolved| {
-                    (unresolved.reason, format!("spec.rules[{i}].backendRefs[{k}]: {unresolved}"))
-                })
-            })
-        })
-        .collect();
-    match problems.first() {
-        None => ConditionState {
-            status: true,
-            reason: REASON_RESOLVED_REFS,
-            message: "every backendRef resolves to a Service port".to_owned(),
-        },
-        Some((reason, _)) => {
-            let messages: Vec<String> = problems.iter().map(|(_, message)| message.clone()).collect();
-            ConditionState {
-                status: false,
-                reason,
-                message: format!("{}; their share of the requests is answered with 500", messages.join("; ")),
-            }
-        }
-    }
-}
-
 /// The outcome of each of `route`'s parentRefs, given the Envoys and Services of its namespace:
 /// what a status writer needs for every parent, including Envoys that do not exist (which no
 /// translation sees).
-pub fn route_parents(
-    route: &EnvoyRoute,
-    envoys: &[Defaulted<Envoy>],
-    services: &[Arc<Service>],
-) -> Vec<RouteStatus> {
-    let checked = CheckedRoute::new(route, services);
-    let resolved = resolved_refs(&checked);
-    let mut parent_refs = checked.route.spec.parent_refs.clone();
-    parent_refs.sort();
-    parent_refs.dedup();
-    parent_refs
-        .iter()
+pub fn route_parents(read: &ReadEnvoyRoute, envoys: &[Defaulted<Envoy>]) -> Vec<RouteStatus> {
+    let route = &read.route;
+    read.parent_refs()
+        .into_iter()
         .map(|parent_ref| {
             let envoy = envoys.iter().find(|envoy| {
                 envoy.metadata.name.as_deref() == Some(parent_ref.name.as_str())
-                    && envoy.metadata.namespace.as_deref() == Some(checked.namespace())
+                    && envoy.metadata.namespace.as_deref() == Some(route.namespace.as_str())
             });
             let listeners: Vec<String> = envoy
                 .map(|envoy| listener::listeners(envoy).into_iter().map(|l| l.name).collect())
                 .unwrap_or_default();
-            let (accepted, _) = attach(&checked, parent_ref, envoy, &listeners);
+            let (accepted, _) = attach(route, parent_ref, envoy, &listeners);
             RouteStatus {
-                route: checked.name().to_owned(),
+                route: route.name.clone(),
                 parent_ref: parent_ref.clone(),
                 accepted,
-                resolved_refs: resolved.clone(),
+                resolved_refs: route.resolved_refs.clone(),
             }
         })
         .collect()
@@ -127,15 +84,6 @@ pub fn route_status(
     EnvoyRouteStatus { parents, summary: Some(summary(&route.spec.hostnames, &seen, accepted)) }
 }
 
-/// An entry of a route's `status.parents`, of EnvoyRoute's or HTTPRoute's own type.
-pub trait ParentEntry: Sized {
-    type Ref: PartialEq + Clone;
-    fn new(parent_ref: Self::Ref, controller_name: String, conditions: Vec<Condition>) -> Self;
-    fn controller_name(&self) -> &str;
-    fn parent_ref(&self) -> &Self::Ref;
-    fn conditions(&self) -> &[Condition];
-}
-
 impl ParentEntry for RouteParentStatus {
     type Ref = ParentReference;
     fn new(parent_ref: ParentReference, controller_name: String, conditions: Vec<Condition>) -> Self {
@@ -150,51 +98,6 @@ impl ParentEntry for RouteParentStatus {
     fn conditions(&self) -> &[Condition] {
         &self.conditions
     }
-}
-
-/// A route's `status.parents`: other controllers' entries kept as they are; ours, one per
-/// distinct parentRef of the spec that `judged` has `Accepted` and `ResolvedRefs` for, in the
-/// spec's order (entries for parentRefs no longer in the spec dropped); at most Gateway API's
-/// 32. A condition's `lastTransitionTime` moves only when its status changes.
-pub fn parent_statuses<'a, E: ParentEntry + Clone>(
-    previous: &[E],
-    parent_refs: &'a [E::Ref],
-    controller_name: &str,
-    generation: Option<i64>,
-    now: &Time,
-    judged: impl Fn(&E::Ref) -> Option<(&'a ConditionState, &'a ConditionState)>,
-) -> Vec<E> {
-    let mut parents: Vec<E> =
-        previous.iter().filter(|p| p.controller_name() != controller_name).cloned().collect();
-    for parent_ref in distinct(parent_refs) {
-        let Some((accepted, resolved_refs)) = judged(parent_ref) else { continue };
-        let before = previous
-            .iter()
-            .find(|p| p.controller_name() == controller_name && p.parent_ref() == parent_ref)
-            .map(ParentEntry::conditions)
-            .unwrap_or_default();
-        parents.push(E::new(
-            parent_ref.clone(),
-            controller_name.to_owned(),
-            vec![
-                condition(ACCEPTED, accepted, before, generation, now),
-                condition(RESOLVED_REFS, resolved_refs, before, generation, now),
-            ],
-        ));
-    }
-    parents.truncate(MAX_PARENTS);
-    parents
-}
-
-/// The parentRefs, each once, in their order.
-fn distinct<R: PartialEq>(parent_refs: &[R]) -> Vec<&R> {
-    let mut seen: Vec<&R> = Vec::new();
-    for parent_ref in parent_refs {
-        if !seen.contains(&parent_ref) {
-            seen.push(parent_ref);
-        }
-    }
-    seen
 }
 
 /// What `kubectl get envoyroute` prints: `accepted` of the distinct `parent_refs` accepted the
@@ -215,30 +118,6 @@ pub fn summary(hostnames: &[String], parent_refs: &[&ParentReference], accepted:
     }
 }
 
-/// The condition `type_` in the state `state`, judging `generation`: its `lastTransitionTime`
-/// is kept from `before` unless its status changes.
-pub fn condition(
-    type_: &str,
-    state: &ConditionState,
-    before: &[Condition],
-    generation: Option<i64>,
-    now: &Time,
-) -> Condition {
-    let status = if state.status { "True" } else { "False" };
-    let last_transition_time = before
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
-    Condition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        reason: state.reason.to_owned(),
-        message: state.message.clone(),
-        observed_generation: generation,
-        last_transition_time,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
@@ -246,12 +125,25 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::Service;
+
     use super::*;
     use crate::api::EnvoySpec;
+    use crate::fleet::isolate::Rejections;
     use crate::names::CONTROLLER_NAME;
     use crate::route::backend::REASON_BACKEND_NOT_FOUND;
-    use crate::route::conditions::REASON_NO_MATCHING_PARENT;
+    use crate::route::conditions::{ACCEPTED, REASON_NO_MATCHING_PARENT, RESOLVED_REFS};
     use crate::rules::defaulted;
+
+    fn parents(
+        route: &EnvoyRoute,
+        envoys: &[Defaulted<Envoy>],
+        services: &[Arc<Service>],
+    ) -> Vec<RouteStatus> {
+        route_parents(&ReadEnvoyRoute::read(route, services, &Rejections::default()), envoys)
+    }
 
     fn at(second: i64) -> Time {
         Time(Timestamp::from_second(second).unwrap())
@@ -296,7 +188,7 @@ mod tests {
             "parentRefs": [{"name": "gone"}, {"name": "edge"}],
             "rules": [{"backendRefs": [{"name": "web", "port": 80}, {"name": "api", "port": 80}]}]
         }));
-        let outcomes = route_parents(&route, &[envoy("edge")], &[web()]);
+        let outcomes = parents(&route, &[envoy("edge")], &[web()]);
         assert_eq!(outcomes.len(), 2);
         assert!(outcomes[0].accepted.status);
         assert_eq!(outcomes[1].accepted.reason, REASON_NO_MATCHING_PARENT);
@@ -319,7 +211,7 @@ mod tests {
             conditions: Vec::new(),
         };
         route.status = Some(EnvoyRouteStatus { parents: vec![theirs.clone()], summary: None });
-        let outcomes = route_parents(&route, &[envoy("edge")], &[web()]);
+        let outcomes = parents(&route, &[envoy("edge")], &[web()]);
         let first = route_status(&route, &outcomes, CONTROLLER_NAME, &at(10));
         assert_eq!(first.parents.len(), 3);
         assert_eq!(first.parents[0], theirs);
@@ -359,7 +251,7 @@ mod tests {
             "parentRefs": [{"name": "edge"}, {"name": "inner", "sectionName": "admin"}, {"name": "gone"}],
             "hostnames": ["shop.example.com", "*.shop.example.com"]
         }));
-        let outcomes = route_parents(&shop, &[envoy("edge"), envoy("inner")], &[]);
+        let outcomes = parents(&shop, &[envoy("edge"), envoy("inner")], &[]);
         let status = route_status(&shop, &outcomes, CONTROLLER_NAME, &at(10));
         assert_eq!(
             status.summary,
@@ -372,7 +264,7 @@ mod tests {
         );
 
         let every_host = route(json!({"parentRefs": [{"name": "edge"}]}));
-        let outcomes = route_parents(&every_host, &[envoy("edge")], &[]);
+        let outcomes = parents(&every_host, &[envoy("edge")], &[]);
         let summary =
             route_status(&every_host, &outcomes, CONTROLLER_NAME, &at(10)).summary.expect("a summary");
         assert_eq!((summary.accepted.as_str(), summary.hostnames.as_str()), ("1/1", "*"));

@@ -85,7 +85,7 @@ pub fn attach(
             ),
         );
     }
-    if let Some(problem) = &route.unsupported {
+    if let Some(problem) = &route.route.refused {
         return refused(REASON_UNSUPPORTED_VALUE, problem.clone());
     }
     let names: Vec<&str> = attached.keys().map(|&i| listeners[i].name.as_str()).collect();

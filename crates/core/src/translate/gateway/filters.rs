@@ -1,5 +1,5 @@
-//! The HTTPRoute filters an EnvoyRoute's rule cannot carry, read beside it into the rule's
-//! [`RuleExtensions`]: `ResponseHeaderModifier` (Gateway API's extended feature
+//! The HTTPRoute filters EnvoyRoute does not have, read into the rule's response header changes
+//! and mirrors: `ResponseHeaderModifier` (Gateway API's extended feature
 //! `HTTPRouteResponseHeaderModification`) and `RequestMirror` (`HTTPRouteRequestMirror`), whose
 //! backendRef resolves as a backendRef does. The rule engine never sees them, so their checks
 //! are here.
@@ -8,19 +8,27 @@ use std::collections::HashMap;
 
 use crate::api::gateway::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule};
 use crate::api::route::{HeaderModifier, HttpHeader, MAX_LIST_ITEMS};
+use crate::ir;
 use crate::route::backend::{ClusterKey, Unresolved};
+use crate::route::{Mirror, header_changes};
 use crate::rules::format;
-use crate::translate::envoyroute::rule::{ResolvedMirror, RuleExtensions, header_changes};
+
+/// A rule's response header changes and the mirrors whose backend resolves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extensions {
+    pub response_headers: ir::HeaderChanges,
+    pub mirrors: Vec<Mirror>,
+}
 
 pub const RESPONSE_HEADER_MODIFIER: &str = "ResponseHeaderModifier";
 pub const REQUEST_MIRROR: &str = "RequestMirror";
 
-/// Whether `filter` is read here rather than as an EnvoyRoute's filter.
+/// Whether `filter` is read here rather than by the rule engine.
 pub fn is_extension(filter: &HTTPRouteFilter) -> bool {
     matches!(filter.filter_type.as_str(), RESPONSE_HEADER_MODIFIER | REQUEST_MIRROR)
 }
 
-/// A rule's extensions (`path` is the rule's, `spec.rules[i]`). What is wrong with them goes to
+/// What a rule does beyond the rule engine's filters (`path` is the rule's, `spec.rules[i]`). What is wrong with them goes to
 /// `problems` (the route is then refused); the mirrors whose backendRef does not resolve are
 /// returned with their field path (they make `ResolvedRefs` false and mirror nothing).
 pub fn read_rule(
@@ -28,8 +36,8 @@ pub fn read_rule(
     rule: &HTTPRouteRule,
     resolve: impl Fn(&HTTPBackendRef) -> Result<ClusterKey, Unresolved>,
     problems: &mut Vec<String>,
-) -> (RuleExtensions, Vec<(String, Unresolved)>) {
-    let mut extensions = RuleExtensions::default();
+) -> (Extensions, Vec<(String, Unresolved)>) {
+    let mut extensions = Extensions::default();
     let mut unresolved = Vec::new();
     let mut response_modifiers = 0;
     for (k, filter) in rule.filters.iter().enumerate() {
@@ -71,7 +79,7 @@ pub fn read_rule(
                 let reference =
                     HTTPBackendRef { backend: mirror.backend_ref.clone(), weight: None, filters: Vec::new() };
                 match resolve(&reference) {
-                    Ok(cluster) => extensions.mirrors.push(ResolvedMirror { cluster, percent }),
+                    Ok(backend) => extensions.mirrors.push(Mirror { backend, percent }),
                     Err(why) => unresolved.push((format!("{at}.requestMirror.backendRef"), why)),
                 }
             }

@@ -1,49 +1,39 @@
-//! An HTTPRoute read for translation: its rules as an EnvoyRoute's (the same matches, filters
-//! and timeouts, so the rule engine judges it and the IR is built by the same code), the
-//! filters the operator does not implement, what an EnvoyRoute's rule cannot say
-//! ([`super::filters`]: response header changes, mirrors), and its backends resolved by
+//! The HTTPRoute door: an HTTPRoute read once into the route model. Its rules share
+//! EnvoyRoute's shape, so the rule engine judges and defaults them ([`RuleView`]) in the same
+//! words; the filters EnvoyRoute does not have are read beside them ([`super::filters`]), the
+//! filters the operator does not implement refuse the route, and its backends resolve by
 //! Gateway API's rules (Services of other namespaces where a ReferenceGrant allows it).
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::conditions::{ConditionState, REASON_REF_NOT_PERMITTED};
 use super::filters;
 use super::grants::{self, Reference};
-use crate::api::EnvoyRoute;
 use crate::api::gateway::{GROUP, HTTPBackendRef, HTTPRoute, HTTPRouteFilter, HTTPRouteRule, ReferenceGrant};
-use crate::api::route::{BackendRef, EnvoyRouteSpec, FilterType, RouteFilter, RouteRule};
+use crate::api::route::FilterType;
 use crate::route::backend::{self, ClusterKey, Unresolved};
-use crate::rules::route::{DEFAULT_BACKEND_GROUP, DEFAULT_BACKEND_KIND, DEFAULT_WEIGHT, EffectiveBackendRef};
-use crate::rules::{Rules, defaulted};
-use crate::translate::envoyroute::attach::CheckedRoute;
-use crate::translate::envoyroute::rule::RuleExtensions;
-use crate::translate::envoyroute::status::resolved_refs;
+use crate::route::{self, Route, status};
+use crate::rules::route::{
+    BackendView, DEFAULT_BACKEND_GROUP, DEFAULT_BACKEND_KIND, DEFAULT_WEIGHT, EffectiveBackendRef,
+    FilterView, RuleView, validate_routing,
+};
 
 /// The filter types the operator implements.
 const SUPPORTED_FILTERS: &str =
     "RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite";
 
-/// An HTTPRoute, read.
+/// An HTTPRoute, read: the model, and what attachment needs of the object.
 #[derive(Clone, Debug)]
 pub struct ReadRoute {
     pub namespace: String,
     pub name: String,
     /// `spec.hostnames`: empty for every host.
     pub hostnames: Vec<String>,
-    /// Its rules as an EnvoyRoute's, without parentRefs or hostnames (a listener gives those).
-    pub rules: EnvoyRoute,
-    /// Why the operator cannot serve it as it is (a filter it does not implement, or what the
-    /// rule engine refuses), if anything.
-    pub unsupported: Option<String>,
-    /// For each rule, for each of its backendRefs: the Service port, or why none.
-    pub backends: Vec<Vec<Result<ClusterKey, Unresolved>>>,
-    /// For each rule, its response header changes and the mirrors that resolve.
-    pub extensions: Vec<RuleExtensions>,
-    /// `ResolvedRefs`, the same for every parent: backendRefs' and mirrors' backends.
-    pub resolved_refs: ConditionState,
+    /// Its `refused` says why the operator cannot serve it as it is (a filter it does not
+    /// implement, what the rule engine refuses, a version the proxies refused).
+    pub route: Route,
 }
 
 impl ReadRoute {
@@ -51,77 +41,61 @@ impl ReadRoute {
         let namespace = route.metadata.namespace.clone().unwrap_or_default();
         let name = route.metadata.name.clone().unwrap_or_default();
         let mut problems: Vec<String> = Vec::new();
-        let rules: Vec<RouteRule> = route
+        let views: Vec<RuleView> = route
             .spec
             .rules
             .iter()
             .enumerate()
-            .map(|(i, rule)| envoy_rule(&format!("spec.rules[{i}]"), rule, &mut problems))
+            .map(|(i, rule)| rule_view(&format!("spec.rules[{i}]"), rule, &mut problems))
             .collect();
-        let envoy_route = EnvoyRoute {
-            metadata: ObjectMeta {
-                name: route.metadata.name.clone(),
-                namespace: route.metadata.namespace.clone(),
-                uid: route.metadata.uid.clone(),
-                generation: route.metadata.generation,
-                creation_timestamp: route.metadata.creation_timestamp.clone(),
-                ..Default::default()
-            },
-            spec: EnvoyRouteSpec { parent_refs: Vec::new(), hostnames: Vec::new(), rules },
-            status: None,
-        };
-        // The rule engine judges the route with its own hostnames; on a listener it gets their
-        // intersection with the listener's.
-        let mut judged = envoy_route.clone();
-        judged.spec.hostnames = route.spec.hostnames.clone();
-        if let Err(errors) = defaulted(judged).validate(None) {
+        if let Err(errors) = validate_routing(&route.spec.hostnames, &views) {
             problems.push(errors.message("HTTPRoute", &name));
         }
-        let backends: Vec<Vec<Result<ClusterKey, Unresolved>>> = route
-            .spec
-            .rules
-            .iter()
-            .map(|rule| {
-                served_backend_refs(rule).iter().map(|b| resolve(&namespace, b, services, grants)).collect()
-            })
-            .collect();
+        let resolve = |b: &HTTPBackendRef| resolve(&namespace, b, services, grants);
+        let mut unresolved = Vec::new();
         let mut unresolved_mirrors = Vec::new();
-        let extensions: Vec<RuleExtensions> = route
-            .spec
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, rule)| {
-                let resolve = |b: &HTTPBackendRef| resolve(&namespace, b, services, grants);
-                let (extensions, unresolved) =
-                    filters::read_rule(&format!("spec.rules[{i}]"), rule, resolve, &mut problems);
-                unresolved_mirrors.extend(unresolved);
-                extensions
-            })
-            .collect();
-        let resolved_refs = with_mirrors(
-            resolved_refs(&CheckedRoute::with_backends(&envoy_route, backends.clone())),
-            &unresolved_mirrors,
-        );
-        Self {
-            namespace,
-            name,
-            hostnames: route.spec.hostnames.clone(),
-            rules: envoy_route,
-            unsupported: (!problems.is_empty()).then(|| problems.join("; ")),
-            backends,
-            extensions,
-            resolved_refs,
+        let mut rules: Vec<route::Rule> = Vec::new();
+        for (i, (rule, view)) in route.spec.rules.iter().zip(&views).enumerate() {
+            let backends: Vec<Result<ClusterKey, Unresolved>> = served_backend_refs(rule)
+                .iter()
+                .enumerate()
+                .map(|(k, reference)| {
+                    let resolved = resolve(reference);
+                    if let Err(why) = &resolved {
+                        unresolved.push((format!("spec.rules[{i}].backendRefs[{k}]"), why.clone()));
+                    }
+                    resolved
+                })
+                .collect();
+            let (extensions, unresolved) =
+                filters::read_rule(&format!("spec.rules[{i}]"), rule, resolve, &mut problems);
+            unresolved_mirrors.extend(unresolved);
+            rules.push(route::rule(
+                &view.effective(),
+                backends,
+                extensions.response_headers,
+                extensions.mirrors,
+            ));
         }
-    }
-
-    /// The route as served on a listener, with the hostnames it serves there.
-    pub fn on_listener(&self, hostnames: Vec<String>) -> CheckedRoute {
-        let mut route = self.rules.clone();
-        route.spec.hostnames = hostnames;
-        let mut checked = CheckedRoute::with_backends(&route, self.backends.clone());
-        checked.extensions = self.extensions.clone();
-        checked
+        if rules.is_empty() {
+            rules.push(route::rule(
+                &RuleView::default().effective(),
+                Vec::new(),
+                Default::default(),
+                Vec::new(),
+            ));
+        }
+        let route = Route {
+            kind: "HTTPRoute",
+            namespace: namespace.clone(),
+            name: name.clone(),
+            created: route.metadata.creation_timestamp.as_ref().map(|time| time.0),
+            hostnames: route.spec.hostnames.clone(),
+            rules,
+            refused: (!problems.is_empty()).then(|| problems.join("; ")),
+            resolved_refs: with_mirrors(status::resolved_refs(&unresolved), &unresolved_mirrors),
+        };
+        Self { namespace, name, hostnames: route.hostnames.clone(), route }
     }
 }
 
@@ -138,22 +112,23 @@ fn with_mirrors(backend_refs: ConditionState, unresolved_mirrors: &[(String, Unr
     }
 }
 
-/// A rule as an EnvoyRoute's; the filters it cannot carry are added to `problems`.
-fn envoy_rule(path: &str, rule: &HTTPRouteRule, problems: &mut Vec<String>) -> RouteRule {
+/// A rule as the rule engine reads it; the filters the operator does not implement are added
+/// to `problems`.
+fn rule_view<'a>(path: &str, rule: &'a HTTPRouteRule, problems: &mut Vec<String>) -> RuleView<'a> {
     let filters = rule
         .filters
         .iter()
         .enumerate()
         .filter(|(_, filter)| !filters::is_extension(filter))
         .filter_map(|(k, filter)| {
-            let converted = envoy_filter(filter);
-            if converted.is_none() {
+            let view = filter_view(k, filter);
+            if view.is_none() {
                 problems.push(format!(
                     "{path}.filters[{k}]: filter type {:?} is not supported (supported: {SUPPORTED_FILTERS})",
                     filter.filter_type
                 ));
             }
-            converted
+            view
         })
         .collect();
     for (k, backend) in rule.backend_refs.iter().enumerate() {
@@ -161,20 +136,20 @@ fn envoy_rule(path: &str, rule: &HTTPRouteRule, problems: &mut Vec<String>) -> R
             problems.push(format!("{path}.backendRefs[{k}].filters: filters per backend are not supported"));
         }
     }
-    RouteRule {
-        matches: rule.matches.clone(),
+    RuleView {
+        matches: &rule.matches,
         filters,
         backend_refs: served_backend_refs(rule)
             .iter()
-            .map(|backend| BackendRef {
-                group: backend.backend.group.clone(),
-                kind: backend.backend.kind.clone(),
-                name: backend.backend.name.clone(),
+            .map(|backend| BackendView {
+                group: backend.backend.group.as_deref(),
+                kind: backend.backend.kind.as_deref(),
+                name: &backend.backend.name,
                 port: backend.backend.port,
                 weight: backend.weight,
             })
             .collect(),
-        timeouts: rule.timeouts.clone(),
+        timeouts: rule.timeouts.as_ref(),
     }
 }
 
@@ -186,8 +161,8 @@ fn served_backend_refs(rule: &HTTPRouteRule) -> &[HTTPBackendRef] {
     if redirects { &[] } else { &rule.backend_refs }
 }
 
-/// A filter of a type EnvoyRoute implements, with its configuration; `None` otherwise.
-fn envoy_filter(filter: &HTTPRouteFilter) -> Option<RouteFilter> {
+/// A filter of a type the rule engine knows, with its configuration; `None` otherwise.
+fn filter_view(index: usize, filter: &HTTPRouteFilter) -> Option<FilterView<'_>> {
     let filter_type = match filter.filter_type.as_str() {
         "RequestHeaderModifier" if filter.request_header_modifier.is_some() => {
             FilterType::RequestHeaderModifier
@@ -196,11 +171,12 @@ fn envoy_filter(filter: &HTTPRouteFilter) -> Option<RouteFilter> {
         "URLRewrite" if filter.url_rewrite.is_some() => FilterType::UrlRewrite,
         _ => return None,
     };
-    Some(RouteFilter {
+    Some(FilterView {
+        index,
         filter_type,
-        request_header_modifier: filter.request_header_modifier.clone(),
-        request_redirect: filter.request_redirect.clone(),
-        url_rewrite: filter.url_rewrite.clone(),
+        request_header_modifier: filter.request_header_modifier.as_ref(),
+        request_redirect: filter.request_redirect.as_ref(),
+        url_rewrite: filter.url_rewrite.as_ref(),
     })
 }
 

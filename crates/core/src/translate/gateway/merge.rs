@@ -14,16 +14,16 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::listeners::{JudgedListener, Protocol};
 use crate::ir::{self, Domain};
-use crate::translate::envoyroute::attach::CheckedRoute;
-use crate::translate::envoyroute::rule;
+use crate::route::ClusterKey;
+use crate::translate::endpoints;
+use crate::translate::hosts::{self as routes, Served};
 use crate::translate::hosts::{HostnameOrder, RouteHosts};
-use crate::translate::{endpoints, hosts as routes};
 
 /// The fleet's IR: `attached` holds, per listener (by index), the routes attached to it as they
 /// serve there.
 pub fn fleet(
     listeners: &[JudgedListener],
-    attached: &BTreeMap<usize, Vec<CheckedRoute>>,
+    attached: &BTreeMap<usize, Vec<Served>>,
     access_log: bool,
     services: &[Arc<Service>],
     slices: &[Arc<EndpointSlice>],
@@ -32,7 +32,7 @@ pub fn fleet(
     for (i, listener) in listeners.iter().enumerate().filter(|(_, l)| l.served()) {
         by_port.entry(listener.port).or_default().push(i);
     }
-    let routes_of = |i: usize| -> Vec<&CheckedRoute> { attached.get(&i).into_iter().flatten().collect() };
+    let routes_of = |i: usize| -> &[Served] { attached.get(&i).map(Vec::as_slice).unwrap_or_default() };
 
     let mut ir_listeners = Vec::new();
     let mut secrets: Vec<ir::TlsSecret> = Vec::new();
@@ -55,13 +55,13 @@ pub fn fleet(
                         name: served.name.clone(),
                         server_name: served.domain(),
                         certificates: served.certificates.iter().map(|c| c.name.clone()).collect(),
-                        virtual_hosts: routes::ordered_virtual_hosts(&routes_of(i), HostnameOrder::Ignored),
+                        virtual_hosts: routes::ordered_virtual_hosts(routes_of(i), HostnameOrder::Ignored),
                     });
                 }
                 listener.tls_servers.sort_by(|a, b| a.name.cmp(&b.name));
             }
             _ => {
-                let on_port: Vec<(Domain, Vec<&CheckedRoute>)> =
+                let on_port: Vec<(Domain, &[Served])> =
                     indices.iter().map(|&i| (listeners[i].domain(), routes_of(i))).collect();
                 listener.virtual_hosts = http_virtual_hosts(&on_port);
             }
@@ -73,8 +73,12 @@ pub fn fleet(
     secrets.sort_by(|a, b| a.name.cmp(&b.name));
     secrets.dedup_by(|a, b| a.name == b.name);
 
-    let used: Vec<_> =
-        by_port.values().flatten().flat_map(|&i| routes_of(i)).flat_map(rule::used_clusters).collect();
+    let used: Vec<ClusterKey> = by_port
+        .values()
+        .flatten()
+        .flat_map(|&i| routes_of(i))
+        .flat_map(|served| served.route.used_clusters().into_iter().cloned())
+        .collect();
     ir::Fleet { listeners: ir_listeners, backends: endpoints::backends(&used, services, slices), secrets }
 }
 
@@ -83,7 +87,7 @@ pub fn fleet(
 /// owning that domain: the most specific listener covering it. A listener's own hostname gets
 /// a host too where a less specific domain would otherwise take its requests (answered 404
 /// when none of its routes serves it).
-fn http_virtual_hosts(on_port: &[(Domain, Vec<&CheckedRoute>)]) -> Vec<ir::VirtualHost> {
+fn http_virtual_hosts(on_port: &[(Domain, &[Served])]) -> Vec<ir::VirtualHost> {
     let listeners: Vec<(&Domain, RouteHosts)> =
         on_port.iter().map(|(domain, routes)| (domain, RouteHosts::new(routes))).collect();
     let mut domains: BTreeSet<Domain> =

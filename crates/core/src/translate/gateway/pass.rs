@@ -18,7 +18,7 @@ use super::{
 };
 use crate::api::Envoy;
 use crate::api::gateway::{Gateway, HTTPRoute, ParentReference};
-use crate::translate::envoyroute::attach::CheckedRoute;
+use crate::translate::hosts::Served;
 use crate::xds;
 
 /// A Gateway of an accepted class, its listeners judged.
@@ -26,8 +26,9 @@ struct JudgedGateway<'a> {
     gateway: &'a Gateway,
     template: Option<&'a Envoy>,
     listeners: Vec<JudgedListener>,
-    /// Per listener (by index): the routes accepted there, as they serve there.
-    attached: BTreeMap<usize, Vec<CheckedRoute>>,
+    /// Per listener (by index): the routes accepted there (by index of the routes read), with
+    /// the hostnames they serve there.
+    attached: BTreeMap<usize, Vec<(usize, Vec<String>)>>,
     /// Per listener: the routes (namespace, name) accepted there.
     attached_names: BTreeMap<usize, BTreeSet<(String, String)>>,
 }
@@ -58,13 +59,17 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
         .collect();
     gateways.sort_by(|a, b| key(a.gateway).cmp(&key(b.gateway)));
 
-    let mut routes: Vec<RouteOutcome> =
-        inputs.routes.iter().filter_map(|route| route_outcome(route, &mut gateways, inputs)).collect();
+    let mut read: Vec<ReadRoute> = Vec::new();
+    let mut routes: Vec<RouteOutcome> = inputs
+        .routes
+        .iter()
+        .filter_map(|route| route_outcome(route, &mut gateways, &mut read, inputs))
+        .collect();
     routes.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
     GatewayTranslation {
         classes: classes.into_iter().map(|(outcome, _)| outcome).collect(),
-        gateways: gateways.iter().map(|gateway| gateway_outcome(gateway, inputs)).collect(),
+        gateways: gateways.iter().map(|gateway| gateway_outcome(gateway, &read, inputs)).collect(),
         routes,
     }
 }
@@ -74,10 +79,12 @@ fn key(gateway: &Gateway) -> (Option<&String>, Option<&String>) {
 }
 
 /// What the Gateways of `gateways` a route names make of it (none naming one: `None`), and
-/// the route attached to their listeners.
+/// the route attached to their listeners. The route is read (into `read`) once, whatever the
+/// number of listeners it attaches to.
 fn route_outcome(
     route: &HTTPRoute,
     gateways: &mut [JudgedGateway],
+    read_routes: &mut Vec<ReadRoute>,
     inputs: &GatewayInputs,
 ) -> Option<RouteOutcome> {
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
@@ -98,8 +105,9 @@ fn route_outcome(
     parent_refs.dedup();
     let mut read = ReadRoute::read(route, inputs.services, inputs.grants);
     if let Some(rejection) = inputs.rejected.of("HTTPRoute", &route.metadata) {
-        read.unsupported = Some(rejection.condition_message());
+        read.route.refused = Some(rejection.condition_message());
     }
+    let index = read_routes.len();
     let mut parents = Vec::new();
     for parent_ref in parent_refs {
         let Some(judged) = gateways.iter_mut().find(|judged| names_gateway(parent_ref, judged.gateway))
@@ -111,25 +119,31 @@ fn route_outcome(
             let route_key = (read.namespace.clone(), read.name.clone());
             // A route attached to a listener by two parentRefs serves there once.
             if judged.attached_names.entry(listener).or_default().insert(route_key) {
-                judged.attached.entry(listener).or_default().push(read.on_listener(hostnames));
+                judged.attached.entry(listener).or_default().push((index, hostnames));
             }
         }
         parents.push(ParentOutcome {
             parent_ref: parent_ref.clone(),
             accepted,
-            resolved_refs: read.resolved_refs.clone(),
+            resolved_refs: read.route.resolved_refs.clone(),
         });
     }
+    let name = read.name.clone();
+    read_routes.push(read);
     Some(RouteOutcome {
         namespace,
-        name: read.name.clone(),
+        name,
         uid: route.metadata.uid.clone(),
         generation: route.metadata.generation,
         parents,
     })
 }
 
-fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> GatewayOutcome {
+fn gateway_outcome(
+    gateway_judged: &JudgedGateway,
+    read: &[ReadRoute],
+    inputs: &GatewayInputs,
+) -> GatewayOutcome {
     let gateway = gateway_judged.gateway;
     let listeners = &gateway_judged.listeners;
     let ports = fleet::ports(listeners);
@@ -201,13 +215,16 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, inputs: &GatewayInputs) -> Ga
     };
 
     let access_log = gateway_judged.template.and_then(|envoy| envoy.spec.access_log).unwrap_or(true);
-    let ir = merge::fleet(
-        listeners,
-        &gateway_judged.attached,
-        access_log,
-        inputs.services,
-        inputs.endpoint_slices,
-    );
+    let attached: BTreeMap<usize, Vec<Served>> = gateway_judged
+        .attached
+        .iter()
+        .map(|(&listener, routes)| {
+            let served =
+                routes.iter().map(|(i, hostnames)| Served { route: &read[*i].route, hostnames }).collect();
+            (listener, served)
+        })
+        .collect();
+    let ir = merge::fleet(listeners, &attached, access_log, inputs.services, inputs.endpoint_slices);
     GatewayOutcome {
         namespace,
         name,

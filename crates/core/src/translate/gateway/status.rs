@@ -10,7 +10,7 @@ use crate::api::gateway::{
     Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, HTTPRoute, HTTPRouteStatus, ListenerStatus,
     ParentReference, RouteParentStatus,
 };
-use crate::translate::envoyroute::status::{ParentEntry, condition, parent_statuses};
+use crate::route::status::{ParentEntry, condition, parent_statuses};
 
 fn conditions(
     judged: &[Judged],

@@ -1,69 +1,62 @@
-//! One IR route per rule × match of an EnvoyRoute: the match (path, headers, method, query
-//! parameters), the action (forward to the backends by weight, or redirect) and the filters
-//! (header changes, host and path rewrites).
+//! A defaulted rule ([`EffectiveRule`], what the rule engine makes of EnvoyRoute's and
+//! HTTPRoute's shared rule shape) as the model's: matches in the IR's terms, header changes
+//! with lowercase names, and the action.
 
-use super::attach::CheckedRoute;
+use super::{Action, BackendRef, ClusterKey, Forward, Match, Mirror, Rule, Unresolved};
 use crate::api::route::{
     HeaderModifier, HttpHeader, PathMatchType, PathModifier, PathModifierType, ValueMatchType,
 };
 use crate::ir;
-use crate::route::backend::{ClusterKey, Unresolved};
 use crate::rules::route::{EffectiveMatch, EffectiveRedirect, EffectiveRule, ValueMatch};
 
-/// What a rule of an HTTPRoute does that an EnvoyRoute's rule cannot say. EnvoyRoutes have
-/// none: their routes change no response header and mirror nothing.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RuleExtensions {
-    /// `ResponseHeaderModifier`, names lowercase.
-    pub response_headers: ir::HeaderChanges,
-    /// The `RequestMirror`s whose backend resolves, in the order of the rule.
-    pub mirrors: Vec<ResolvedMirror>,
-}
-
-/// A `RequestMirror` whose backend resolves.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedMirror {
-    pub cluster: ClusterKey,
-    /// 0 to 100; none: every request.
-    pub percent: Option<u32>,
-}
-
-/// The route for match `match_index` of rule `rule_index` of a (valid) route.
-pub fn route(checked: &CheckedRoute, rule_index: usize, match_index: usize) -> Option<ir::Route> {
-    let rule = checked.route.effective().rules.get(rule_index)?;
-    let route_match = rule.matches.get(match_index)?;
-    let backends = checked.backends.get(rule_index).map(Vec::as_slice).unwrap_or_default();
-    let extensions = checked.extensions.get(rule_index);
-    Some(ir::Route {
-        name: format!("{}/{}/rule/{rule_index}/match/{match_index}", checked.namespace(), checked.name()),
-        path: path_match(route_match),
-        method: route_match.method.map(|method| method.as_str().to_owned()),
-        headers: value_matches(&route_match.headers, str::to_ascii_lowercase),
-        query_params: value_matches(&route_match.query_params, str::to_owned),
-        request_headers: header_changes(rule.header_modifier.as_ref()),
-        response_headers: extensions.map(|e| e.response_headers.clone()).unwrap_or_default(),
-        action: action(rule, backends, extensions.map(|e| e.mirrors.as_slice()).unwrap_or_default()),
-    })
-}
-
-/// The clusters a (valid) route sends requests to, or copies of them.
-pub fn used_clusters(checked: &CheckedRoute) -> Vec<ClusterKey> {
-    let mut used = Vec::new();
-    let rules = checked.route.effective().rules.iter().zip(&checked.backends).enumerate();
-    for (i, (rule, backends)) in rules.filter(|(_, (rule, _))| rule.redirect.is_none()) {
-        used.extend(weighted(rule, backends).0.into_iter().map(|(key, _)| key));
-        let mirrors = checked.extensions.get(i).map(|e| e.mirrors.as_slice()).unwrap_or_default();
-        used.extend(mirrors.iter().map(|mirror| mirror.cluster.clone()));
+/// The model's rule of `effective`: `backends` holds, for each of its backendRefs, the Service
+/// port or why none; `response_headers` and `mirrors` what only some route kinds say.
+pub fn rule(
+    effective: &EffectiveRule,
+    backends: Vec<Result<ClusterKey, Unresolved>>,
+    response_headers: ir::HeaderChanges,
+    mirrors: Vec<Mirror>,
+) -> Rule {
+    let action = match &effective.redirect {
+        Some(redirect) => Action::Redirect(redirect_of(redirect)),
+        None => {
+            let rewrite = effective.url_rewrite.as_ref();
+            Action::Forward(Forward {
+                backends: effective
+                    .backend_refs
+                    .iter()
+                    .zip(backends)
+                    .map(|(reference, backend)| BackendRef {
+                        backend,
+                        weight: u32::try_from(reference.weight).unwrap_or(0),
+                    })
+                    .collect(),
+                timeout: effective.request_timeout,
+                host_rewrite: rewrite.and_then(|r| r.hostname.clone()),
+                path_rewrite: rewrite.and_then(|r| r.path.as_ref()).and_then(path_modifier),
+                mirrors,
+            })
+        }
+    };
+    Rule {
+        matches: effective.matches.iter().map(route_match).collect(),
+        request_headers: header_changes(effective.header_modifier.as_ref()),
+        response_headers,
+        action,
     }
-    used
 }
 
-fn path_match(route_match: &EffectiveMatch) -> ir::PathMatch {
-    let path = route_match.path.clone();
-    match route_match.path_type {
-        PathMatchType::Exact => ir::PathMatch::Exact(path),
-        PathMatchType::PathPrefix => ir::PathMatch::Prefix(path),
-        PathMatchType::RegularExpression => ir::PathMatch::RegularExpression(path),
+fn route_match(effective: &EffectiveMatch) -> Match {
+    let path = effective.path.clone();
+    Match {
+        path: match effective.path_type {
+            PathMatchType::Exact => ir::PathMatch::Exact(path),
+            PathMatchType::PathPrefix => ir::PathMatch::Prefix(path),
+            PathMatchType::RegularExpression => ir::PathMatch::RegularExpression(path),
+        },
+        method: effective.method.map(|method| method.as_str().to_owned()),
+        headers: value_matches(&effective.headers, str::to_ascii_lowercase),
+        query_params: value_matches(&effective.query_params, str::to_owned),
     }
 }
 
@@ -84,57 +77,6 @@ fn value_matches(matches: &[ValueMatch], normalize: fn(&str) -> String) -> Vec<i
         }
     }
     unique
-}
-
-fn action(
-    rule: &EffectiveRule,
-    backends: &[Result<ClusterKey, Unresolved>],
-    mirrors: &[ResolvedMirror],
-) -> ir::Action {
-    if let Some(redirect) = &rule.redirect {
-        return ir::Action::Redirect(redirect_of(redirect));
-    }
-    let (valid, unresolved_weight) = weighted(rule, backends);
-    let rewrite = rule.url_rewrite.as_ref();
-    ir::Action::Forward(ir::Forward {
-        backends: valid
-            .into_iter()
-            .map(|(key, weight)| ir::WeightedBackend { backend: key.cluster_name(), weight })
-            .collect(),
-        unresolved_weight,
-        timeout: rule.request_timeout,
-        host_rewrite: rewrite.and_then(|r| r.hostname.clone()),
-        path_rewrite: rewrite.and_then(|r| r.path.as_ref()).and_then(path_modifier),
-        mirrors: mirrors
-            .iter()
-            .map(|mirror| ir::Mirror { backend: mirror.cluster.cluster_name(), percent: mirror.percent })
-            .collect(),
-    })
-}
-
-/// The rule's backends with a share of the requests: those that resolve, merged by cluster in
-/// the order of the rule, and the total weight of those that do not. Weight 0 sends nothing.
-fn weighted(
-    rule: &EffectiveRule,
-    backends: &[Result<ClusterKey, Unresolved>],
-) -> (Vec<(ClusterKey, u32)>, u32) {
-    let mut valid: Vec<(ClusterKey, u32)> = Vec::new();
-    let mut invalid_weight = 0u32;
-    for (backend, resolution) in rule.backend_refs.iter().zip(backends) {
-        let weight = u32::try_from(backend.weight).unwrap_or(0);
-        if weight == 0 {
-            continue;
-        }
-        // Validation bounds them (16 of at most 1_000_000); saturating all the same.
-        match resolution {
-            Ok(key) => match valid.iter_mut().find(|(known, _)| known == key) {
-                Some((_, total)) => *total = total.saturating_add(weight),
-                None => valid.push((key.clone(), weight)),
-            },
-            Err(_) => invalid_weight = invalid_weight.saturating_add(weight),
-        }
-    }
-    (valid, invalid_weight)
 }
 
 fn redirect_of(redirect: &EffectiveRedirect) -> ir::Redirect {
@@ -160,9 +102,9 @@ fn path_modifier(path: &PathModifier) -> Option<ir::PathModifier> {
     }
 }
 
-/// Gateway API's `RequestHeaderModifier`, names lowercase.
-/// A header modifier as the IR's changes, names lowercase.
-pub(crate) fn header_changes(modifier: Option<&HeaderModifier>) -> ir::HeaderChanges {
+/// A header modifier (`RequestHeaderModifier`, `ResponseHeaderModifier`) as the IR's changes,
+/// names lowercase.
+pub fn header_changes(modifier: Option<&HeaderModifier>) -> ir::HeaderChanges {
     let Some(modifier) = modifier else { return ir::HeaderChanges::default() };
     let headers = |headers: &[HttpHeader]| -> Vec<ir::Header> {
         headers
@@ -184,16 +126,30 @@ mod tests {
     use super::*;
     use crate::api::EnvoyRoute;
     use crate::route::backend::REASON_BACKEND_NOT_FOUND;
+    use crate::route::conditions::ConditionState;
+    use crate::route::{Route, Rule};
+    use crate::rules::defaulted;
     use crate::xds as to_envoy;
     use crate::xds::route::INVALID_BACKEND_CLUSTER;
 
-    fn checked(rule: Value, backends: Vec<Result<ClusterKey, Unresolved>>) -> CheckedRoute {
-        let route: EnvoyRoute = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
+    /// A route of the one rule `rule`, its backendRefs resolving as `backends` say.
+    fn checked(rule: Value, backends: Vec<Result<ClusterKey, Unresolved>>) -> Route {
+        let object: EnvoyRoute = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "EnvoyRoute",
             "metadata": {"name": "shop", "namespace": "shop"}, "spec": {"parentRefs": [{"name": "edge"}], "rules": [rule]}}))
         .unwrap();
-        let mut checked = CheckedRoute::new(&route, &[]);
-        checked.backends = vec![backends];
-        checked
+        let effective = defaulted(object).effective().rules[0].clone();
+        let rule: Rule = super::rule(&effective, backends, Default::default(), Vec::new());
+        let resolved_refs = ConditionState { status: true, reason: "ResolvedRefs", message: String::new() };
+        Route {
+            kind: "EnvoyRoute",
+            namespace: "shop".into(),
+            name: "shop".into(),
+            created: None,
+            hostnames: Vec::new(),
+            rules: vec![rule],
+            refused: None,
+            resolved_refs,
+        }
     }
 
     fn key(service: &str, port: i32) -> Result<ClusterKey, Unresolved> {
@@ -205,8 +161,8 @@ mod tests {
     }
 
     /// The route as Envoy gets it.
-    fn envoy(checked: &CheckedRoute, match_index: usize) -> Value {
-        serde_json::to_value(to_envoy::route::route(&route(checked, 0, match_index).expect("a route")))
+    fn envoy(checked: &Route, match_index: usize) -> Value {
+        serde_json::to_value(to_envoy::route::route(&checked.ir_route(0, match_index).expect("a route")))
             .unwrap()
     }
 
@@ -253,7 +209,7 @@ mod tests {
                 {"name": INVALID_BACKEND_CLUSTER, "weight": 2}]},
                 "cluster_not_found_response_code": "INTERNAL_SERVER_ERROR"})
         );
-        let keys: Vec<String> = used_clusters(&checked).iter().map(ClusterKey::cluster_name).collect();
+        let keys: Vec<String> = checked.used_clusters().into_iter().map(ClusterKey::cluster_name).collect();
         assert_eq!(keys, ["shop/web/80", "shop/canary/80"], "weight 0 needs no cluster");
     }
 
