@@ -54,7 +54,7 @@ impl RouteOutcomes {
             let mut current = self.lock();
             let mut kept = Vec::new();
             for outcome in outcomes {
-                let key = ObjectRef::new(&outcome.route).within(namespace);
+                let key = ObjectRef::new(&outcome.name).within(namespace);
                 kept.push(key.clone());
                 if current.get(&key).is_none_or(|known| **known != outcome) {
                     current.insert(key.clone(), Arc::new(outcome));
@@ -92,7 +92,7 @@ mod tests {
     use super::*;
 
     fn outcome(route: &str, generation: i64) -> RouteOutcome {
-        RouteOutcome { route: route.into(), uid: None, generation: Some(generation), parents: Vec::new() }
+        RouteOutcome { namespace: "shop".into(), name: route.into(), uid: None, generation: Some(generation), parents: Vec::new() }
     }
 
     #[tokio::test]

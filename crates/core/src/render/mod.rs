@@ -40,9 +40,9 @@ pub struct Manifests {
     gateway: GatewayObjects,
 }
 
-/// One Envoy's configuration.
+/// One Envoy's configuration, as `render --xds` prints it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fleet {
+pub struct RenderedFleet {
     /// `<namespace>/<name>`.
     pub key: String,
     pub translation: Translation,
@@ -145,10 +145,10 @@ impl Manifests {
     }
 
     /// Each Envoy's configuration, in the order of the manifests.
-    pub fn fleets(&self) -> Vec<Fleet> {
+    pub fn fleets(&self) -> Vec<RenderedFleet> {
         self.envoys
             .iter()
-            .map(|envoy| Fleet {
+            .map(|envoy| RenderedFleet {
                 key: fleet_key(envoy),
                 translation: translate(&Inputs {
                     envoy,
@@ -252,7 +252,7 @@ fn typed<K: serde::de::DeserializeOwned>(object: Value, kind: &str) -> Result<K,
         .map_err(|error| Outcome::Unreadable { message: format!("{kind} {name}: {error}") })
 }
 
-impl Fleet {
+impl RenderedFleet {
     /// The fleet's document: its key, the route statuses, and the resources as one
     /// `DiscoveryResponse` per type, in push order.
     pub fn document(&self) -> Value {

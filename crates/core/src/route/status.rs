@@ -6,6 +6,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use super::backend::Unresolved;
 use super::conditions::{ACCEPTED, ConditionState, REASON_RESOLVED_REFS, RESOLVED_REFS};
 
+/// What the parents a route names make of one version of it (`generation`), whatever the
+/// route kind: `P` is the kind's outcome per parentRef.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RouteOutcome<P> {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    /// One per distinct parentRef the kind's translation judges, sorted.
+    pub parents: Vec<P>,
+}
+
 /// Gateway API's limit on `status.parents`.
 const MAX_PARENTS: usize = 32;
 

@@ -39,15 +39,9 @@ pub struct FleetTranslation {
     pub translation: Translation,
 }
 
-/// What the parents of one route make of it, and which version of the route that judges.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouteOutcome {
-    pub route: String,
-    pub uid: Option<String>,
-    pub generation: Option<i64>,
-    /// One per distinct parentRef, sorted, including those naming no Envoy.
-    pub parents: Vec<RouteStatus>,
-}
+/// What the parents of one route make of it: one per distinct parentRef, including those
+/// naming no Envoy.
+pub type RouteOutcome = crate::route::status::RouteOutcome<RouteStatus>;
 
 /// Every fleet and every route of a namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -124,7 +118,8 @@ fn route_outcome(
             .collect()
     };
     RouteOutcome {
-        route: name,
+        namespace: read.route.namespace.clone(),
+        name,
         uid: route.metadata.uid.clone(),
         generation: route.metadata.generation,
         parents,
@@ -250,7 +245,7 @@ mod tests {
         };
         let translated = translate_namespace(&inputs);
         let accepted = |name: &str| {
-            let outcome = translated.routes.iter().find(|r| r.route == name).expect(name);
+            let outcome = translated.routes.iter().find(|r| r.name == name).expect(name);
             outcome.parents[0].accepted.clone()
         };
         let refused = accepted("shop");

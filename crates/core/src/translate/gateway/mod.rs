@@ -137,16 +137,9 @@ pub struct ListenerOutcome {
     pub conditions: Vec<Judged>,
 }
 
-/// What the Gateways a route names make of it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RouteOutcome {
-    pub namespace: String,
-    pub name: String,
-    pub uid: Option<String>,
-    pub generation: Option<i64>,
-    /// One per distinct parentRef naming a Gateway of the operator's classes, sorted.
-    pub parents: Vec<ParentOutcome>,
-}
+/// What the Gateways a route names make of it: one parent per distinct parentRef naming a
+/// Gateway of the operator's classes.
+pub type RouteOutcome = crate::route::status::RouteOutcome<ParentOutcome>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ParentOutcome {
