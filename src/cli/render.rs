@@ -45,11 +45,17 @@ pub struct RenderArgs {
     /// (certificates included, private keys redacted). `-o json` prints a JSON array.
     #[arg(long, conflicts_with_all = ["nginx_image", "xds_ca_file", "xds_advertise"])]
     pub xds: bool,
+    /// Like --xds, but print each fleet's IR instead of Envoy's resources: what its proxies
+    /// should do (listeners, virtual hosts, routes, backends and their endpoints), the step
+    /// between the route objects and Envoy's configuration. Certificates are shown by size,
+    /// private keys redacted.
+    #[arg(long, conflicts_with_all = ["nginx_image", "xds_ca_file", "xds_advertise", "xds"])]
+    pub ir: bool,
 }
 
 pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
-    if args.xds {
-        return render_xds(&args.manifests);
+    if args.xds || args.ir {
+        return render_xds(&args.manifests, args.ir);
     }
     let control_plane = match args.advertise.control_plane(&args.operator_namespace) {
         Ok(control_plane) => control_plane,
@@ -66,10 +72,10 @@ pub fn run(args: &RenderArgs) -> super::Result<ExitCode> {
         .run(&args.manifests, |object| render_object(&object, &settings))
 }
 
-/// `render --xds`: every object read first (a fleet's configuration depends on all of them),
-/// then one document per fleet. Like `render`, prints what can be rendered and exits 1 when any
-/// object would be refused.
-fn render_xds(args: &ManifestArgs) -> super::Result<ExitCode> {
+/// `render --xds` (or `--ir`: each fleet's IR): every object read first (a fleet's
+/// configuration depends on all of them), then one document per fleet. Like `render`, prints
+/// what can be rendered and exits 1 when any object would be refused.
+fn render_xds(args: &ManifestArgs, ir: bool) -> super::Result<ExitCode> {
     const DEFAULT_NAMESPACE: &str = "default";
     let objects = read_objects(args)?;
     let documents = objects.len();
@@ -93,9 +99,15 @@ fn render_xds(args: &ManifestArgs) -> super::Result<ExitCode> {
     }
     // Envoys first, in the order of the manifests, then Gateways, sorted.
     let fleets = manifests.fleets();
-    let rendered: Vec<(String, Value)> = (fleets.iter().map(|fleet| (fleet.comment(), fleet.document())))
-        .chain(gateways.iter().map(|gateway| (gateway.comment(), gateway.document())))
-        .collect();
+    let rendered: Vec<(String, Value)> = if ir {
+        (fleets.iter().map(|fleet| (fleet.comment(), fleet.ir_document())))
+            .chain(gateways.iter().map(|gateway| (gateway.comment(), gateway.ir_document())))
+            .collect()
+    } else {
+        (fleets.iter().map(|fleet| (fleet.comment(), fleet.document())))
+            .chain(gateways.iter().map(|gateway| (gateway.comment(), gateway.document())))
+            .collect()
+    };
     let mut out = std::io::stdout().lock();
     match args.output {
         OutputFormat::Json => {

@@ -217,6 +217,12 @@ impl GatewayDocument {
     /// The Gateway's document: its key, its fleet's, its status, its routes' statuses, and its
     /// fleet's resources as one `DiscoveryResponse` per type in push order, private keys
     /// redacted.
+    /// The Gateway's IR document (`render --ir`): what its fleet's proxies should do, keys
+    /// redacted.
+    pub fn ir_document(&self) -> Value {
+        json!({"gateway": format!("{}/{}", self.outcome.namespace, self.outcome.name), "ir": self.outcome.ir})
+    }
+
     pub fn document(&self) -> Value {
         let outcome = &self.outcome;
         let fleet = outcome.fleet.as_ref().map(|envoy| {

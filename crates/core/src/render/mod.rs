@@ -263,6 +263,11 @@ impl RenderedFleet {
         })
     }
 
+    /// The fleet's IR document (`render --ir`): what its proxies should do, keys redacted.
+    pub fn ir_document(&self) -> Value {
+        json!({"fleet": self.key, "ir": self.translation.ir})
+    }
+
     /// What a reader needs before the document: what it is, and each route status in a line.
     pub fn comment(&self) -> String {
         let mut comment = format!(

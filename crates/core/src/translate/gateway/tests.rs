@@ -311,24 +311,6 @@ fn to(backend: &str, weight: u32) -> Vec<String> {
     vec![format!("{backend}={weight}")]
 }
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 /// HTTPRouteHTTPSListener: HTTPS listeners sharing port 443 are one listener of TLS servers,
 /// chosen by SNI, each with the certificate of its Secret and its own routes.
 #[test]
@@ -393,16 +375,6 @@ spec:
     assert_eq!(fleet.spec.ports.len(), 1, "one port for both listeners");
     assert_eq!(fleet.spec.ports[0].name, "https-443");
 }
-
-
-
-
-
-
-
-
-
-
 
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(second).unwrap())
@@ -597,10 +569,6 @@ spec:
     assert_eq!(gone.parents, [theirs], "our entry goes with its parentRef");
 }
 
-
-
-
-
 /// HTTPRouteResponseHeaderModifier: set, add and remove response headers (names of any case,
 /// lowercased), rendered as the Envoy route's response header options.
 #[test]
@@ -650,7 +618,6 @@ spec:
     assert_eq!(envoy_route["response_headers_to_remove"], json!(["x-header-remove"]));
     assert!(envoy_route.get("request_headers_to_add").is_none(), "{envoy_route}");
 }
-
 
 /// HTTPRouteRequestMirror: requests are answered by infra-backend-v1 and copied to
 /// infra-backend-v2, which becomes a backend of the fleet (with its endpoints) and the route's
@@ -725,11 +692,7 @@ spec:
     );
 }
 
-
-
 // The operator's own rules.
-
-
 
 /// The fleet of `same-namespace` as stored: its uid, and `status`.
 fn stored_fleet(world: &World, status: Value) -> Envoy {
@@ -750,7 +713,6 @@ fn fleet_service(name: &str, owner_uid: Option<&str>, lb_status: Value) -> Arc<S
         "metadata": {"name": name, "namespace": INFRA, "ownerReferences": owners},
         "spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}, "status": lb_status})))
 }
-
 
 /// A Gateway claims no address it does not own: not that of a user's Service of the Gateway's
 /// own name, nor of one of its fleet's name that its fleet does not control; and a fleet that
@@ -793,9 +755,3 @@ fn a_gateway_claims_only_the_address_of_the_service_its_fleet_controls() {
         )
     );
 }
-
-
-
-
-
-
