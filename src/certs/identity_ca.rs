@@ -1,12 +1,12 @@
 //! The CA of the fleets' workload identities: it issues each fleet a client certificate naming
 //! it ([`FleetIdentity`], a SPIFFE ID in the URI SAN), and the xDS server trusts what it
 //! issued. Its own key must outlive a restart, so unlike the webhook's CA it is kept, in the
-//! Secret [`CA_SECRET`] of the operator's namespace (`tls.crt`/`tls.key`: the CA; `ca.crt`: the
+//! Secret [`XDS_IDENTITY_CA_SECRET`] of the operator's namespace (`tls.crt`/`tls.key`: the CA; `ca.crt`: the
 //! bundle clients are checked against, the current CA first and, after a rotation, the one
 //! before it while it is valid, so certificates it issued keep working until renewed).
 
 use envoy_operator_core::identity::{FleetIdentity, IssuedIdentity, TRUST_DOMAIN};
-use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY};
+use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY, XDS_IDENTITY_CA_SECRET};
 use k8s_openapi::api::core::v1::Secret;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
@@ -17,8 +17,6 @@ use time::{Duration, OffsetDateTime};
 
 use crate::certs::webhook_secret::{CertError, first_pem_block, rotated_bundle, tls_secret, validity};
 
-/// The Secret holding the identity CA, in the operator's namespace.
-pub const CA_SECRET: &str = "envoy-operator-xds-identity-ca";
 /// How long the identity CA is valid; it is rotated when a third is left.
 pub const CA_VALIDITY: Duration = Duration::days(365);
 /// How long a fleet's client certificate is valid. Renewed at half of it
@@ -98,7 +96,7 @@ impl IdentityCa {
 
     /// The Secret (type `kubernetes.io/tls`) holding this CA in `namespace`.
     pub fn to_secret(&self, namespace: &str) -> Secret {
-        tls_secret(CA_SECRET, namespace, &self.bundle_pem, &self.cert_pem, &self.key_pem)
+        tls_secret(XDS_IDENTITY_CA_SECRET, namespace, &self.bundle_pem, &self.cert_pem, &self.key_pem)
     }
 
     /// The current CA's certificate (PEM).
