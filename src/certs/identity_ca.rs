@@ -207,7 +207,7 @@ mod tests {
         let fleet = FleetIdentity::new("shop", "edge");
         let issued = ca.issue(&fleet, now()).unwrap();
         let pem =
-            x509_parser::pem::Pem::iter_from_buffer(issued.cert_pem.as_bytes()).next().unwrap().unwrap();
+            crate::certs::pem::first_block(issued.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
         let sans = cert.subject_alternative_name().unwrap().unwrap();
         let uris: Vec<_> = sans

@@ -1165,8 +1165,7 @@ mod at_the_cap {
     use bytes::Bytes;
     use http_body_util::{BodyExt, Empty};
     use hyper_util::rt::{TokioExecutor, TokioIo};
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, ServerName};
+    use rustls::pki_types::ServerName;
     use tokio::io::AsyncWriteExt;
     use tokio::net::{TcpListener, TcpStream};
     use tokio::sync::Semaphore;
@@ -1228,8 +1227,8 @@ mod at_the_cap {
         };
         let task = tokio::spawn(serve(listener, app, options, Shutdown::default()));
         let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(generated.ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
+        for cert in crate::certs::pem::certificates(generated.ca_pem.as_bytes()).unwrap() {
+            roots.add(cert).unwrap();
         }
         let client = rustls::ClientConfig::builder_with_provider(serving::provider())
             .with_safe_default_protocol_versions()
