@@ -85,7 +85,9 @@ impl ClientTrust {
 
 fn verifier(bundle_pem: &str, required: bool) -> Result<Arc<dyn ClientCertVerifier>, IdentityError> {
     let mut roots = RootCertStore::empty();
-    for certificate in pem::certificates(bundle_pem.as_bytes()).map_err(|e| IdentityError::Parse(e.to_string()))? {
+    for certificate in
+        pem::certificates(bundle_pem.as_bytes()).map_err(|e| IdentityError::Parse(e.to_string()))?
+    {
         roots.add(certificate).map_err(|e| IdentityError::Verifier(e.to_string()))?;
     }
     if roots.is_empty() {

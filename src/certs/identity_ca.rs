@@ -206,8 +206,7 @@ mod tests {
         let ca = IdentityCa::generate(now()).unwrap();
         let fleet = FleetIdentity::new("shop", "edge");
         let issued = ca.issue(&fleet, now()).unwrap();
-        let pem =
-            crate::certs::pem::first_block(issued.cert_pem.as_bytes()).unwrap();
+        let pem = crate::certs::pem::first_block(issued.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
         let sans = cert.subject_alternative_name().unwrap().unwrap();
         let uris: Vec<_> = sans

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_operator_core::names::XDS_IDENTITY_CA_SECRET;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use envoy_operator_core::names::XDS_IDENTITY_CA_SECRET;
 use kube::{Client, ResourceExt};
 use time::OffsetDateTime;
 use tokio::sync::watch;

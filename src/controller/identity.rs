@@ -83,7 +83,10 @@ pub(super) async fn attach(
 
 /// The record a fleet's Deployment carries, if any.
 fn recorded(deployment: &Deployment) -> Option<IssuedIdentity> {
-    deployment.annotations().get(XDS_IDENTITY_ISSUED_ANNOTATION).and_then(|value| IssuedIdentity::parse(value))
+    deployment
+        .annotations()
+        .get(XDS_IDENTITY_ISSUED_ANNOTATION)
+        .and_then(|value| IssuedIdentity::parse(value))
 }
 
 /// The annotations that record `issued` on the fleet's Deployment.
