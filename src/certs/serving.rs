@@ -17,10 +17,10 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
+use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls::{ServerConfig, version};
 use sha2::{Digest, Sha256};
 
 use crate::certs::pem::{self, PemError};
@@ -364,13 +364,7 @@ fn digest(cert_pem: &[u8], key_pem: &[u8]) -> [u8; 32] {
 /// The server's TLS configuration: TLS 1.2 and 1.3 only, ALPN h2 then http/1.1, the
 /// certificate from `resolver`.
 pub fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<Arc<ServerConfig>, TlsError> {
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&version::TLS13, &version::TLS12])
-        .map_err(TlsError::Config)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    crate::net::tls::server_config(resolver, None, &[b"h2", b"http/1.1"]).map_err(TlsError::Config)
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ mod monitored;
 mod serve_config;
 pub(crate) mod slots;
 mod supervise;
-pub(crate) mod tls;
+pub mod tls;
 
 #[cfg(test)]
 mod at_the_cap;

@@ -47,7 +47,7 @@ use crate::net::ServeConfig;
 use crate::net::accept::{Accept, accept_loop};
 use crate::net::activity::Activity;
 use crate::net::slots::Slots;
-use crate::net::tls::{HandshakeError, handshake};
+use crate::net::tls::{self, HandshakeError, handshake};
 
 /// The rustls configuration of the xDS port: TLS 1.3 and 1.2 with the ring provider, HTTP/2
 /// only, and client certificates checked by `clients` (none asked for without).
@@ -55,16 +55,7 @@ pub fn server_config(
     resolver: Arc<dyn ResolvesServerCert>,
     clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
-    let mut config = match clients {
-        Some(verifier) => builder.with_client_cert_verifier(verifier),
-        None => builder.with_no_client_auth(),
-    }
-    .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Arc::new(config))
+    tls::server_config(resolver, clients, &[b"h2"])
 }
 
 /// How accepted TCP connections become gRPC connections.
