@@ -15,6 +15,7 @@ use rcgen::{
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
+use crate::certs::pem;
 use crate::certs::webhook_secret::{CertError, first_pem_block, rotated_bundle, tls_secret, validity};
 
 /// How long the identity CA is valid; it is rotated when a third is left.
@@ -88,7 +89,13 @@ impl IdentityCa {
                 .filter(|text| !text.is_empty())
                 .ok_or_else(|| CertError::MissingKey(name.clone(), key))
         };
-        let ca = Self::new(get(CERT_KEY)?, get(KEY_KEY)?, get(CA_KEY)?)?;
+        let cert_pem = get(CERT_KEY)?;
+        pem::first_certificate(cert_pem.as_bytes()).map_err(|source| CertError::Pem {
+            secret: name.clone(),
+            key: CERT_KEY,
+            source,
+        })?;
+        let ca = Self::new(cert_pem, get(KEY_KEY)?, get(CA_KEY)?)?;
         // A key that does not sign for this certificate would issue certificates nobody trusts.
         ca.issuer()?;
         Ok(ca)
@@ -250,6 +257,21 @@ mod tests {
         let mut empty = secret;
         empty.data.as_mut().unwrap().remove(KEY_KEY);
         assert!(matches!(IdentityCa::from_secret(&empty), Err(CertError::MissingKey(..))));
+    }
+
+    #[test]
+    fn a_secret_without_a_certificate_says_which_secret_and_key() {
+        let ca = IdentityCa::generate(now()).unwrap();
+        let mut secret = ca.to_secret("ops");
+        let key = k8s_openapi::ByteString(ca.key_pem.clone().into_bytes());
+        secret.data.as_mut().unwrap().insert(CERT_KEY.into(), key);
+        let Err(error) = IdentityCa::from_secret(&secret) else {
+            panic!("a key where the certificate belongs")
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("the Secret {XDS_IDENTITY_CA_SECRET}'s {CERT_KEY}: no CERTIFICATE block"),
+        );
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub enum CertError {
     MissingKey(String, &'static str),
     #[error("parsing the certificate: {0}")]
     Parse(String),
+    /// A key of a Secret whose PEM text is not what it should hold.
+    #[error("the Secret {secret}'s {key}: {source}")]
+    Pem { secret: String, key: &'static str, source: PemError },
     #[error("generating certificates: {0}")]
     Generate(String),
 }
@@ -57,7 +60,7 @@ impl CertError {
         match self {
             Self::Api(_) => "api",
             Self::MissingKey(..) => "missing_key",
-            Self::Parse(_) => "parse",
+            Self::Parse(_) | Self::Pem { .. } => "parse",
             Self::Generate(_) => "generate",
         }
     }
