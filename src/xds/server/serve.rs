@@ -43,8 +43,8 @@ impl std::fmt::Debug for Transport {
     }
 }
 
-/// How to serve: `net`'s configuration, shared with the webhook port, with the xDS server's own
-/// part. Of the [`ConnectionLimits`], xDS reads the connection cap, the handshake timeout and the
+/// How to serve: `net`'s configuration, shared with the webhook and operations ports, with the
+/// xDS server's own part. Of the [`ConnectionLimits`], xDS reads the connection cap, the handshake timeout and the
 /// HTTP/2 settings; its `http2_idle_timeout` closes a connection that carries no stream.
 pub type ServeConfig = crate::net::ServeConfig<Grpc>;
 
@@ -57,6 +57,8 @@ pub struct Grpc {
 }
 
 impl ServeConfig {
+    /// The operator's settings for `transport`: a client finds the cap (sized from this
+    /// process's limits) refused at once, and a failed accept is retried after 100 ms.
     pub fn new(transport: Transport) -> Self {
         Self {
             name: "xds",
