@@ -140,9 +140,9 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None => Transport::Plaintext,
     };
     let mut config = ServeConfig::new(transport);
-    eprintln!("the server's default connection cap here: {}", config.max_connections);
-    config.max_connections = config.max_connections.max(args.max_connections.unwrap_or(0));
-    config.max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
+    eprintln!("the server's default connection cap here: {}", config.limits.max_connections);
+    config.limits.max_connections = config.limits.max_connections.max(args.max_connections.unwrap_or(0));
+    config.limits.http2_max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

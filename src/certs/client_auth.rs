@@ -12,6 +12,8 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
+use crate::certs::pem;
+
 /// Why a client certificate names no fleet, or a bundle cannot be trusted.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -83,11 +85,10 @@ impl ClientTrust {
 
 fn verifier(bundle_pem: &str, required: bool) -> Result<Arc<dyn ClientCertVerifier>, IdentityError> {
     let mut roots = RootCertStore::empty();
-    for block in x509_parser::pem::Pem::iter_from_buffer(bundle_pem.as_bytes()) {
-        let block = block.map_err(|e| IdentityError::Parse(e.to_string()))?;
-        roots
-            .add(CertificateDer::from(block.contents))
-            .map_err(|e| IdentityError::Verifier(e.to_string()))?;
+    for certificate in
+        pem::certificates(bundle_pem.as_bytes()).map_err(|e| IdentityError::Parse(e.to_string()))?
+    {
+        roots.add(certificate).map_err(|e| IdentityError::Verifier(e.to_string()))?;
     }
     if roots.is_empty() {
         return Err(IdentityError::EmptyBundle);
@@ -148,9 +149,9 @@ impl ClientCertVerifier for ClientTrust {
 /// Whether `bundle_pem` vouches for the certificate `cert_pem` now.
 #[cfg(test)]
 pub(crate) fn verifies(bundle_pem: &str, cert_pem: &str) -> Result<(), rustls::Error> {
-    let block = x509_parser::pem::Pem::iter_from_buffer(cert_pem.as_bytes()).next().unwrap().unwrap();
+    let certificate = pem::first_certificate(cert_pem.as_bytes()).unwrap();
     let trust = ClientTrust::new(bundle_pem, true).unwrap();
-    trust.verify_client_cert(&CertificateDer::from(block.contents), &[], UnixTime::now()).map(|_| ())
+    trust.verify_client_cert(&certificate, &[], UnixTime::now()).map(|_| ())
 }
 
 #[cfg(test)]
@@ -159,9 +160,7 @@ mod tests {
     use crate::certs::identity_ca::IdentityCa;
 
     fn der(pem: &str) -> CertificateDer<'static> {
-        CertificateDer::from(
-            x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()).next().unwrap().unwrap().contents,
-        )
+        pem::first_certificate(pem.as_bytes()).unwrap()
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! The CA of the fleets' workload identities: it issues each fleet a client certificate naming
 //! it ([`FleetIdentity`], a SPIFFE ID in the URI SAN), and the xDS server trusts what it
 //! issued. Its own key must outlive a restart, so unlike the webhook's CA it is kept, in the
-//! Secret [`CA_SECRET`] of the operator's namespace (`tls.crt`/`tls.key`: the CA; `ca.crt`: the
+//! Secret [`XDS_IDENTITY_CA_SECRET`] of the operator's namespace (`tls.crt`/`tls.key`: the CA; `ca.crt`: the
 //! bundle clients are checked against, the current CA first and, after a rotation, the one
 //! before it while it is valid, so certificates it issued keep working until renewed).
 
 use envoy_operator_core::identity::{FleetIdentity, IssuedIdentity, TRUST_DOMAIN};
-use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY};
+use envoy_operator_core::names::{CA_KEY, CERT_KEY, KEY_KEY, XDS_IDENTITY_CA_SECRET};
 use k8s_openapi::api::core::v1::Secret;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
@@ -15,10 +15,9 @@ use rcgen::{
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
+use crate::certs::pem;
 use crate::certs::webhook_secret::{CertError, first_pem_block, rotated_bundle, tls_secret, validity};
 
-/// The Secret holding the identity CA, in the operator's namespace.
-pub const CA_SECRET: &str = "envoy-operator-xds-identity-ca";
 /// How long the identity CA is valid; it is rotated when a third is left.
 pub const CA_VALIDITY: Duration = Duration::days(365);
 /// How long a fleet's client certificate is valid. Renewed at half of it
@@ -90,7 +89,13 @@ impl IdentityCa {
                 .filter(|text| !text.is_empty())
                 .ok_or_else(|| CertError::MissingKey(name.clone(), key))
         };
-        let ca = Self::new(get(CERT_KEY)?, get(KEY_KEY)?, get(CA_KEY)?)?;
+        let cert_pem = get(CERT_KEY)?;
+        pem::first_certificate(cert_pem.as_bytes()).map_err(|source| CertError::Pem {
+            secret: name.clone(),
+            key: CERT_KEY,
+            source,
+        })?;
+        let ca = Self::new(cert_pem, get(KEY_KEY)?, get(CA_KEY)?)?;
         // A key that does not sign for this certificate would issue certificates nobody trusts.
         ca.issuer()?;
         Ok(ca)
@@ -98,7 +103,7 @@ impl IdentityCa {
 
     /// The Secret (type `kubernetes.io/tls`) holding this CA in `namespace`.
     pub fn to_secret(&self, namespace: &str) -> Secret {
-        tls_secret(CA_SECRET, namespace, &self.bundle_pem, &self.cert_pem, &self.key_pem)
+        tls_secret(XDS_IDENTITY_CA_SECRET, namespace, &self.bundle_pem, &self.cert_pem, &self.key_pem)
     }
 
     /// The current CA's certificate (PEM).
@@ -208,8 +213,7 @@ mod tests {
         let ca = IdentityCa::generate(now()).unwrap();
         let fleet = FleetIdentity::new("shop", "edge");
         let issued = ca.issue(&fleet, now()).unwrap();
-        let pem =
-            x509_parser::pem::Pem::iter_from_buffer(issued.cert_pem.as_bytes()).next().unwrap().unwrap();
+        let pem = crate::certs::pem::first_block(issued.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
         let sans = cert.subject_alternative_name().unwrap().unwrap();
         let uris: Vec<_> = sans
@@ -253,6 +257,21 @@ mod tests {
         let mut empty = secret;
         empty.data.as_mut().unwrap().remove(KEY_KEY);
         assert!(matches!(IdentityCa::from_secret(&empty), Err(CertError::MissingKey(..))));
+    }
+
+    #[test]
+    fn a_secret_without_a_certificate_says_which_secret_and_key() {
+        let ca = IdentityCa::generate(now()).unwrap();
+        let mut secret = ca.to_secret("ops");
+        let key = k8s_openapi::ByteString(ca.key_pem.clone().into_bytes());
+        secret.data.as_mut().unwrap().insert(CERT_KEY.into(), key);
+        let Err(error) = IdentityCa::from_secret(&secret) else {
+            panic!("a key where the certificate belongs")
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("the Secret {XDS_IDENTITY_CA_SECRET}'s {CERT_KEY}: no CERTIFICATE block"),
+        );
     }
 
     #[test]

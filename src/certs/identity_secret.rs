@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_operator_core::names::XDS_IDENTITY_CA_SECRET;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
@@ -15,7 +16,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use super::identity_ca::{CA_SECRET, IdentityCa};
+use super::identity_ca::IdentityCa;
 use crate::certs::webhook_secret::CertError;
 use crate::ops::logging::readable;
 
@@ -23,18 +24,18 @@ use crate::ops::logging::readable;
 /// first, uses theirs.
 pub async fn ensure(client: &Client, namespace: &str) -> Result<IdentityCa, CertError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    if let Some(secret) = secrets.get_opt(CA_SECRET).await? {
+    if let Some(secret) = secrets.get_opt(XDS_IDENTITY_CA_SECRET).await? {
         return IdentityCa::from_secret(&secret);
     }
     let ca = IdentityCa::generate(OffsetDateTime::now_utc())?;
     match secrets.create(&PostParams::default(), &ca.to_secret(namespace)).await {
         Ok(_) => {
-            info!(secret = CA_SECRET, %namespace, "created the xDS identity CA");
+            info!(secret = XDS_IDENTITY_CA_SECRET, %namespace, "created the xDS identity CA");
             Ok(ca)
         }
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            info!(secret = CA_SECRET, %namespace, "another replica created the xDS identity CA first; using theirs");
-            IdentityCa::from_secret(&secrets.get(CA_SECRET).await?)
+            info!(secret = XDS_IDENTITY_CA_SECRET, %namespace, "another replica created the xDS identity CA first; using theirs");
+            IdentityCa::from_secret(&secrets.get(XDS_IDENTITY_CA_SECRET).await?)
         }
         Err(error) => Err(error.into()),
     }
@@ -44,7 +45,7 @@ pub async fn ensure(client: &Client, namespace: &str) -> Result<IdentityCa, Cert
 /// used is logged and the last good CA kept.
 pub async fn follow(client: Client, namespace: String, current: watch::Sender<Arc<IdentityCa>>) {
     let secrets: Api<Secret> = Api::namespaced(client, &namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={CA_SECRET}"));
+    let config = watcher::Config::default().fields(&format!("metadata.name={XDS_IDENTITY_CA_SECRET}"));
     let mut events = std::pin::pin!(watcher(secrets, config).default_backoff().applied_objects());
     loop {
         let secret = tokio::select! {
@@ -52,7 +53,7 @@ pub async fn follow(client: Client, namespace: String, current: watch::Sender<Ar
             event = events.next() => match event {
                 Some(Ok(secret)) => secret,
                 Some(Err(error)) => {
-                    warn!(error = %readable(&error), secret = CA_SECRET, "watching the xDS identity CA failed; retrying");
+                    warn!(error = %readable(&error), secret = XDS_IDENTITY_CA_SECRET, "watching the xDS identity CA failed; retrying");
                     continue;
                 }
                 None => return,
@@ -86,15 +87,15 @@ pub async fn maintain(client: Client, namespace: String, interval: Duration) {
     loop {
         ticks.tick().await;
         if let Err(error) = rotate_if_due(&client, &secrets, &namespace).await {
-            warn!(error = %readable(&error), secret = CA_SECRET, "keeping the xDS identity CA current failed; retrying");
+            warn!(error = %readable(&error), secret = XDS_IDENTITY_CA_SECRET, "keeping the xDS identity CA current failed; retrying");
         }
     }
 }
 
 async fn rotate_if_due(client: &Client, secrets: &Api<Secret>, namespace: &str) -> Result<(), CertError> {
-    let Some(secret) = secrets.get_opt(CA_SECRET).await? else {
+    let Some(secret) = secrets.get_opt(XDS_IDENTITY_CA_SECRET).await? else {
         warn!(
-            secret = CA_SECRET,
+            secret = XDS_IDENTITY_CA_SECRET,
             "the xDS identity CA Secret is gone; making a new CA (fleets get new certificates)"
         );
         ensure(client, namespace).await?;
@@ -110,7 +111,7 @@ async fn rotate_if_due(client: &Client, secrets: &Api<Secret>, namespace: &str) 
     // Guarded by the resourceVersion: a concurrent change fails this (retried next time)
     // instead of being overwritten.
     replacement.metadata.resource_version = secret.metadata.resource_version.clone();
-    secrets.replace(CA_SECRET, &PostParams::default(), &replacement).await?;
+    secrets.replace(XDS_IDENTITY_CA_SECRET, &PostParams::default(), &replacement).await?;
     info!(
         fingerprint = rotated.fingerprint(),
         "rotated the xDS identity CA; fleets get certificates of the new one"

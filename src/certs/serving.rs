@@ -17,13 +17,13 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
+use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls::{ServerConfig, version};
 use sha2::{Digest, Sha256};
+
+use crate::certs::pem::{self, PemError};
 
 /// File names inside a certificate directory: the keys of the `kubernetes.io/tls` Secret (plus
 /// the CA) that self-managed mode mirrors into it.
@@ -234,13 +234,11 @@ pub fn provider() -> Arc<CryptoProvider> {
 /// the key belongs to the first certificate.
 pub fn certified_key(cert_pem: &[u8], key_pem: &[u8], paths: &CertPaths) -> Result<CertifiedKey, TlsError> {
     let pem_error = |path: &Path, detail: String| TlsError::Pem { path: path.to_owned(), detail };
-    let chain = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem_error(&paths.cert, e.to_string()))?;
+    let chain = pem::certificates(cert_pem).map_err(|e| pem_error(&paths.cert, e.to_string()))?;
     if chain.is_empty() {
-        return Err(pem_error(&paths.cert, "no CERTIFICATE block".to_owned()));
+        return Err(pem_error(&paths.cert, PemError::Missing(pem::CERTIFICATE).to_string()));
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| pem_error(&paths.key, e.to_string()))?;
+    let key = pem::private_key(key_pem).map_err(|e| pem_error(&paths.key, e.to_string()))?;
     CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Key {
         cert: paths.cert.clone(),
         key: paths.key.clone(),
@@ -366,13 +364,7 @@ fn digest(cert_pem: &[u8], key_pem: &[u8]) -> [u8; 32] {
 /// The server's TLS configuration: TLS 1.2 and 1.3 only, ALPN h2 then http/1.1, the
 /// certificate from `resolver`.
 pub fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<Arc<ServerConfig>, TlsError> {
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&version::TLS13, &version::TLS12])
-        .map_err(TlsError::Config)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    crate::net::tls::server_config(resolver, None, &[b"h2", b"http/1.1"]).map_err(TlsError::Config)
 }
 
 #[cfg(test)]
@@ -399,7 +391,7 @@ mod tests {
     #[test]
     fn the_in_cluster_certificate_names_only_the_service() {
         let certs = generate_for_service(&options()).unwrap();
-        let der = CertificateDer::from_pem_slice(certs.cert_pem.as_bytes()).unwrap();
+        let der = pem::first_certificate(certs.cert_pem.as_bytes()).unwrap();
         let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
         let san = parsed.subject_alternative_name().unwrap().unwrap().value;
         let rendered: Vec<String> = san.general_names.iter().map(|n| n.to_string()).collect();
@@ -438,7 +430,7 @@ mod tests {
         assert_eq!(names[4..], ["172.18.0.1", "host.minikube.internal"]);
         assert_eq!(names.iter().filter(|n| *n == "localhost").count(), 1);
         let certs = generate(&options).unwrap();
-        let der = CertificateDer::from_pem_slice(certs.cert_pem.as_bytes()).unwrap();
+        let der = pem::first_certificate(certs.cert_pem.as_bytes()).unwrap();
         let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
         let san = parsed.subject_alternative_name().unwrap().unwrap().value;
         let rendered: Vec<String> = san.general_names.iter().map(|n| n.to_string()).collect();

@@ -23,7 +23,7 @@ pub fn watch_ca_file(
     interval: Duration,
 ) -> (watch::Receiver<ControlPlaneTrust>, impl Future<Output = ()> + Send + 'static) {
     let read = |file: &PathBuf| match std::fs::read_to_string(file) {
-        Ok(pem) if pem.contains("-----BEGIN CERTIFICATE-----") => Some(pem),
+        Ok(pem) if crate::certs::pem::mentions_certificate(&pem) => Some(pem),
         Ok(_) => {
             warn!(file = %file.display(), "the CA file holds no certificate; fleets are not told to trust it");
             None

@@ -31,6 +31,7 @@ use envoy_operator_core::names::{
     CA_KEY, CERT_KEY, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET,
 };
 
+use crate::certs::pem::{self, PemError};
 use crate::certs::serving::{CertOptions, GeneratedCerts};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,8 +42,17 @@ pub enum CertError {
     MissingKey(String, &'static str),
     #[error("parsing the certificate: {0}")]
     Parse(String),
+    /// A key of a Secret whose PEM text is not what it should hold.
+    #[error("the Secret {secret}'s {key}: {source}")]
+    Pem { secret: String, key: &'static str, source: PemError },
     #[error("generating certificates: {0}")]
     Generate(String),
+}
+
+impl From<PemError> for CertError {
+    fn from(error: PemError) -> Self {
+        Self::Parse(error.to_string())
+    }
 }
 
 impl CertError {
@@ -50,7 +60,7 @@ impl CertError {
         match self {
             Self::Api(_) => "api",
             Self::MissingKey(..) => "missing_key",
-            Self::Parse(_) => "parse",
+            Self::Parse(_) | Self::Pem { .. } => "parse",
             Self::Generate(_) => "generate",
         }
     }
@@ -126,11 +136,8 @@ pub fn tls_secret(name: &str, namespace: &str, ca_bundle: &str, cert_pem: &str, 
 }
 
 /// The first PEM block of a PEM text (its `contents` are the DER).
-pub fn first_pem_block(pem: &str) -> Result<x509_parser::pem::Pem, CertError> {
-    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
-        .next()
-        .ok_or_else(|| CertError::Parse("no certificate in the PEM text".into()))?
-        .map_err(|e| CertError::Parse(e.to_string()))
+pub fn first_pem_block(pem: &str) -> Result<pem::Block, CertError> {
+    Ok(pem::first_block(pem.as_bytes())?)
 }
 
 /// The DNS names and IP addresses the first certificate of a PEM text names.
@@ -184,8 +191,8 @@ pub fn validity(pem: &str) -> Result<Validity, CertError> {
 /// Validity of every certificate in a PEM text, in order.
 fn certificates(pem: &str) -> Result<Vec<Validity>, CertError> {
     let mut found = Vec::new();
-    for block in x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()) {
-        let block = block.map_err(|e| CertError::Parse(e.to_string()))?;
+    for block in pem::blocks(pem.as_bytes()) {
+        let block = block?;
         let certificate = block.parse_x509().map_err(|e| CertError::Parse(e.to_string()))?;
         let validity = certificate.validity();
         found.push(Validity {
@@ -459,9 +466,7 @@ impl SecretCertificate {
 }
 
 fn first_certificate_der(pem: &str) -> Option<Vec<u8>> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    CertificateDer::pem_slice_iter(pem.as_bytes()).next()?.ok().map(|der| der.to_vec())
+    pem::first_certificate(pem.as_bytes()).ok().map(|der| der.to_vec())
 }
 
 /// How long a replica may serve another certificate than the Secret's before it stops being

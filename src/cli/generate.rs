@@ -9,7 +9,7 @@ use envoy_operator_core::webhook_config::{self, WebhookOptions, WebhookTarget};
 
 use super::documents::OutputFormat;
 use super::{Error, Result};
-use crate::certs::serving;
+use crate::certs::{pem, serving};
 
 #[derive(clap::Args)]
 pub struct CrdsArgs {
@@ -127,9 +127,9 @@ pub fn read_ca_bundle(path: &Path) -> Result<Vec<u8>> {
     let bytes = std::fs::read(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
     let invalid = |detail: String| Error::Invalid(format!("--ca-file {}: {detail}", path.display()));
     let mut certificates = 0;
-    for block in x509_parser::pem::Pem::iter_from_buffer(&bytes) {
-        let block = block.map_err(|e| invalid(format!("not PEM: {e}")))?;
-        if block.label != "CERTIFICATE" {
+    for block in pem::blocks(&bytes) {
+        let block = block.map_err(|e| invalid(e.to_string()))?;
+        if block.label != pem::CERTIFICATE {
             return Err(invalid(format!(
                 "holds a {} block: only CA certificates (CERTIFICATE blocks) belong in caBundle",
                 block.label

@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::bootstrap::identity_sds_file;
-use envoy_operator_core::identity::{self, FleetIdentity, ISSUED_ANNOTATION, IssuedIdentity};
-use envoy_operator_core::names::{FIELD_MANAGER, MANAGED_BY, MANAGED_BY_KEY};
+use envoy_operator_core::identity::{self, FleetIdentity, IssuedIdentity};
+use envoy_operator_core::names::{
+    FIELD_MANAGER, MANAGED_BY, MANAGED_BY_KEY, XDS_IDENTITY_ISSUED_ANNOTATION, XDS_IDENTITY_SECRET_LABEL,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
@@ -81,12 +83,15 @@ pub(super) async fn attach(
 
 /// The record a fleet's Deployment carries, if any.
 fn recorded(deployment: &Deployment) -> Option<IssuedIdentity> {
-    deployment.annotations().get(ISSUED_ANNOTATION).and_then(|value| IssuedIdentity::parse(value))
+    deployment
+        .annotations()
+        .get(XDS_IDENTITY_ISSUED_ANNOTATION)
+        .and_then(|value| IssuedIdentity::parse(value))
 }
 
 /// The annotations that record `issued` on the fleet's Deployment.
 fn record(issued: &IssuedIdentity) -> BTreeMap<String, String> {
-    BTreeMap::from([(ISSUED_ANNOTATION.to_owned(), issued.annotation())])
+    BTreeMap::from([(XDS_IDENTITY_ISSUED_ANNOTATION.to_owned(), issued.annotation())])
 }
 
 /// The identity Secret of `envoy`: `kubernetes.io/tls` (the certificate and key), and the SDS
@@ -107,7 +112,7 @@ pub fn fleet_secret(envoy: &Envoy, issued: &IssuedCertificate) -> Secret {
             namespace: envoy.namespace(),
             labels: Some(BTreeMap::from([
                 (MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned()),
-                (identity::SECRET_LABEL.to_owned(), name),
+                (XDS_IDENTITY_SECRET_LABEL.to_owned(), name),
             ])),
             owner_references: envoy.controller_owner_ref(&()).map(|owner| vec![owner]),
             ..Default::default()

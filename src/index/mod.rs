@@ -21,9 +21,9 @@ use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, Refere
 use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
-use envoy_operator_core::identity::SECRET_LABEL as IDENTITY_SECRET_LABEL;
 use envoy_operator_core::names::{
-    CERT_KEY, FLEET_LABEL, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, SERVICE_NAME_LABEL,
+    CERT_KEY, FLEET_LABEL, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, SERVICE_NAME_LABEL, TLS_SECRET_TYPE,
+    XDS_IDENTITY_SECRET_LABEL,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodStatus, Secret, Service};
@@ -37,9 +37,6 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::gateway_api::GatewayApi;
 pub use self::watched::{CacheUnavailable, Change, Watched};
-
-/// The Secret type of TLS certificates: the only Secrets the Gateway API translation reads.
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 
 /// The watches and caches of one process, over one namespace or all of them.
 pub struct Index {
@@ -192,7 +189,7 @@ impl Index {
 
     /// The `kubernetes.io/tls` Secrets Gateways' listeners may name, reduced to their metadata
     /// and `tls.crt`/`tls.key`. Never a Secret of the operator's own: the fleets' xDS
-    /// identities (labelled [`IDENTITY_SECRET_LABEL`]), the webhook's certificate and the
+    /// identities (labelled [`XDS_IDENTITY_SECRET_LABEL`]), the webhook's certificate and the
     /// identity CA (labelled [`MANAGED_BY_KEY`]`=`[`MANAGED_BY`]), so no Gateway can name
     /// their keys to have them served; nor any other type of Secret. The API server leaves
     /// them out, by selector.
@@ -200,7 +197,7 @@ impl Index {
         self.tls_secrets.get_or_init(|| {
             let config = watcher::Config::default()
                 .fields(&format!("type={TLS_SECRET_TYPE}"))
-                .labels(&format!("!{IDENTITY_SECRET_LABEL},{MANAGED_BY_KEY}!={MANAGED_BY}"));
+                .labels(&format!("!{XDS_IDENTITY_SECRET_LABEL},{MANAGED_BY_KEY}!={MANAGED_BY}"));
             self.watch(config, reduce_tls_secret)
         })
     }

@@ -23,7 +23,7 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
-use crate::net::{ConnectionLimits, ConnectionMetrics, ServerOptions, Shutdown};
+use crate::net::{ConnectionLimits, ConnectionMetrics, Http, ServeConfig, Shutdown};
 
 type Check = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -208,13 +208,12 @@ pub fn serve_on_own_thread(
         let served = tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|runtime| {
             runtime.block_on(async {
                 let listener = tokio::net::TcpListener::from_std(listener)?;
-                let options = ServerOptions {
-                    name: "operations",
-                    limits: ConnectionLimits::operations(),
-                    tls: None,
-                    metrics: connections,
-                    grace: Duration::from_secs(5),
-                };
+                let options = ServeConfig::http(
+                    "operations",
+                    ConnectionLimits::operations(),
+                    Http { tls: None, metrics: connections },
+                    Duration::from_secs(5),
+                );
                 let shutdown = Shutdown { drain: stop.clone(), stop };
                 crate::net::serve(listener, router(metrics, health), options, shutdown).await;
                 Ok(())

@@ -11,10 +11,8 @@
 //! own namespace, [`namespace_rules`].
 
 use envoy_operator_core::api::gateway::GROUP as GATEWAY_GROUP;
-use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET};
+use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET, XDS_IDENTITY_CA_SECRET};
 use k8s_openapi::api::rbac::v1::PolicyRule;
-
-use crate::certs::identity_ca::CA_SECRET as IDENTITY_CA_SECRET;
 
 fn rule(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
     let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -111,7 +109,12 @@ pub fn namespace_rules() -> Vec<PolicyRule> {
     vec![
         // `create` cannot be limited by name; the mirrors list and watch by field selector.
         rule("", &["secrets"], &[], &["create"]),
-        rule("", &["secrets"], &[WEBHOOK_SECRET, IDENTITY_CA_SECRET], &["get", "list", "watch", "update"]),
+        rule(
+            "",
+            &["secrets"],
+            &[WEBHOOK_SECRET, XDS_IDENTITY_CA_SECRET],
+            &["get", "list", "watch", "update"],
+        ),
         rule("coordination.k8s.io", &["leases"], &[], &["create"]),
         rule("coordination.k8s.io", &["leases"], &[LEADER_LEASE], &["get", "patch"]),
         // Every replica's xDS report, named after its pod (so not by a fixed name): written

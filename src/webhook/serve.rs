@@ -18,7 +18,7 @@ use super::metrics::WebhookMetrics;
 use super::router::{Endpoint, Limits, Readiness, router, standard_endpoints};
 use crate::certs::serving::{ReloadingCert, TlsError, server_config};
 use crate::net::metrics::ConnectionMetrics;
-use crate::net::{self, ConnectionLimits, ServerOptions, Shutdown};
+use crate::net::{self, ConnectionLimits, Http, ServeConfig as NetServeConfig, Shutdown};
 
 /// How to serve.
 #[derive(Clone, Debug)]
@@ -125,13 +125,12 @@ impl WebhookServer {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let app = router(&config.endpoints, readiness.clone(), config.limits, config.metrics.clone());
-        let options = ServerOptions {
-            name: "webhook",
-            limits: config.connections,
-            tls: Some(server_config(certs.clone())?),
-            metrics: config.connection_metrics.clone(),
-            grace: config.shutdown_grace,
-        };
+        let options = NetServeConfig::http(
+            "webhook",
+            config.connections,
+            Http { tls: Some(server_config(certs.clone())?), metrics: config.connection_metrics.clone() },
+            config.shutdown_grace,
+        );
 
         // Both helpers end with the server, also when this future is dropped.
         let reload = AbortOnDropHandle::new(tokio::spawn(certs.clone().watch(config.reload_interval)));

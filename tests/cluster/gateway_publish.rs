@@ -11,7 +11,7 @@ use envoy_operator::xds::publish::GatewayOutcomes;
 use envoy_operator::xds::publish::gateways::{self, GatewayOutputs};
 use envoy_operator::xds::server::{FleetKey, SnapshotCache, Tracker};
 use envoy_operator_core::envoy::type_urls::{CLUSTER, LISTENER, ROUTE_CONFIGURATION};
-use envoy_operator_core::identity::SECRET_LABEL;
+use envoy_operator_core::names::XDS_IDENTITY_SECRET_LABEL as SECRET_LABEL;
 use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL};
 use envoy_operator_testkit::fake_api::FakeApi;
 use serde_json::{Value, json};

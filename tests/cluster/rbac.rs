@@ -13,14 +13,14 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use envoy_operator::certs::identity_ca::{CA_SECRET as IDENTITY_CA_SECRET, IdentityCa};
+use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::operator::{self, CertMode, RunConfig};
 use envoy_operator::webhook::serve::ServeConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
-use envoy_operator_core::names::CONTROLLER_NAME;
+use envoy_operator_core::names::{CONTROLLER_NAME, XDS_IDENTITY_CA_SECRET as IDENTITY_CA_SECRET};
 use envoy_operator_testkit::fake_api::FakeApi;
 use envoy_operator_testkit::rbac::{self, Access, Install};
 use serde_json::{Value, json};

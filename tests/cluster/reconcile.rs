@@ -17,7 +17,7 @@ use envoy_operator_core::children::foo::desired_deployment;
 use envoy_operator_core::children::install::{self, InstallId, MANAGED_ELSEWHERE};
 use envoy_operator_core::children::{labels, status};
 use envoy_operator_core::identity;
-use envoy_operator_core::names::DEFAULT_NGINX_IMAGE;
+use envoy_operator_core::names::{self, DEFAULT_NGINX_IMAGE};
 use envoy_operator_core::rules;
 use envoy_operator_core::translate::envoyroute::namespace::{NamespaceInputs, translate_namespace};
 use envoy_operator_testkit::fake_api::FakeApi;
@@ -1540,12 +1540,12 @@ async fn a_fleet_gets_its_identity_before_its_pods_and_again_only_when_the_ca_ch
     let calls = vec![
         apply(format!("/api/v1/namespaces/{NS}/secrets/edge-xds-identity"), true, |body| {
             assert_eq!(body["type"], "kubernetes.io/tls");
-            assert_eq!(body["metadata"]["labels"][identity::SECRET_LABEL], "edge");
+            assert_eq!(body["metadata"]["labels"][names::XDS_IDENTITY_SECRET_LABEL], "edge");
             assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], ENVOY_UID);
             assert!(body["data"][identity::SDS_KEY].is_string(), "the SDS file proxies read");
         }),
         apply(deployment_path("edge"), true, move |body| {
-            let record = &body["metadata"]["annotations"][identity::ISSUED_ANNOTATION];
+            let record = &body["metadata"]["annotations"][names::XDS_IDENTITY_ISSUED_ANNOTATION];
             assert!(record.as_str().is_some_and(|r| r.starts_with(&fingerprint)), "{record}");
             *keep.lock().unwrap() = Some(body.clone());
         }),

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::identity;
+use envoy_operator_core::{identity, names};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -30,7 +30,7 @@ async fn an_envoy_of_the_operators_control_plane_gets_an_identity_that_goes_with
         let name = identity::secret_name("mesh");
         let secret = wait_for("the fleet's identity Secret", SHORT, || async { get(&secrets, &name).await }).await;
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-        assert_eq!(secret.labels().get(identity::SECRET_LABEL).map(String::as_str), Some("mesh"));
+        assert_eq!(secret.labels().get(names::XDS_IDENTITY_SECRET_LABEL).map(String::as_str), Some("mesh"));
         let owner = secret.owner_references().first().cloned().expect("an owner reference");
         assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Envoy", envoy.uid().unwrap_or_default().as_str()));
         let data: BTreeMap<_, _> = secret.data.clone().unwrap_or_default();
@@ -41,7 +41,7 @@ async fn an_envoy_of_the_operators_control_plane_gets_an_identity_that_goes_with
         // The fleet's pods mount it; the Deployment records what was issued, for renewals.
         let deployments = cluster.api::<Deployment>();
         let deployment = wait_for("the fleet's Deployment", SHORT, || async { get(&deployments, "mesh").await }).await;
-        assert!(deployment.annotations().contains_key(identity::ISSUED_ANNOTATION), "{:?}", deployment.annotations());
+        assert!(deployment.annotations().contains_key(names::XDS_IDENTITY_ISSUED_ANNOTATION), "{:?}", deployment.annotations());
         let pod = deployment.spec.and_then(|spec| spec.template.spec).expect("a pod template");
         let volume = pod.volumes.unwrap_or_default().into_iter().find_map(|volume| volume.secret);
         assert_eq!(volume.and_then(|secret| secret.secret_name), Some(name.clone()));

@@ -201,7 +201,7 @@ async fn a_connection_ends_when_its_client_certificate_expires() {
 #[tokio::test]
 async fn a_connection_without_a_stream_is_closed_after_the_idle_timeout() {
     let mut config = ServeConfig::new(Transport::Plaintext);
-    config.idle_timeout = Duration::from_millis(500);
+    config.limits.http2_idle_timeout = Duration::from_millis(500);
     let plane = ControlPlane::start_with(any_port(), service(Arc::default()).0, config).await;
     let mut silent = TcpStream::connect(plane.address).await.expect("a connection");
     let mut buffer = [0u8; 256];
@@ -222,7 +222,7 @@ async fn a_connection_without_a_stream_is_closed_after_the_idle_timeout() {
 #[tokio::test]
 async fn a_connection_with_a_stream_outlives_the_idle_timeout() {
     let mut config = ServeConfig::new(Transport::Plaintext);
-    config.idle_timeout = Duration::from_millis(300);
+    config.limits.http2_idle_timeout = Duration::from_millis(300);
     let peers = Arc::new(Mutex::new(Vec::new()));
     let (service, cache) = service(peers);
     let plane = ControlPlane::start_with(any_port(), service, config).await;

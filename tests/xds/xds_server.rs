@@ -104,7 +104,7 @@ async fn tls_with_h2_reaches_the_service_with_the_peer_address() {
 #[tokio::test]
 async fn connections_over_the_cap_are_closed_and_a_freed_place_is_reused() {
     let mut config = ServeConfig::new(Transport::Plaintext);
-    config.max_connections = 1;
+    config.limits.max_connections = 1;
     let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
     let first = TcpStream::connect(plane.address).await.expect("a connection");
     let second = TcpStream::connect(plane.address).await.expect("a TCP handshake");
@@ -126,7 +126,7 @@ async fn connections_over_the_cap_are_closed_and_a_freed_place_is_reused() {
 #[tokio::test]
 async fn a_client_that_never_completes_the_handshake_is_dropped() {
     let mut config = ServeConfig::new(Transport::Tls(pki().resolver));
-    config.handshake_timeout = Duration::from_millis(200);
+    config.limits.handshake_timeout = Duration::from_millis(200);
     let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
     let silent = TcpStream::connect(plane.address).await.expect("a connection");
     assert!(closed_by_server(silent).await);

@@ -10,15 +10,12 @@
 
 use std::fmt;
 
+use crate::names::XDS_IDENTITY_SECRET_SUFFIX;
+
 /// The SPIFFE trust domain of the identities the operator issues. Each install has its own CA,
 /// so two installs in one cluster share the name but not the trust.
 pub const TRUST_DOMAIN: &str = "cluster.local";
 
-/// Suffix of the name of a fleet's identity Secret (`<envoy>-xds-identity`).
-pub const SECRET_SUFFIX: &str = "-xds-identity";
-/// Label on every identity Secret, naming the Envoy it identifies: what the operator may write
-/// among Secrets (the admission policy checks it).
-pub const SECRET_LABEL: &str = "envoy-operator.example.com/xds-identity";
 /// Where proxies mount the identity Secret: a whole directory, so a renewal reaches running
 /// proxies (Envoy watches it) without a restart.
 pub const MOUNT_DIR: &str = "/etc/envoy-xds-identity";
@@ -27,11 +24,6 @@ pub const SDS_KEY: &str = "xds-identity.yaml";
 /// Name of the SDS secret holding the proxy's client certificate.
 pub const SDS_SECRET_NAME: &str = "envoy_operator_xds_identity";
 
-/// Annotation on a fleet's Deployment recording the identity last issued to it
-/// ([`IssuedIdentity`]): the reconciler decides renewals from it without reading Secrets, which
-/// it may write but not read.
-pub const ISSUED_ANNOTATION: &str = "envoy-operator.example.com/xds-identity-issued";
-
 /// Path of the SDS file in a proxy.
 pub fn sds_path() -> String {
     format!("{MOUNT_DIR}/{SDS_KEY}")
@@ -39,7 +31,7 @@ pub fn sds_path() -> String {
 
 /// The identity Secret of the Envoy `envoy_name`.
 pub fn secret_name(envoy_name: &str) -> String {
-    format!("{envoy_name}{SECRET_SUFFIX}")
+    format!("{envoy_name}{XDS_IDENTITY_SECRET_SUFFIX}")
 }
 
 /// The identity of one fleet: the Envoy `name` in `namespace`.

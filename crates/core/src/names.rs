@@ -16,6 +16,21 @@ pub const WEBHOOK_SECRET: &str = "envoy-operator-webhook-tls";
 /// The leader-election Lease.
 pub const LEADER_LEASE: &str = "envoy-operator-leader";
 
+/// The Secret holding the xDS identity CA (`tls.crt`/`tls.key`: the CA; `ca.crt`: the bundle
+/// proxies and the xDS server trust), in the operator's namespace.
+pub const XDS_IDENTITY_CA_SECRET: &str = "envoy-operator-xds-identity-ca";
+/// Suffix of the name of a fleet's identity Secret (`<envoy>-xds-identity`).
+pub const XDS_IDENTITY_SECRET_SUFFIX: &str = "-xds-identity";
+/// Label on every identity Secret, naming the Envoy it identifies: what the operator may write
+/// among Secrets (the admission policy checks it).
+pub const XDS_IDENTITY_SECRET_LABEL: &str = "envoy-operator.example.com/xds-identity";
+/// Annotation on a fleet's Deployment recording the identity last issued to it
+/// ([`crate::identity::IssuedIdentity`]): the reconciler decides renewals from it without
+/// reading Secrets, which it may write but not read.
+pub const XDS_IDENTITY_ISSUED_ANNOTATION: &str = "envoy-operator.example.com/xds-identity-issued";
+/// The Secret type of TLS certificates: the only Secrets the Gateway API translation reads.
+pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+
 /// Keys of [`WEBHOOK_SECRET`] (a `kubernetes.io/tls` Secret plus the CA), which are also the
 /// file names in a certificate directory.
 pub const CA_KEY: &str = "ca.crt";

@@ -9,6 +9,11 @@
 //! stream for the idle timeout (an open socket costs memory and a file descriptor, and a proxy
 //! always has its one ADS stream open).
 //!
+//! The accept loop, the connection slots (refusing at the cap: a proxy retries, and the cap is
+//! set from memory), the handshake and the activity tracking are `net`'s, shared with the
+//! webhook port; this module is what only xDS adds: the client's identity, the deadlines a
+//! connection ends on by itself, and the hand-over to tonic.
+//!
 //! Hand-written rather than taken from a crate (`tls-listener`, tonic's own TLS): tonic's TLS
 //! takes a fixed identity, not a `ResolvesServerCert`, and the connection cap needs a permit
 //! that lives exactly as long as the connection, which this wrapper holds.
@@ -17,20 +22,19 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use futures::task::AtomicWaker;
 use rustls::server::ResolvesServerCert;
 use rustls::server::danger::ClientCertVerifier;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -39,6 +43,11 @@ use tracing::{debug, warn};
 
 use super::metrics::XdsMetrics;
 use crate::certs::client_auth::{PeerIdentity, peer_identity};
+use crate::net::ServeConfig;
+use crate::net::accept::{Accept, accept_loop};
+use crate::net::activity::Activity;
+use crate::net::slots::Slots;
+use crate::net::tls::{self, HandshakeError, handshake};
 
 /// The rustls configuration of the xDS port: TLS 1.3 and 1.2 with the ring provider, HTTP/2
 /// only, and client certificates checked by `clients` (none asked for without).
@@ -46,82 +55,28 @@ pub fn server_config(
     resolver: Arc<dyn ResolvesServerCert>,
     clients: Option<Arc<dyn ClientCertVerifier>>,
 ) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
-    let mut config = match clients {
-        Some(verifier) => builder.with_client_cert_verifier(verifier),
-        None => builder.with_no_client_auth(),
-    }
-    .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Arc::new(config))
+    tls::server_config(resolver, clients, &[b"h2"])
 }
 
 /// How accepted TCP connections become gRPC connections.
 pub(crate) enum Handshake {
-    /// TLS; with `identities`, a client certificate's identity is read and one naming no fleet
-    /// closes the connection.
+    /// TLS, within the handshake timeout; with `identities`, a client certificate's identity is
+    /// read and one naming no fleet closes the connection.
     Tls {
         acceptor: TlsAcceptor,
-        timeout: Duration,
         identities: bool,
     },
     Plaintext,
 }
 
 /// What the service learns of a connection: its addresses, the fleet its client certificate
-/// proved (none without client certificates), and its streams, counted for idleness.
+/// proved (none without client certificates), and its activity: each stream is a request in
+/// flight (`Activity::begin`), counted for idleness.
 #[derive(Clone, Debug)]
 pub struct XdsConnectInfo {
     pub remote_addr: Option<SocketAddr>,
     pub identity: Option<PeerIdentity>,
     pub(crate) activity: Arc<Activity>,
-}
-
-/// A connection's open streams, and since when it has had none.
-#[derive(Debug)]
-pub(crate) struct Activity {
-    streams: AtomicUsize,
-    idle_since: Mutex<Instant>,
-    /// The connection's reader, woken to start the idle timer when its last stream ends.
-    reader: AtomicWaker,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Self {
-            streams: AtomicUsize::new(0),
-            idle_since: Mutex::new(Instant::now()),
-            reader: AtomicWaker::new(),
-        }
-    }
-
-    /// Counts a stream until the guard is dropped.
-    pub(crate) fn stream(self: &Arc<Self>) -> StreamGuard {
-        self.streams.fetch_add(1, Ordering::AcqRel);
-        StreamGuard(self.clone())
-    }
-
-    /// When the connection's idle timeout ends, if it carries no stream now.
-    fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
-        if self.streams.load(Ordering::Acquire) > 0 {
-            return None;
-        }
-        Some(*self.idle_since.lock().unwrap_or_else(PoisonError::into_inner) + timeout)
-    }
-}
-
-/// One open stream of a connection.
-pub(crate) struct StreamGuard(Arc<Activity>);
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        *self.0.idle_since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
-        if self.0.streams.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.reader.wake();
-        }
-    }
 }
 
 /// When a connection ends on its own: its certificate's expiry, its idle timeout.
@@ -148,8 +103,7 @@ impl Deadlines {
         {
             return Some(io::Error::new(io::ErrorKind::TimedOut, "the client certificate expired"));
         }
-        self.activity.reader.register(cx.waker());
-        let deadline = self.activity.idle_deadline(self.idle_timeout)?;
+        let deadline = self.activity.idle_deadline(self.idle_timeout, cx.waker())?;
         if self.idle.deadline() != deadline {
             self.idle.as_mut().reset(deadline);
         }
@@ -251,20 +205,24 @@ pub(crate) struct Incoming {
     pub accept_loop: JoinHandle<()>,
 }
 
-/// Starts accepting on `listener`, at most `max_connections` at once, each closed after
-/// `idle_timeout` without a stream. The accept loop stops (closing the listening socket) once
-/// tonic drops the stream.
-pub(crate) fn incoming(
+/// Starts accepting on `listener` under `config` (its `server` part is not read here): at most
+/// `max_connections` at once, each closed after the HTTP/2 idle timeout without a stream. The
+/// accept loop stops (closing the listening socket) once tonic drops the stream.
+pub(crate) fn incoming<S: Send + Sync + 'static>(
     listener: TcpListener,
     handshake: Handshake,
-    max_connections: usize,
-    idle_timeout: Duration,
+    config: ServeConfig<S>,
     metrics: Arc<dyn XdsMetrics>,
 ) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
-    let permits = Arc::new(Semaphore::new(max_connections));
-    let accepting = Accepting { handshake, idle_timeout, tx, metrics };
-    let accept_loop = tokio::spawn(accept_loop(listener, Arc::new(accepting), permits));
+    let accepting = Accepting {
+        handshake,
+        handshake_timeout: config.limits.handshake_timeout,
+        idle_timeout: config.limits.http2_idle_timeout,
+        tx,
+        metrics,
+    };
+    let accept_loop = tokio::spawn(run(listener, config, Arc::new(accepting)));
     Incoming { connections: ReceiverStream::new(rx), accept_loop }
 }
 
@@ -273,6 +231,7 @@ type Sender = mpsc::Sender<Result<Connection, Infallible>>;
 /// What every accepted connection goes through.
 struct Accepting {
     handshake: Handshake,
+    handshake_timeout: Duration,
     idle_timeout: Duration,
     tx: Sender,
     /// Where refused connections are counted: strangers are not logged above debug, so this
@@ -280,42 +239,43 @@ struct Accepting {
     metrics: Arc<dyn XdsMetrics>,
 }
 
-async fn accept_loop(listener: TcpListener, accepting: Arc<Accepting>, permits: Arc<Semaphore>) {
-    let tx = &accepting.tx;
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = tx.closed() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // E.g. out of file descriptors: back off rather than spin.
-                    warn!(%error, "accepting an xDS connection failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            warn!(%peer, "refusing an xDS connection: at the connection limit");
-            accepting.metrics.connection_refused("at_capacity");
-            continue;
-        };
-        if let Err(error) = tcp.set_nodelay(true) {
-            debug!(%peer, %error, "setting TCP_NODELAY failed");
-        }
+async fn run<S>(listener: TcpListener, config: ServeConfig<S>, accepting: Arc<Accepting>) {
+    let slots = Slots::new(config.limits.max_connections, config.at_capacity);
+    let tx = accepting.tx.clone();
+    let mut connections = XdsConnections(accepting);
+    accept_loop(&listener, &config, &slots, tx.closed(), &mut connections).await;
+}
+
+/// The xDS server's side of the accept loop: connections handed to tonic.
+struct XdsConnections(Arc<Accepting>);
+
+impl Accept for XdsConnections {
+    async fn accepted(
+        &mut self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        slot: OwnedSemaphorePermit,
+    ) -> ControlFlow<()> {
+        let accepting = &self.0;
         let info =
             XdsConnectInfo { remote_addr: Some(peer), identity: None, activity: Arc::new(Activity::new()) };
         match &accepting.handshake {
             Handshake::Plaintext => {
-                let connection = Connection::new(Io::Plain(tcp), info, accepting.idle_timeout, permit);
-                if tx.send(Ok(connection)).await.is_err() {
-                    return;
+                let connection = Connection::new(Io::Plain(tcp), info, accepting.idle_timeout, slot);
+                if accepting.tx.send(Ok(connection)).await.is_err() {
+                    return ControlFlow::Break(());
                 }
             }
             Handshake::Tls { .. } => {
-                tokio::spawn(tls_handshake(accepting.clone(), tcp, info, permit));
+                tokio::spawn(tls_handshake(accepting.clone(), tcp, info, slot));
             }
         }
+        ControlFlow::Continue(())
+    }
+
+    fn refused(&mut self, peer: SocketAddr) {
+        warn!(%peer, "refusing an xDS connection: at the connection limit");
+        self.0.metrics.connection_refused("at_capacity");
     }
 }
 
@@ -328,14 +288,17 @@ async fn tls_handshake(
     mut info: XdsConnectInfo,
     permit: OwnedSemaphorePermit,
 ) {
-    let Handshake::Tls { acceptor, timeout, identities } = &accepting.handshake else { return };
+    let Handshake::Tls { acceptor, identities } = &accepting.handshake else { return };
     let peer = info.remote_addr;
-    let stream = match tokio::time::timeout(*timeout, acceptor.accept(tcp)).await {
+    let handshake = handshake(acceptor, tcp, &info.activity);
+    let stream = match tokio::time::timeout(accepting.handshake_timeout, handshake).await {
         Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
+        Ok(Err(HandshakeError::Failed(error))) => {
             accepting.metrics.connection_refused("handshake");
             return debug!(peer = peer.map(display), %error, "TLS handshake failed");
         }
+        // Never asked: the xDS port refuses at the cap instead of making room.
+        Ok(Err(HandshakeError::Evicted)) => return,
         Err(_) => {
             accepting.metrics.connection_refused("handshake_timeout");
             return debug!(peer = peer.map(display), "TLS handshake timed out");

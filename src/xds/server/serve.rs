@@ -18,6 +18,7 @@ use super::accept::{Handshake, incoming, server_config};
 use super::receive_budget::ReceiveBudget;
 use super::service::AdsService;
 use crate::certs::client_auth::ClientTrust;
+use crate::net::{AtCapacity, ConnectionLimits};
 
 /// How connections are secured.
 #[derive(Clone)]
@@ -42,41 +43,44 @@ impl std::fmt::Debug for Transport {
     }
 }
 
-/// How to serve.
+/// How to serve: `net`'s configuration, shared with the webhook and operations ports, with the
+/// xDS server's own part. Of the [`ConnectionLimits`], xDS reads the connection cap, the handshake timeout and the
+/// HTTP/2 settings; its `http2_idle_timeout` closes a connection that carries no stream.
+pub type ServeConfig = crate::net::ServeConfig<Grpc>;
+
+/// What only the xDS server uses.
 #[derive(Clone, Debug)]
-pub struct ServeConfig {
+pub struct Grpc {
     pub transport: Transport,
-    /// Time a client has to complete the TLS handshake.
-    pub handshake_timeout: Duration,
-    /// Open connections beyond which new ones are closed at once ([`connection_cap`] of this
-    /// process's limits by default).
-    pub max_connections: usize,
-    /// A connection without a stream for this long is closed.
-    pub idle_timeout: Duration,
     /// Bytes of requests being received, all connections together ([`ReceiveBudget`]).
     pub receive_budget: ReceiveBudget,
-    /// Concurrent streams per connection (Envoy opens one ADS stream per connection).
-    pub max_concurrent_streams: u32,
-    /// HTTP/2 PING interval, and how long an answer may take before the connection is closed:
-    /// a proxy that vanished without closing its connection is noticed.
-    pub keepalive_interval: Duration,
-    pub keepalive_timeout: Duration,
-    /// After shutdown, how long connections may take to close before `serve` returns anyway.
-    pub shutdown_grace: Duration,
 }
 
 impl ServeConfig {
+    /// The operator's settings for `transport`: a client finds the cap (sized from this
+    /// process's limits) refused at once, and a failed accept is retried after 100 ms.
     pub fn new(transport: Transport) -> Self {
         Self {
-            transport,
-            handshake_timeout: Duration::from_secs(10),
-            max_connections: connection_cap(memory_limit(), open_files_limit()),
-            idle_timeout: Duration::from_secs(30),
-            receive_budget: ReceiveBudget::new(RECEIVE_BUDGET),
-            max_concurrent_streams: MAX_STREAMS_PER_CONNECTION,
-            keepalive_interval: Duration::from_secs(30),
-            keepalive_timeout: Duration::from_secs(10),
+            name: "xds",
+            limits: ConnectionLimits {
+                // Beyond it, new connections are closed at once.
+                max_connections: connection_cap(memory_limit(), open_files_limit()),
+                handshake_timeout: Duration::from_secs(10),
+                // A connection without a stream this long is closed.
+                http2_idle_timeout: Duration::from_secs(30),
+                // A proxy that vanished without closing its connection is noticed.
+                http2_keep_alive_interval: Duration::from_secs(30),
+                http2_keep_alive_timeout: Duration::from_secs(10),
+                http2_max_concurrent_streams: MAX_STREAMS_PER_CONNECTION,
+                http2_stream_window: STREAM_WINDOW,
+                http2_connection_window: CONNECTION_WINDOW,
+                // The HTTP/1.1 and request-head bounds, which the xDS port does not read.
+                ..ConnectionLimits::webhook()
+            },
+            at_capacity: AtCapacity::Refuse,
+            accept_retry: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
+            server: Grpc { transport, receive_budget: ReceiveBudget::new(RECEIVE_BUDGET) },
         }
     }
 }
@@ -166,24 +170,22 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let handshake = match &config.transport {
+    let transport = &config.server.transport;
+    let handshake = match transport {
         Transport::MutualTls { certificate, clients } => Handshake::Tls {
             acceptor: TlsAcceptor::from(server_config(certificate.clone(), Some(clients.clone()))?),
-            timeout: config.handshake_timeout,
             identities: true,
         },
         Transport::Tls(resolver) => Handshake::Tls {
             acceptor: TlsAcceptor::from(server_config(resolver.clone(), None)?),
-            timeout: config.handshake_timeout,
             identities: false,
         },
         Transport::Plaintext => Handshake::Plaintext,
     };
     if let Ok(address) = listener.local_addr() {
-        info!(%address, transport = ?config.transport, "serving xDS");
+        info!(%address, transport = ?transport, "serving xDS");
     }
-    let connections =
-        incoming(listener, handshake, config.max_connections, config.idle_timeout, service.metrics());
+    let connections = incoming(listener, handshake, config.clone(), service.metrics());
     let streams_end = CancellationToken::new();
     let signal = {
         let streams_end = streams_end.clone();
@@ -193,13 +195,14 @@ pub async fn serve(
             streams_end.cancel();
         }
     };
+    let limits = &config.limits;
     let server = Server::builder()
-        .layer(config.receive_budget.clone())
-        .http2_keepalive_interval(Some(config.keepalive_interval))
-        .http2_keepalive_timeout(Some(config.keepalive_timeout))
-        .max_concurrent_streams(Some(config.max_concurrent_streams))
-        .initial_connection_window_size(Some(CONNECTION_WINDOW))
-        .initial_stream_window_size(Some(STREAM_WINDOW))
+        .layer(config.server.receive_budget.clone())
+        .http2_keepalive_interval(Some(limits.http2_keep_alive_interval))
+        .http2_keepalive_timeout(Some(limits.http2_keep_alive_timeout))
+        .max_concurrent_streams(Some(limits.http2_max_concurrent_streams))
+        .initial_connection_window_size(Some(limits.http2_connection_window))
+        .initial_stream_window_size(Some(limits.http2_stream_window))
         .serve_with_incoming_shutdown(
             service.with_shutdown(streams_end.clone()).into_grpc(),
             connections.connections,

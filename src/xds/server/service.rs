@@ -214,7 +214,7 @@ impl AdsService {
             shared: self.shared.clone(),
             shutdown: self.shutdown.clone(),
         };
-        let activity = info.map(|info| info.activity.stream());
+        let activity = info.map(|info| info.activity.begin());
         tokio::spawn(async move {
             run::<W, S>(context, requests, tx).await;
             drop(activity);
