@@ -92,7 +92,13 @@ mod tests {
     use super::*;
 
     fn outcome(route: &str, generation: i64) -> RouteOutcome {
-        RouteOutcome { namespace: "shop".into(), name: route.into(), uid: None, generation: Some(generation), parents: Vec::new() }
+        RouteOutcome {
+            namespace: "shop".into(),
+            name: route.into(),
+            uid: None,
+            generation: Some(generation),
+            parents: Vec::new(),
+        }
     }
 
     #[tokio::test]
