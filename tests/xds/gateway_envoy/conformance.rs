@@ -1,8 +1,11 @@
 //! Cases of the upstream conformance suite (`sigs.k8s.io/gateway-api` v1.3, `conformance/tests`,
-//! profile `GATEWAY-HTTP`), each test named after the one it reproduces, with its Gateway and
-//! routes (names kept, namespaces ours), objects in and traffic out through a real Envoy. The
-//! backends answer with their names (`infra-backend-v1`, …) where the suite's echo server
-//! answers with its pod's; ports are free ports of this host where the suite uses 80 and 443.
+//! profile `GATEWAY-HTTP`), each test named after the one it reproduces, objects in and traffic
+//! out through a real Envoy. The routes are the golden inputs of the translation
+//! (`crates/core/tests/testdata/golden/gateway/<case>.in.yaml`, read by
+//! [`golden_routes`](super::suite::golden_routes), which adapts them to this world), each test
+//! naming its case; the Gateways are the tests' own, on free ports of this host where the suite
+//! uses 80 and 443. Two tests keep a route of their own, said in their docs. The backends answer
+//! with their names (`infra-backend-v1`, …) where the suite's echo server answers with its pod's.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +13,7 @@ use envoy_operator_testkit::fleet_world::{NS, at_in, free_port, service_with_end
 use serde_json::{Value, json};
 
 use super::client::{self, Authority};
-use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref};
+use super::suite::{Backends, GATEWAY, backend_ref, golden_routes};
 use super::world::{
     Expect, GatewayWorld, gateway, gateway_api_at, http_route, listener_status, tls_secret, until_answered,
 };
@@ -28,9 +31,10 @@ fn http_listener(name: &str, port: u16, hostname: &str) -> Value {
 /// `HTTPRouteHTTPSListener`: two HTTPS listeners on one port, `https` (no hostname) and
 /// `https-with-hostname` (`second-example.org`). The SNI picks the listener, then the Host
 /// routes within it: SNI `unknown-example.org` with Host `second-example.org` is 404, since
-/// that host's route is attached to the other listener only. (The second route answers from
-/// `infra-backend-v2`, where the suite's uses v1, so that which route answered shows; the
-/// suite's self-signed certificate for `*` becomes one of a CA for the names used.)
+/// that host's route is attached to the other listener only. Routes: golden case
+/// `httproute-https-listener`, whose second route answers from `infra-backend-v2` (as later
+/// versions of the suite's manifest have it; earlier ones use v1), so that which route answered
+/// shows. (The suite's self-signed certificate for `*` becomes one of a CA for the names used.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_https_listener() {
     if !envoy::available() {
@@ -53,18 +57,10 @@ async fn http_route_https_listener() {
                         "hostname": "second-example.org", "tls": tls,
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
             ),
-            http_route(
-                "httproute-https-test",
-                json!({"parentRefs": [{"name": "same-namespace-with-https-listener"}],
-                       "hostnames": ["example.org"],
-                       "rules": [{"backendRefs": [backend_ref("infra-backend-v1")]}]}),
-            ),
-            http_route(
-                "httproute-https-test-no-hostname",
-                json!({"parentRefs": [{"name": "same-namespace-with-https-listener", "sectionName": "https-with-hostname"}],
-                       "rules": [{"backendRefs": [backend_ref("infra-backend-v2")]}]}),
-            ),
-        ],
+        ]
+        .into_iter()
+        .chain(golden_routes("httproute-https-listener"))
+        .collect::<Vec<_>>(),
     )
     .await;
     let proxy = world.proxy("same-namespace-with-https-listener").await;
@@ -115,7 +111,8 @@ async fn http_route_https_listener() {
 /// `HTTPRouteListenerHostnameMatching`: four listeners on one port (`bar.com`, `foo.bar.com`,
 /// `*.bar.com`, `*.foo.com`), a route on each of the first two and one with two parentRefs to
 /// the wildcards: an exact listener hostname beats a wildcard covering it, and a wildcard
-/// covers several labels but not its bare parent.
+/// covers several labels but not its bare parent. Routes: golden case
+/// `httproute-listener-hostname-matching` (its Gateway here on a free port).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_listener_hostname_matching() {
     if !envoy::available() {
@@ -124,27 +121,20 @@ async fn http_route_listener_hostname_matching() {
     let backends = Backends::start().await;
     let port = free_port().port();
     let gateway_name = "httproute-listener-hostname-matching";
-    let on = |sections: &[&str], backend: &str| {
-        let parents: Vec<Value> =
-            sections.iter().map(|section| json!({"name": gateway_name, "sectionName": section})).collect();
-        json!({"parentRefs": parents, "rules": [{"backendRefs": [backend_ref(backend)]}]})
-    };
     let world = GatewayWorld::start(
         &backends.services(),
-        &[
-            gateway(
-                gateway_name,
-                json!([
-                    http_listener("listener-1", port, "bar.com"),
-                    http_listener("listener-2", port, "foo.bar.com"),
-                    http_listener("listener-3", port, "*.bar.com"),
-                    http_listener("listener-4", port, "*.foo.com")
-                ]),
-            ),
-            http_route("backend-v1", on(&["listener-1"], "infra-backend-v1")),
-            http_route("backend-v2", on(&["listener-2"], "infra-backend-v2")),
-            http_route("backend-v3", on(&["listener-3", "listener-4"], "infra-backend-v3")),
-        ],
+        &[gateway(
+            gateway_name,
+            json!([
+                http_listener("listener-1", port, "bar.com"),
+                http_listener("listener-2", port, "foo.bar.com"),
+                http_listener("listener-3", port, "*.bar.com"),
+                http_listener("listener-4", port, "*.foo.com")
+            ]),
+        )]
+        .into_iter()
+        .chain(golden_routes("httproute-listener-hostname-matching"))
+        .collect::<Vec<_>>(),
     )
     .await;
     let proxy = world.proxy(gateway_name).await;
@@ -186,7 +176,8 @@ async fn http_route_listener_hostname_matching() {
 
 /// `HTTPRouteMatchingAcrossRoutes`: the rules of every route whose hostnames match are ranked
 /// together, so the longer prefix of the `*.com` route wins over the `/` of the route naming
-/// `example.com` exactly, and the match with more headers wins at equal paths.
+/// `example.com` exactly, and the match with more headers wins at equal paths. Routes: golden
+/// case `httproute-matching-across-routes`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_matching_across_routes() {
     if !envoy::available() {
@@ -194,30 +185,16 @@ async fn http_route_matching_across_routes() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let rule = |prefix: &str, version: &str, backend: &str| {
-        json!({"matches": [{"path": {"type": "PathPrefix", "value": prefix}},
-                           {"headers": [{"name": "version", "value": version}]}],
-               "backendRefs": [backend_ref(backend)]})
-    };
     let world = GatewayWorld::start(
         &backends.services(),
-        &[
-            gateway(
-                GATEWAY,
-                json!([{"name": "http", "port": port, "protocol": "HTTP",
+        &[gateway(
+            GATEWAY,
+            json!([{"name": "http", "port": port, "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
-            ),
-            http_route(
-                "matching-part1",
-                json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "hostnames": ["example.com", "example.net"],
-                       "rules": [rule("/", "one", "infra-backend-v1")]}),
-            ),
-            http_route(
-                "matching-part2",
-                json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "hostnames": ["*.com"],
-                       "rules": [rule("/v2", "two", "infra-backend-v2")]}),
-            ),
-        ],
+        )]
+        .into_iter()
+        .chain(golden_routes("httproute-matching-across-routes"))
+        .collect::<Vec<_>>(),
     )
     .await;
     let proxy = world.proxy(GATEWAY).await;
@@ -246,7 +223,8 @@ async fn http_route_matching_across_routes() {
 /// `HTTPRouteHostnameIntersection` (its first Gateway): three listeners on one port, five
 /// routes whose hostnames intersect them or not. A route serves only the intersection of its
 /// hostnames with the listeners' (the port of a Host header ignored), a route intersecting
-/// none is `NoMatchingListenerHostname`, and each listener counts the routes it serves.
+/// none is `NoMatchingListenerHostname`, and each listener counts the routes it serves. Routes:
+/// golden case `httproute-hostname-intersection` (its Gateway here on a free port).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_hostname_intersection() {
     if !envoy::available() {
@@ -255,57 +233,19 @@ async fn http_route_hostname_intersection() {
     let backends = Backends::start().await;
     let port = free_port().port();
     let gateway_name = "httproute-hostname-intersection";
-    let routed = |hostnames: Value, prefix: &str, backend: &str| {
-        json!({"parentRefs": [{"name": gateway_name}], "hostnames": hostnames,
-               "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
-                          "backendRefs": [backend_ref(backend)]}]})
-    };
     let world = GatewayWorld::start(
         &backends.services(),
-        &[
-            gateway(
-                gateway_name,
-                json!([
-                    http_listener("listener-1", port, "very.specific.com"),
-                    http_listener("listener-2", port, "*.wildcard.io"),
-                    http_listener("listener-3", port, "*.anotherwildcard.io")
-                ]),
-            ),
-            http_route(
-                "specific-host-matches-listener-specific-host",
-                routed(
-                    json!(["non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"]),
-                    "/s1",
-                    "infra-backend-v1",
-                ),
-            ),
-            http_route(
-                "specific-host-matches-listener-wildcard-host",
-                routed(
-                    json!([
-                        "non.matching.com",
-                        "wildcard.io",
-                        "foo.wildcard.io",
-                        "bar.wildcard.io",
-                        "foo.bar.wildcard.io"
-                    ]),
-                    "/s2",
-                    "infra-backend-v2",
-                ),
-            ),
-            http_route(
-                "wildcard-host-matches-listener-specific-host",
-                routed(json!(["non.matching.com", "*.specific.com"]), "/s3", "infra-backend-v3"),
-            ),
-            http_route(
-                "wildcard-host-matches-listener-wildcard-host",
-                routed(json!(["*.anotherwildcard.io"]), "/s4", "infra-backend-v1"),
-            ),
-            http_route(
-                "no-intersecting-hosts",
-                routed(json!(["specific.but.wrong.com", "wildcard.io"]), "/s5", "infra-backend-v2"),
-            ),
-        ],
+        &[gateway(
+            gateway_name,
+            json!([
+                http_listener("listener-1", port, "very.specific.com"),
+                http_listener("listener-2", port, "*.wildcard.io"),
+                http_listener("listener-3", port, "*.anotherwildcard.io")
+            ]),
+        )]
+        .into_iter()
+        .chain(golden_routes("httproute-hostname-intersection"))
+        .collect::<Vec<_>>(),
     )
     .await;
     let proxy = world.proxy(gateway_name).await;
@@ -359,7 +299,8 @@ async fn http_route_hostname_intersection() {
 
 /// `HTTPRouteWeight`: backends weighted 70, 30 and 0 share 500 requests within 5 percentage
 /// points of their weights, and the one weighted 0 gets none. Like the suite, which retries a
-/// distribution outside the bounds up to ten times, up to five samples are taken.
+/// distribution outside the bounds up to ten times, up to five samples are taken. Route: golden
+/// case `httproute-weight`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_weight() {
     if !envoy::available() {
@@ -370,22 +311,16 @@ async fn http_route_weight() {
     const SAMPLES: usize = 5;
     let backends = Backends::start().await;
     let port = free_port().port();
-    let weighted = |name: &str, weight: u32| json!({"name": name, "port": 80, "weight": weight});
     let world = GatewayWorld::start(
         &backends.services(),
-        &[
-            gateway(
-                GATEWAY,
-                json!([{"name": "http", "port": port, "protocol": "HTTP",
+        &[gateway(
+            GATEWAY,
+            json!([{"name": "http", "port": port, "protocol": "HTTP",
                         "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
-            ),
-            http_route(
-                "weighted-backends",
-                json!({"parentRefs": [{"name": "same-namespace"}],
-                       "rules": [{"backendRefs": [weighted("infra-backend-v1", 70), weighted("infra-backend-v2", 30),
-                                                  weighted("infra-backend-v3", 0)]}]}),
-            ),
-        ],
+        )]
+        .into_iter()
+        .chain(golden_routes("httproute-weight"))
+        .collect::<Vec<_>>(),
     )
     .await;
     let proxy = world.proxy(GATEWAY).await;
@@ -419,6 +354,12 @@ async fn http_route_weight() {
 /// (`to.name`) of another namespace allows the rule sending to it, not the rule sending to its
 /// neighbour: the route is accepted with `ResolvedRefs` False (`RefNotPermitted`), the refused
 /// rule answers 500 and the allowed one is served.
+///
+/// The route and grant stay written here: they are the later upstream manifest's (grant in the
+/// app namespace naming `app-backend-v1`, both rules to that namespace), while golden case
+/// `httproute-partially-invalid-via-invalid-reference-grant` holds another version (a grant in
+/// the wrong namespace, the second rule to `infra-backend-v1`), under which `/` would be
+/// answered by `infra-backend-v1` and not by the app namespace's backend this test checks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_partially_invalid_via_invalid_reference_grant() {
     if !envoy::available() {
@@ -472,6 +413,11 @@ async fn http_route_partially_invalid_via_invalid_reference_grant() {
 /// `HTTPRouteInvalidBackendRefUnknownKind`: a backendRef of a kind the operator does not know
 /// leaves the route accepted with `ResolvedRefs` False (`InvalidKind`), its requests answered
 /// 500.
+///
+/// The route stays written here: besides the suite's rule (here under `/v2`) it has a rule
+/// under `/v1` to `infra-backend-v1`, whose answer shows that the proxy serves the route, so
+/// that the 500 is the unknown kind's; golden case `httproute-invalid-backendref-unknown-kind`
+/// has the suite's one rule only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_invalid_backend_ref_unknown_kind() {
     if !envoy::available() {

@@ -1,24 +1,23 @@
 //! More cases of the upstream conformance suite (`sigs.k8s.io/gateway-api` v1.3,
 //! `conformance/tests`, profile `GATEWAY-HTTP`): path and header matching, redirects, and
-//! Services of other types, each test named after the one it reproduces, with its Gateway and
-//! routes (names kept, namespaces ours), objects in and traffic out through a real Envoy. As in
-//! `conformance`, the backends answer with their names and ports are free ports of this host.
+//! Services of other types, each test named after the one it reproduces, objects in and traffic
+//! out through a real Envoy. As in `conformance`, the routes are the golden inputs of the
+//! translation (`crates/core/tests/testdata/golden/gateway/<case>.in.yaml`, through
+//! [`golden_route`](super::suite::golden_route)), each test naming its case, except
+//! `HTTPRouteServiceTypes`'s, written here with the Services it routes to; the backends answer
+//! with their names and ports are free ports of this host.
 
 use envoy_operator_testkit::fleet_world::{NS, at, free_port};
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref, same_namespace_gateway};
+use super::suite::{Backends, GATEWAY, defaulted_parent_ref, golden_route, same_namespace_gateway};
 use super::world::{Expect, GatewayWorld, gateway_api_at, http_route, until_answered};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
 
 /// A request (path, headers) and what it should be answered with.
 type PathCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Expect<'a>);
-
-fn path_rule(kind: &str, path: &str, backend: &str) -> Value {
-    json!({"matches": [{"path": {"type": kind, "value": path}}], "backendRefs": [backend_ref(backend)]})
-}
 
 /// What the suite asks of each route before sending traffic: accepted by [`GATEWAY`] with its
 /// parentRef written out (`GatewayAndHTTPRoutesMustBeAccepted`), and `ResolvedRefs` True
@@ -55,7 +54,7 @@ async fn serve_and_check(
 
 /// `HTTPRouteExactPathMatching`: `Exact` paths match the whole path, case-sensitively, a
 /// trailing slash included: `/one` and `/two` are served, `/`, `/one/example`, `/two/` and
-/// `/Two` are 404.
+/// `/Two` are 404. Route: golden case `httproute-exact-path-matching`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_exact_path_matching() {
     if !envoy::available() {
@@ -63,12 +62,7 @@ async fn http_route_exact_path_matching() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let route = http_route(
-        "exact-matching",
-        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
-               "rules": [path_rule("Exact", "/one", "infra-backend-v1"),
-                         path_rule("Exact", "/two", "infra-backend-v2")]}),
-    );
+    let route = golden_route("httproute-exact-path-matching", "exact-matching");
     let not_found = Expect::Status(404);
     let cases: [PathCase; 6] = [
         ("/one", &[], Expect::By("infra-backend-v1")),
@@ -84,7 +78,7 @@ async fn http_route_exact_path_matching() {
 /// `HTTPRouteHeaderMatching`: five rules matching headers only: a match's headers must all be
 /// present (AND), a rule's matches are alternatives (OR), the match with more headers wins
 /// over one it includes, and header names match case-insensitively (the route's `version`
-/// matches the request's `Version`).
+/// matches the request's `Version`). Route: golden case `httproute-header-matching`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_header_matching() {
     if !envoy::available() {
@@ -92,19 +86,7 @@ async fn http_route_header_matching() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let header = |name: &str, value: &str| json!({"name": name, "value": value});
-    let rule =
-        |matches: Value, backend: &str| json!({"matches": matches, "backendRefs": [backend_ref(backend)]});
-    let (version, color) = (|value| header("version", value), |value| header("color", value));
-    let rules = [
-        rule(json!([{"headers": [version("one")]}]), "infra-backend-v1"),
-        rule(json!([{"headers": [version("two")]}]), "infra-backend-v2"),
-        rule(json!([{"headers": [version("two"), color("orange")]}]), "infra-backend-v1"),
-        rule(json!([{"headers": [color("blue")]}, {"headers": [color("green")]}]), "infra-backend-v1"),
-        rule(json!([{"headers": [color("red")]}, {"headers": [color("yellow")]}]), "infra-backend-v2"),
-    ];
-    let route =
-        http_route("header-matching", json!({"parentRefs": [defaulted_parent_ref(GATEWAY)], "rules": rules}));
+    let route = golden_route("httproute-header-matching", "header-matching");
     let (v1, v2, not_found) =
         (Expect::By("infra-backend-v1"), Expect::By("infra-backend-v2"), Expect::Status(404));
     let cases: [PathCase; 11] = [
@@ -125,7 +107,7 @@ async fn http_route_header_matching() {
 
 /// `HTTPRoutePathMatchOrder`: `Exact` beats `PathPrefix`, a longer prefix beats a shorter one
 /// whatever the rules' order, and prefixes match whole path segments (`/match/prefix/one` is
-/// a prefix of `/match/prefix/one/any`).
+/// a prefix of `/match/prefix/one/any`). Route: golden case `httproute-path-match-order`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_path_match_order() {
     if !envoy::available() {
@@ -133,16 +115,7 @@ async fn http_route_path_match_order() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let route = http_route(
-        "path-matching-order",
-        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
-               "rules": [path_rule("Exact", "/match", "infra-backend-v1"),
-                         path_rule("Exact", "/match/exact", "infra-backend-v2"),
-                         path_rule("Exact", "/match/exact/one", "infra-backend-v3"),
-                         path_rule("PathPrefix", "/match/", "infra-backend-v3"),
-                         path_rule("PathPrefix", "/match/prefix/", "infra-backend-v1"),
-                         path_rule("PathPrefix", "/match/prefix/one", "infra-backend-v2")]}),
-    );
+    let route = golden_route("httproute-path-match-order", "path-matching-order");
     let (v1, v2, v3) =
         (Expect::By("infra-backend-v1"), Expect::By("infra-backend-v2"), Expect::By("infra-backend-v3"));
     let cases: [PathCase; 6] = [
@@ -159,7 +132,7 @@ async fn http_route_path_match_order() {
 /// `HTTPRouteRedirectHostAndStatus`: a `RequestRedirect` filter answers in place of the
 /// backends even when the rule has backendRefs: 302 by default, or its `statusCode`, with a
 /// `Location` naming its `hostname` and keeping the request's path. Requests do not follow
-/// redirects.
+/// redirects. Route: golden case `httproute-redirect-host-and-status`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_host_and_status() {
     if !envoy::available() {
@@ -167,22 +140,7 @@ async fn http_route_redirect_host_and_status() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let redirect_rule = |prefix: &str, redirect: Value, with_backend: bool| {
-        let mut rule = json!({"matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
-                              "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}]});
-        if with_backend {
-            rule["backendRefs"] = json!([backend_ref("infra-backend-v1")]);
-        }
-        rule
-    };
-    let host_and_status = json!({"statusCode": 301, "hostname": "example.org"});
-    let route = http_route(
-        "redirect-host-and-status",
-        json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
-               "rules": [redirect_rule("/hostname-redirect", json!({"hostname": "example.org"}), true),
-                         redirect_rule("/status-code-301", json!({"statusCode": 301}), false),
-                         redirect_rule("/host-and-status", host_and_status, true)]}),
-    );
+    let route = golden_route("httproute-redirect-host-and-status", "redirect-host-and-status");
     let world = GatewayWorld::start(&backends.services(), &[same_namespace_gateway(port), route]).await;
     let proxy = world.proxy(GATEWAY).await;
     until_accepted_and_resolved(&world, "redirect-host-and-status").await;
@@ -218,6 +176,9 @@ async fn http_route_redirect_host_and_status() {
 /// the EndpointSlices those controllers (and, for `headless`, the EndpointSlice controller)
 /// would make. The Services' `targetPort` is the backend's port (the suite's 3000), the
 /// slices' port name the Services' (`first-port`).
+///
+/// The route is written here, beside the Services of other types it routes to (and which our
+/// backends' Services are not): there is no golden case for this test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_service_types() {
     if !envoy::available() {

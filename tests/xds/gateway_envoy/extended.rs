@@ -1,8 +1,11 @@
 //! Extended features of the upstream conformance suite (`sigs.k8s.io/gateway-api` v1.3,
 //! `conformance/tests`, profile `GATEWAY-HTTP`), each test named after the one it reproduces,
-//! with its routes (names kept, namespaces ours) and requests: method and query parameter
-//! matching, and redirects of path, scheme and port, read from the `Location` the proxy sends
-//! without following it. The tests the suite checks on the backend's side (rewrites, request
+//! with its route and requests: method and query parameter matching, and redirects of path,
+//! scheme and port, read from the `Location` the proxy sends without following it. As in
+//! `conformance`, the routes are the golden inputs of the translation
+//! (`crates/core/tests/testdata/golden/gateway/<case>.in.yaml`, through
+//! [`golden_route`](super::suite::golden_route)), each test naming its case; but for
+//! `http_route_redirect_port_and_scheme`'s, said in its doc. The tests the suite checks on the backend's side (rewrites, request
 //! timeouts) are in `extended_rewrite`.
 //!
 //! Each request names the Host `127.0.0.1:<listener port>`, as the suite's client names the
@@ -12,7 +15,7 @@ use envoy_operator_testkit::fleet_world::free_port;
 use serde_json::{Value, json};
 
 use super::client::{self, Answer};
-use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref, same_namespace_gateway};
+use super::suite::{Backends, GATEWAY, defaulted_parent_ref, golden_route, same_namespace_gateway};
 use super::world::{GatewayWorld, Proxy, http_route};
 use crate::support::backend::Backend;
 use crate::support::{CONVERGE, envoy, eventually};
@@ -82,16 +85,8 @@ pub(super) async fn serving(
     (world, proxy)
 }
 
-pub(super) fn prefix(value: &str) -> Value {
+fn prefix(value: &str) -> Value {
     json!({"type": "PathPrefix", "value": value})
-}
-
-fn header(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn query(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
 }
 
 /// `request` sent to the proxy's `port` on loopback with `Host: 127.0.0.1:<port>`, as the
@@ -192,7 +187,8 @@ async fn until_redirected(port: u16, path: &str, expected: Redirect<'_>) -> Stri
 
 /// `HTTPRouteMethodMatching` (feature `HTTPRouteMethodMatching`): rules matching the method,
 /// alone and ANDed with path and header matches, OR'd matches, and precedence (a path match
-/// beats a header match). HEAD `/` matches no rule: 404.
+/// beats a header match). HEAD `/` matches no rule: 404. Route: golden case
+/// `httproute-method-matching`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_method_matching() {
     if !envoy::available() {
@@ -200,23 +196,8 @@ async fn http_route_method_matching() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let rules = json!([
-        {"matches": [{"method": "POST"}], "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"method": "GET"}], "backendRefs": [backend_ref("infra-backend-v2")]},
-        {"matches": [{"path": prefix("/path1"), "method": "GET"}], "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"headers": [header("version", "one")], "method": "PUT"}],
-         "backendRefs": [backend_ref("infra-backend-v2")]},
-        {"matches": [{"path": prefix("/path2"), "headers": [header("version", "two")], "method": "POST"}],
-         "backendRefs": [backend_ref("infra-backend-v3")]},
-        {"matches": [{"path": prefix("/path3"), "method": "PATCH"},
-                     {"path": prefix("/path4"), "headers": [header("version", "three")], "method": "DELETE"}],
-         "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"path": prefix("/path5"), "method": "PATCH"}], "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"headers": [header("version", "four")], "method": "PATCH"}],
-         "backendRefs": [backend_ref("infra-backend-v2")]},
-    ]);
-    let (world, proxy) =
-        serving(&backends.services(), port, route_on_gateway("method-matching", rules)).await;
+    let route = golden_route("httproute-method-matching", "method-matching");
+    let (world, proxy) = serving(&backends.services(), port, route).await;
 
     let cases = [
         (request("POST", "/", &[]), Expect::By("infra-backend-v1")),
@@ -245,7 +226,8 @@ async fn http_route_method_matching() {
 
 /// `HTTPRouteQueryParamMatching` (feature `HTTPRouteQueryParamMatching`): exact query parameter
 /// matches, case-sensitive in names and values; more matched parameters win; other parameters
-/// are ignored; combinations with path and header matches, OR'd matches and precedence.
+/// are ignored; combinations with path and header matches, OR'd matches and precedence. Route:
+/// golden case `httproute-query-param-matching`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_query_param_matching() {
     if !envoy::available() {
@@ -253,30 +235,8 @@ async fn http_route_query_param_matching() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let rules = json!([
-        {"matches": [{"queryParams": [query("animal", "whale")]}], "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"queryParams": [query("animal", "dolphin")]}], "backendRefs": [backend_ref("infra-backend-v2")]},
-        {"matches": [{"queryParams": [query("animal", "dolphin"), query("color", "blue")]},
-                     {"queryParams": [query("ANIMAL", "Whale")]}],
-         "backendRefs": [backend_ref("infra-backend-v3")]},
-        {"matches": [{"path": prefix("/path1"), "queryParams": [query("animal", "whale")]}],
-         "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"headers": [header("version", "one")], "queryParams": [query("animal", "whale")]}],
-         "backendRefs": [backend_ref("infra-backend-v2")]},
-        {"matches": [{"path": prefix("/path2"), "headers": [header("version", "two")],
-                      "queryParams": [query("animal", "whale")]}],
-         "backendRefs": [backend_ref("infra-backend-v3")]},
-        {"matches": [{"path": prefix("/path3"), "queryParams": [query("animal", "shark")]},
-                     {"path": prefix("/path4"), "headers": [header("version", "three")],
-                      "queryParams": [query("animal", "kraken")]}],
-         "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"path": prefix("/path5"), "queryParams": [query("animal", "hydra")]}],
-         "backendRefs": [backend_ref("infra-backend-v1")]},
-        {"matches": [{"headers": [header("version", "four")], "queryParams": [query("animal", "hydra")]}],
-         "backendRefs": [backend_ref("infra-backend-v3")]},
-    ]);
-    let (world, proxy) =
-        serving(&backends.services(), port, route_on_gateway("query-param-matching", rules)).await;
+    let route = golden_route("httproute-query-param-matching", "query-param-matching");
+    let (world, proxy) = serving(&backends.services(), port, route).await;
 
     let cases = [
         ("/?animal=whale", &[][..], Expect::By("infra-backend-v1")),
@@ -322,6 +282,7 @@ fn redirect_rule(path_prefix: &str, redirect: Value) -> Value {
 /// 80: the listener's or none. (Ours keeps the listener's port, e.g.
 /// `http://127.0.0.1:41807/replacement-prefix/lemon`, and with a hostname
 /// `http://example.org:41807/replacement-prefix`; see `http_route_redirect_port_and_scheme_keeps_the_listener_port`.)
+/// Route: golden case `httproute-redirect-path`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_path() {
     if !envoy::available() {
@@ -329,24 +290,8 @@ async fn http_route_redirect_path() {
     }
     let backend = lone_backend().await;
     let port = free_port().port();
-    let replace_prefix = json!({"type": "ReplacePrefixMatch", "replacePrefixMatch": "/replacement-prefix"});
-    let replace_full = |path: &str| json!({"type": "ReplaceFullPath", "replaceFullPath": path});
-    let rules = json!([
-        redirect_rule("/original-prefix", json!({"path": replace_prefix})),
-        redirect_rule("/full", json!({"path": replace_full("/full-path-replacement")})),
-        redirect_rule("/path-and-host", json!({"hostname": "example.org", "path": replace_prefix})),
-        redirect_rule("/path-and-status", json!({"path": replace_prefix, "statusCode": 301})),
-        redirect_rule(
-            "/full-path-and-host",
-            json!({"hostname": "example.org", "path": replace_full("/replacement-full")})
-        ),
-        redirect_rule(
-            "/full-path-and-status",
-            json!({"path": replace_full("/replacement-full"), "statusCode": 301})
-        ),
-    ]);
-    let (world, proxy) =
-        serving(&[(backend.name.as_str(), &backend)], port, route_on_gateway("redirect-path", rules)).await;
+    let route = golden_route("httproute-redirect-path", "redirect-path");
+    let (world, proxy) = serving(&[(backend.name.as_str(), &backend)], port, route).await;
 
     let found = Redirect::FOUND;
     let moved = Redirect { status: 301, ..found };
@@ -375,7 +320,8 @@ async fn http_route_redirect_path() {
 /// `https`; with a hostname and with status 301. Without a port in the filter the suite
 /// accepts the scheme's well-known port printed or omitted; ours prints it
 /// (`https://127.0.0.1:443/scheme`: the operator sets Envoy's `port_redirect` to 443 so that
-/// the listener's port is not carried over, and Envoy then writes it out).
+/// the listener's port is not carried over, and Envoy then writes it out). Route: golden case
+/// `httproute-redirect-scheme`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_scheme() {
     if !envoy::available() {
@@ -383,17 +329,8 @@ async fn http_route_redirect_scheme() {
     }
     let backend = lone_backend().await;
     let port = free_port().port();
-    let rules = json!([
-        redirect_rule("/scheme", json!({"scheme": "https"})),
-        redirect_rule("/scheme-and-host", json!({"scheme": "https", "hostname": "example.org"})),
-        redirect_rule("/scheme-and-status", json!({"scheme": "https", "statusCode": 301})),
-        redirect_rule(
-            "/scheme-and-host-and-status",
-            json!({"scheme": "https", "hostname": "example.org", "statusCode": 302}),
-        ),
-    ]);
-    let (world, proxy) =
-        serving(&[(backend.name.as_str(), &backend)], port, route_on_gateway("redirect-scheme", rules)).await;
+    let route = golden_route("httproute-redirect-scheme", "redirect-scheme");
+    let (world, proxy) = serving(&[(backend.name.as_str(), &backend)], port, route).await;
 
     let https = Redirect { scheme: "https", port: PortRule::WellKnown, ..Redirect::FOUND };
     let cases = [
@@ -411,7 +348,8 @@ async fn http_route_redirect_scheme() {
 }
 
 /// `HTTPRouteRedirectPort` (feature `HTTPRoutePortRedirect`): the Location names port 8083 and
-/// keeps the scheme (`http`); with a hostname and with status 301.
+/// keeps the scheme (`http`); with a hostname and with status 301. Route: golden case
+/// `httproute-redirect-port`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_port() {
     if !envoy::available() {
@@ -419,17 +357,8 @@ async fn http_route_redirect_port() {
     }
     let backend = lone_backend().await;
     let port = free_port().port();
-    let rules = json!([
-        redirect_rule("/port", json!({"port": 8083})),
-        redirect_rule("/port-and-host", json!({"port": 8083, "hostname": "example.org"})),
-        redirect_rule("/port-and-status", json!({"port": 8083, "statusCode": 301})),
-        redirect_rule(
-            "/port-and-host-and-status",
-            json!({"port": 8083, "hostname": "example.org", "statusCode": 302}),
-        ),
-    ]);
-    let (world, proxy) =
-        serving(&[(backend.name.as_str(), &backend)], port, route_on_gateway("redirect-port", rules)).await;
+    let route = golden_route("httproute-redirect-port", "redirect-port");
+    let (world, proxy) = serving(&[(backend.name.as_str(), &backend)], port, route).await;
 
     let to_8083 = Redirect { port: PortRule::Exactly(8083), ..Redirect::FOUND };
     let cases = [
@@ -446,8 +375,13 @@ async fn http_route_redirect_port() {
     world.stop().await;
 }
 
-/// The rules of the suite's `HTTPRouteRedirectPortAndScheme` routes for its HTTP listeners:
+/// The rules of the suite's `HTTPRouteRedirectPortAndScheme` route for its listener on 80:
 /// each redirects to `example.org`, with the scheme and port its path names (`nil`: unset).
+///
+/// Written here rather than read from golden case `httproute-redirect-port-and-scheme`: that
+/// case is pinned to what `crates/core/src/gateway/tests.rs` checks of the test, its route for
+/// the listener on 80 with the rule `/scheme-nil-and-port-nil` only, its route for 8080 with
+/// neither `/scheme-nil-and-port-8080` nor the `https` ports 443 and 8443 asked below.
 fn port_and_scheme_rules() -> Value {
     let rule = |path: &str, scheme: Option<&str>, port: Option<u16>| {
         let mut redirect = json!({"hostname": "example.org"});
@@ -469,16 +403,6 @@ fn port_and_scheme_rules() -> Value {
     ])
 }
 
-/// A world whose Gateway [`GATEWAY`] listens on `port` with the `HTTPRouteRedirectPortAndScheme`
-/// route, once the route is accepted, and its proxy.
-async fn port_and_scheme_world(backend: &Backend, port: u16) -> (GatewayWorld, Proxy) {
-    let route = "http-route-for-listener-on-port-80";
-    let (world, proxy) =
-        serving(&[(backend.name.as_str(), backend)], port, route_on_gateway(route, port_and_scheme_rules()))
-            .await;
-    (world, proxy)
-}
-
 /// `HTTPRouteRedirectPortAndScheme` (features `HTTPRoutePortRedirect`, `HTTPRouteSchemeRedirect`):
 /// its HTTP listeners' cases that name a scheme or a port. A port named is printed unless it is
 /// the scheme's well-known one (which may be printed); a scheme changed without a port takes the
@@ -491,7 +415,8 @@ async fn http_route_redirect_port_and_scheme() {
     }
     let backend = lone_backend().await;
     let port = free_port().port();
-    let (world, proxy) = port_and_scheme_world(&backend, port).await;
+    let route = route_on_gateway("http-route-for-listener-on-port-80", port_and_scheme_rules());
+    let (world, proxy) = serving(&[(backend.name.as_str(), &backend)], port, route).await;
 
     let to_example = Redirect { host: Some("example.org"), ..Redirect::FOUND };
     let https = Redirect { scheme: "https", ..to_example };
@@ -514,7 +439,9 @@ async fn http_route_redirect_port_and_scheme() {
 /// on a free port): a redirect naming a hostname but neither scheme nor port keeps the
 /// listener's port, `http://example.org:8080/scheme-nil-and-port-nil`.
 /// (Envoy alone drops the request's port when it swaps the hostname; the translation writes
-/// the listener's port into such redirects.)
+/// the listener's port into such redirects.) Route: golden case
+/// `httproute-redirect-port-and-scheme`, its `http-route-for-listener-on-port-80` (on
+/// [`GATEWAY`], whose listener here is on the free port; its rule is the 8080 route's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_redirect_port_and_scheme_keeps_the_listener_port() {
     if !envoy::available() {
@@ -522,7 +449,8 @@ async fn http_route_redirect_port_and_scheme_keeps_the_listener_port() {
     }
     let backend = lone_backend().await;
     let port = free_port().port();
-    let (world, proxy) = port_and_scheme_world(&backend, port).await;
+    let route = golden_route("httproute-redirect-port-and-scheme", "http-route-for-listener-on-port-80");
+    let (world, proxy) = serving(&[(backend.name.as_str(), &backend)], port, route).await;
 
     let expected = Redirect { host: Some("example.org"), port: PortRule::Listener, ..Redirect::FOUND };
     until_redirected(port, "/scheme-nil-and-port-nil", expected).await;

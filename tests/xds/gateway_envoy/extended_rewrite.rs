@@ -2,8 +2,10 @@
 //! `conformance/tests`, profile `GATEWAY-HTTP`) that the suite checks on the backend's side, as
 //! its echo server reports the request it received: `URLRewrite` of the Host and of the path
 //! (with a `RequestHeaderModifier` beside it), and the request timeout of a rule. Each test is
-//! named after the one it reproduces, with its route (names kept, namespaces ours; backend
-//! ports 80 rather than 8080, as our Services have).
+//! named after the one it reproduces, with its route: as in `conformance`, the golden input of
+//! the translation (`crates/core/tests/testdata/golden/gateway/<case>.in.yaml`, through
+//! [`golden_route`](super::suite::golden_route), which adapts namespaces and the backend port
+//! 8080 to ours, 80), each test naming its case.
 //!
 //! Our backends play the echo server: asked with testkit's `ECHO_HEADER`, one answers with what
 //! it received (path, Host, headers), and a `delay` query parameter (`?delay=1s`, as the
@@ -11,51 +13,16 @@
 
 use envoy_operator_testkit::backend::{ECHO_HEADER, Echo};
 use envoy_operator_testkit::fleet_world::free_port;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::client::{self, Answer};
-use super::extended::{prefix, serving};
-use super::suite::{Backends, GATEWAY, backend_ref, defaulted_parent_ref};
-use super::world::http_route;
+use super::extended::serving;
+use super::suite::{Backends, golden_route};
 use crate::support::{CONVERGE, envoy, eventually};
 
-/// Route `name` on [`GATEWAY`] (parentRef defaulted as a real API server stores it) for
-/// `hostnames` (none: any) with `rules`.
-fn route_on_gateway(name: &str, hostnames: &[&str], rules: Value) -> (String, Value) {
-    let mut spec = json!({"parentRefs": [defaulted_parent_ref(GATEWAY)],
-                          "rules": rules});
-    if !hostnames.is_empty() {
-        spec["hostnames"] = json!(hostnames);
-    }
-    http_route(name, spec)
-}
-
-/// A rule for requests under `path_prefix` (none: every request) sent to `backend` through
-/// `filters`.
-fn rule(path_prefix: Option<&str>, filters: Value, backend: &str) -> Value {
-    let mut rule = json!({"filters": filters, "backendRefs": [backend_ref(backend)]});
-    if let Some(path_prefix) = path_prefix {
-        rule["matches"] = json!([{"path": prefix(path_prefix)}]);
-    }
-    rule
-}
-
-/// A `URLRewrite` filter of `rewrite`.
-fn url_rewrite(rewrite: Value) -> Value {
-    json!({"type": "URLRewrite", "urlRewrite": rewrite})
-}
-
-/// The suite's `RequestHeaderModifier` beside a rewrite: set one header, add two, remove one.
-fn the_suites_header_modifier() -> Value {
-    json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {
-        "set": [{"name": "X-Header-Set", "value": "set-overwrites-values"}],
-        "add": [{"name": "X-Header-Add", "value": "header-val-1"},
-                {"name": "X-Header-Add-Append", "value": "header-val-2"}],
-        "remove": ["X-Header-Remove"]}})
-}
-
-/// The headers the suite expects a backend to see through [`the_suites_header_modifier`]
-/// (values joined with `,`, as the suite joins them), and the one it must not see.
+/// The headers the suite expects a backend to see through the `RequestHeaderModifier` its
+/// routes put beside a rewrite (set one header, add two, remove one; values joined with `,`, as
+/// the suite joins them), and the one it must not see.
 const MODIFIED_HEADERS: [(&str, &str); 3] = [
     ("X-Header-Add", "header-val-1"),
     ("X-Header-Add-Append", "append-val-1,header-val-2"),
@@ -141,7 +108,8 @@ async fn until_seen(port: u16, host: &str, path: &str, headers: &[(&str, &str)],
 
 /// `HTTPRouteRewriteHost` (feature `HTTPRouteHostRewrite`): a route for `rewrite.example` whose
 /// rules rewrite the Host to `one.example.org` (under `/one`), `example.org` (every other
-/// path) and `test.example.org` beside the suite's header modifier; the path is kept.
+/// path) and `test.example.org` beside the suite's header modifier; the path is kept. Route:
+/// golden case `httproute-rewrite-host`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_rewrite_host() {
     if !envoy::available() {
@@ -149,19 +117,8 @@ async fn http_route_rewrite_host() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let host_rewrite = |hostname: &str| url_rewrite(json!({"hostname": hostname}));
-    let rules = json!([
-        rule(Some("/one"), json!([host_rewrite("one.example.org")]), "infra-backend-v1"),
-        rule(None, json!([host_rewrite("example.org")]), "infra-backend-v2"),
-        rule(
-            Some("/rewrite-host-and-modify-headers"),
-            json!([host_rewrite("test.example.org"), the_suites_header_modifier()]),
-            "infra-backend-v2",
-        ),
-    ]);
-    let (world, proxy) =
-        serving(&backends.services(), port, route_on_gateway("rewrite-host", &["rewrite.example"], rules))
-            .await;
+    let route = golden_route("httproute-rewrite-host", "rewrite-host");
+    let (world, proxy) = serving(&backends.services(), port, route).await;
 
     let seen = |backend, path, host| Seen { backend, path, host: Some(host), headers: &[], absent: &[] };
     let sent_headers = [("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")];
@@ -189,7 +146,8 @@ async fn http_route_rewrite_host() {
 /// `HTTPRouteRewritePath` (feature `HTTPRoutePathRewrite`): `ReplacePrefixMatch` keeps the rest
 /// of the path after the matched prefix (`/` as the replacement strips the prefix, and leaves
 /// `/` when nothing follows it), `ReplaceFullPath` replaces all of it; both beside the suite's
-/// header modifier. The Host is the Gateway's address, as the suite's client sends it.
+/// header modifier. The Host is the Gateway's address, as the suite's client sends it. Route:
+/// golden case `httproute-rewrite-path`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_rewrite_path() {
     if !envoy::available() {
@@ -197,29 +155,9 @@ async fn http_route_rewrite_path() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let replace_prefix = |value: &str| {
-        url_rewrite(json!({"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": value}}))
-    };
-    let replace_full =
-        |value: &str| url_rewrite(json!({"path": {"type": "ReplaceFullPath", "replaceFullPath": value}}));
     let v1 = "infra-backend-v1";
-    let rules = json!([
-        rule(Some("/prefix/one"), json!([replace_prefix("/one")]), v1),
-        rule(Some("/strip-prefix"), json!([replace_prefix("/")]), v1),
-        rule(Some("/full/one"), json!([replace_full("/one")]), v1),
-        rule(
-            Some("/full/rewrite-path-and-modify-headers"),
-            json!([replace_full("/test"), the_suites_header_modifier()]),
-            v1
-        ),
-        rule(
-            Some("/prefix/rewrite-path-and-modify-headers"),
-            json!([replace_prefix("/prefix"), the_suites_header_modifier()]),
-            v1
-        ),
-    ]);
-    let (world, proxy) =
-        serving(&backends.services(), port, route_on_gateway("rewrite-path", &[], rules)).await;
+    let route = golden_route("httproute-rewrite-path", "rewrite-path");
+    let (world, proxy) = serving(&backends.services(), port, route).await;
 
     let seen = |path| Seen { backend: v1, path, host: None, headers: &[], absent: &[] };
     let modified = |path| Seen { headers: &MODIFIED_HEADERS, absent: &[REMOVED_HEADER], ..seen(path) };
@@ -277,7 +215,7 @@ fn route_timeouts(config_dump: &Value) -> Vec<(String, Option<String>)> {
 /// than none (its default, 15s). Ours answers the 504 itself, body `upstream request timeout`.
 /// (Earlier versions of the suite have the first two cases only; later ones add the `0s` rule
 /// and its case, reproduced here too. Its backend is `infra-backend-v1`, which delays on
-/// `?delay=`.)
+/// `?delay=`.) Route: golden case `httproute-timeout-request`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_timeout_request() {
     if !envoy::available() {
@@ -285,14 +223,8 @@ async fn http_route_timeout_request() {
     }
     let backends = Backends::start().await;
     let port = free_port().port();
-    let with_timeout = |path: &str, request: &str| {
-        json!({"matches": [{"path": prefix(path)}], "backendRefs": [backend_ref("infra-backend-v1")],
-               "timeouts": {"request": request}})
-    };
-    let rules =
-        json!([with_timeout("/request-timeout", "500ms"), with_timeout("/disable-request-timeout", "0s")]);
-    let (world, proxy) =
-        serving(&backends.services(), port, route_on_gateway("request-timeout", &[], rules)).await;
+    let route = golden_route("httproute-timeout-request", "request-timeout");
+    let (world, proxy) = serving(&backends.services(), port, route).await;
 
     let cases = [
         ("/request-timeout", 200),
