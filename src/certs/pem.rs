@@ -1,37 +1,14 @@
-//! Reading PEM text: the one place the operator turns PEM into DER, for the serving
-//! certificate's files, the Secrets' certificates and CA bundles, and `--ca-file`.
+//! PEM text as rustls' types, for the serving certificate's files, the Secrets' certificates
+//! and CA bundles, and `--ca-file`: the blocks come from the one PEM reader,
+//! [`envoy_operator_core::pem`].
 //!
 //! Callers say where the text came from (a file, a Secret's key) in their own errors; these
 //! say what was wrong with the text: not PEM at all, or no block of the kind asked for.
 
+pub use envoy_operator_core::pem::{Block, CERTIFICATE, PemError, blocks, first_block};
 use rustls::pki_types::{
     CertificateDer, PrivateKeyDer, PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer,
 };
-pub use x509_parser::pem::Pem as Block;
-
-/// The label of a certificate's block.
-pub const CERTIFICATE: &str = "CERTIFICATE";
-
-/// What is wrong with a PEM text.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PemError {
-    /// A block that does not decode (no end line, a body that is not base64...).
-    #[error("not PEM: {0}")]
-    Malformed(String),
-    /// No block of the kind asked for.
-    #[error("no {0} block")]
-    Missing(&'static str),
-}
-
-/// Every block of `pem`, in order, whatever its label; [`Block::contents`] is the DER.
-pub fn blocks(pem: &[u8]) -> impl Iterator<Item = Result<Block, PemError>> + '_ {
-    Block::iter_from_buffer(pem).map(|block| block.map_err(|error| PemError::Malformed(error.to_string())))
-}
-
-/// The first block, whatever its label (the certificate, in a PEM text that holds one first).
-pub fn first_block(pem: &[u8]) -> Result<Block, PemError> {
-    blocks(pem).next().unwrap_or(Err(PemError::Missing("PEM")))
-}
 
 /// The certificates (`CERTIFICATE` blocks) in order; blocks of other labels are skipped, so a
 /// file holding a certificate and its key reads as the certificate. None is an empty list: a

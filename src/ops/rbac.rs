@@ -11,7 +11,9 @@
 //! own namespace, [`namespace_rules`].
 
 use envoy_operator_core::api::gateway::GROUP as GATEWAY_GROUP;
-use envoy_operator_core::names::{LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET, XDS_IDENTITY_CA_SECRET};
+use envoy_operator_core::names::{
+    LEADER_LEASE, WEBHOOK_CONFIGURATION, WEBHOOK_SECRET, XDS_IDENTITY_CA_SECRET,
+};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
 fn rule(group: &str, resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {

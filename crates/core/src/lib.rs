@@ -23,6 +23,7 @@ pub mod kind;
 pub mod kube_version;
 pub mod manifest;
 pub mod names;
+pub mod pem;
 pub mod proxy;
 pub mod render;
 pub mod route;

@@ -24,11 +24,8 @@ use crate::translate::gateway::{
 };
 use crate::xds::Resources;
 
-/// The type of the Secrets a Gateway's listeners may present.
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
-/// The label the API server puts on every Namespace, naming it (what `allowedRoutes` selectors
-/// commonly select on).
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+use crate::names::NAMESPACE_NAME_LABEL;
+pub use crate::names::TLS_SECRET_TYPE;
 
 /// The Gateway API objects of a set of manifests, and the Secrets and Namespaces they use.
 #[derive(Debug, Default)]

@@ -24,7 +24,7 @@ use crate::ir::{self, Domain};
 /// The only route kind the operator implements.
 pub const HTTP_ROUTE: &str = "HTTPRoute";
 /// The type of the Secrets a listener's certificates come from.
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+pub use crate::names::TLS_SECRET_TYPE;
 /// Ports below this one are privileged: listeners on them bind [`PRIVILEGED_PORT_OFFSET`]
 /// higher in the proxies' containers, so the proxies run as non-root (Envoy Gateway's mapping).
 pub const FIRST_UNPRIVILEGED_PORT: i32 = 1024;
@@ -312,7 +312,7 @@ fn certificate(
     let pem = |key: &str, label: fn(&str) -> bool, what: &str| -> Result<String, (&'static str, String)> {
         let bytes = secret.data.as_ref().and_then(|data| data.get(key)).map(|bytes| bytes.0.as_slice());
         let text = bytes.and_then(|bytes| std::str::from_utf8(bytes).ok()).unwrap_or_default();
-        if pem_blocks(text).iter().any(|block| label(block)) {
+        if crate::pem::labels(text).iter().any(|block| label(block)) {
             Ok(text.to_owned())
         } else {
             Err(invalid(format!("Secret {secret_namespace}/{name}: {key} holds no PEM {what}")))
@@ -321,39 +321,6 @@ fn certificate(
     let certificate_chain = pem(crate::names::CERT_KEY, |label| label == "CERTIFICATE", "certificate")?;
     let private_key = pem(crate::names::KEY_KEY, |label| label.ends_with("PRIVATE KEY"), "private key")?;
     Ok(ir::TlsSecret { name: format!("{secret_namespace}/{name}"), certificate_chain, private_key })
-}
-
-/// The labels of the well-formed PEM blocks of `text`: `-----BEGIN <label>-----`, a body of
-/// base64 lines, `-----END <label>-----`. Whether the certificate parses is the proxy's to
-/// judge; this catches what is not PEM at all.
-fn pem_blocks(text: &str) -> Vec<&str> {
-    let mut labels = Vec::new();
-    let mut lines = text.lines().map(str::trim);
-    while let Some(line) = lines.next() {
-        let Some(label) = line.strip_prefix("-----BEGIN ").and_then(|rest| rest.strip_suffix("-----")) else {
-            continue;
-        };
-        let end = format!("-----END {label}-----");
-        let mut body = 0usize;
-        let mut well_formed = false;
-        for line in lines.by_ref() {
-            if line == end {
-                well_formed = body > 0;
-                break;
-            }
-            let base64 = line.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
-            // Headers (`Proc-Type: ...`) of legacy encrypted keys are not base64: such a block
-            // is not usable either.
-            if !base64 {
-                break;
-            }
-            body += line.len();
-        }
-        if well_formed {
-            labels.push(label);
-        }
-    }
-    labels
 }
 
 /// Listeners on different Gateway ports that would bind the same container port (80 and
@@ -410,23 +377,5 @@ fn mark_conflicts(listeners: &mut [JudgedListener]) {
                 );
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pem_blocks_are_told_from_anything_else() {
-        let certificate =
-            "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\nAAAA==\n-----END CERTIFICATE-----\n";
-        assert_eq!(pem_blocks(certificate), ["CERTIFICATE"]);
-        assert!(pem_blocks("Hello world\n").is_empty());
-        assert!(pem_blocks("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n").is_empty(), "no body");
-        assert!(pem_blocks("-----BEGIN CERTIFICATE-----\nMIIB\n").is_empty(), "no end");
-        assert!(pem_blocks("-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----").is_empty());
-        let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----";
-        assert_eq!(pem_blocks(&format!("{certificate}{key}")), ["CERTIFICATE", "EC PRIVATE KEY"]);
     }
 }
