@@ -1,5 +1,5 @@
 //! The control plane's translation of a batch, pure: N EnvoyRoutes on one Envoy
-//! (`xds::namespace::translate_namespace`) beside the same N routes as HTTPRoutes on one
+//! (`translate::envoyroute::namespace::translate_namespace`) beside the same N routes as HTTPRoutes on one
 //! Gateway (`gateway::translate`), each route with its own hostname and Service of three
 //! endpoints. This is the CPU a route change costs the publisher before anything is sent.
 

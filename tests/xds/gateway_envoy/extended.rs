@@ -379,7 +379,7 @@ async fn http_route_redirect_port() {
 /// each redirects to `example.org`, with the scheme and port its path names (`nil`: unset).
 ///
 /// Written here rather than read from golden case `httproute-redirect-port-and-scheme`: that
-/// case is pinned to what `crates/core/src/gateway/tests.rs` checks of the test, its route for
+/// case is pinned to what `crates/core/src/translate/gateway/tests.rs` checked of the test, its route for
 /// the listener on 80 with the rule `/scheme-nil-and-port-nil` only, its route for 8080 with
 /// neither `/scheme-nil-and-port-8080` nor the `https` ports 443 and 8443 asked below.
 fn port_and_scheme_rules() -> Value {

@@ -1,5 +1,5 @@
 //! Label and annotation keys of the children, and the selectors that find them. Every child
-//! carries the managed-by label ([`names::MANAGED_BY_KEY`]), so the controllers watch (and
+//! carries the managed-by label ([`crate::names::MANAGED_BY_KEY`]), so the controllers watch (and
 //! cache) only their own objects.
 
 use std::collections::BTreeMap;

@@ -1,8 +1,7 @@
 //! The intermediate representation of a fleet: what its proxies should do, said once, between
 //! the route APIs and Envoy's configuration (after Envoy Gateway's `internal/ir`, smaller).
-//! EnvoyRoutes are translated into it ([`crate::translate::envoyroute::translate`]); Envoy's resources are
-//! rendered from it ([`crate::xds`]). Another route API (Gateway API's HTTPRoute)
-//! meets EnvoyRoute here, not in a second copy of the rendering.
+//! Every route kind meets here, through the route model ([`crate::route`], read by the doors
+//! of [`crate::translate`]); Envoy's resources are rendered from it ([`crate::xds`]).
 //!
 //! A fleet is listeners → virtual hosts → routes → backends, each list in a deterministic
 //! order. Every type is `Eq`: an unchanged IR means nothing to push.

@@ -1,6 +1,6 @@
 //! What `envoy-operator render --xds` prints: for each Envoy of a set of manifests that the
 //! operator's control plane serves (no `spec.xds`), the xDS resources its proxies receive, by
-//! the server's own [`translate`] from the EnvoyRoutes, Services and EndpointSlices of the same
+//! the server's own translation ([`translate`]) from the EnvoyRoutes, Services and EndpointSlices of the same
 //! manifests, and what the routes' parents make of them. For a diff before `kubectl apply`.
 //!
 //! Each fleet is one document: its key, the route statuses, and the resources as

@@ -14,7 +14,7 @@ pub const REASON_NO_MATCHING_PARENT: &str = "NoMatchingParent";
 /// The route breaks the rule engine's rules (stored while the webhook was down).
 pub const REASON_UNSUPPORTED_VALUE: &str = "UnsupportedValue";
 
-/// Reasons of `ResolvedRefs` (the others are in [`super::backends`]).
+/// Reasons of `ResolvedRefs` (the others are in [`super::backend`]).
 pub const REASON_RESOLVED_REFS: &str = "ResolvedRefs";
 
 /// The target state of one condition.

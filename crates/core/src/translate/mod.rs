@@ -1,4 +1,10 @@
-//! The translation: route objects and their parents in, each fleet's IR and every status out.
+//! The translation's doors: route objects and their parents in, each fleet's IR and every
+//! status out (api → [`crate::route`] → [`crate::ir`] → [`crate::xds`]).
+//!
+//! - [`envoyroute`]: Envoys and EnvoyRoutes, a namespace at a time;
+//! - [`gateway`]: the Gateway API, the cluster at a time;
+//! - [`hosts`]: virtual hosts from the routes a listener serves, in Gateway API's precedence;
+//! - [`endpoints`]: a backend per Service port used, with its ready endpoints.
 
 pub mod endpoints;
 pub mod envoyroute;

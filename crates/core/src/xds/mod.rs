@@ -1,5 +1,5 @@
-//! The second half of the translation: a fleet's IR as Envoy's resources. Every decision on
-//! what the proxies do is the IR's; here only how Envoy is told to do it.
+//! The last step of the translation: a fleet's IR as Envoy's resources. Every decision on
+//! what the proxies do is the IR's; here only how Envoy is told to do it. Knows no route kind.
 //!
 //! - [`listener`]: a listener per IR listener, routed by RDS (per TLS server, for HTTPS);
 //! - [`route`]: its route configurations, virtual hosts and routes;

@@ -1,19 +1,14 @@
-//! The control plane's translation, in two steps. First an Envoy fleet, the EnvoyRoutes
-//! attached to it and the Services and EndpointSlices they send traffic to, in; the fleet's
-//! IR ([`crate::ir`]) out, with what each route's parents make of it, in one pass. Then the IR
-//! as Envoy's listeners, route configurations, clusters and endpoints ([`to_envoy`]). Pure and
-//! deterministic: the same inputs give the same resources, in the same order, so the xDS
-//! server can hash them into versions.
+//! The EnvoyRoute door: an Envoy fleet, the EnvoyRoutes naming it and the Services and
+//! EndpointSlices they send traffic to, in; the fleet's IR ([`crate::ir`]) out, with what each
+//! route's parents make of it, in one pass, and the IR as Envoy's resources ([`crate::xds`]).
+//! Pure and deterministic: the same inputs give the same resources, in the same order, so the
+//! xDS server can hash them into versions.
 //!
+//! - [`read`]: an EnvoyRoute read once into the route model ([`crate::route`]);
 //! - [`listener`]: a listener per port of the fleet;
-//! - [`routes`] and [`rule`]: its virtual hosts and routes, in Gateway API's precedence;
-//! - [`endpoints`]: a backend per Service port used, with its ready endpoints;
-//! - [`attach`], [`backends`], [`conditions`] and [`status`]: what attaches where, what
-//!   resolves, and the routes' `Accepted` and `ResolvedRefs` conditions;
-//! - [`route_events`]: which changes of those conditions are told as Events on the route;
-//! - [`to_envoy`]: the IR as Envoy's resources ([`crate::envoy`]);
-//! - [`namespace`]: every fleet and route of a namespace in one pass;
-//! - [`render`]: the translations of a set of manifests, for `render --xds`.
+//! - [`attach`] and [`status`]: which listeners a parentRef attaches a route to, its
+//!   `Accepted`, and the EnvoyRoute's `status.parents`;
+//! - [`namespace`]: every fleet and route of a namespace in one pass, each route read once.
 
 use std::sync::Arc;
 

@@ -1,23 +1,23 @@
-//! Gateway API: GatewayClasses naming the operator, their Gateways, the HTTPRoutes attached to
-//! them and the ReferenceGrants that allow references across namespaces, translated into the
-//! same IR as Envoys and EnvoyRoutes ([`crate::ir`]), with every object's status, in one pass
-//! over the whole cluster (Gateways take routes, backends and certificates from other
-//! namespaces).
+//! The Gateway API door: GatewayClasses naming the operator, their Gateways, the HTTPRoutes
+//! attached to them and the ReferenceGrants that allow references across namespaces,
+//! translated into the same IR as Envoys and EnvoyRoutes ([`crate::ir`]) through the same route
+//! model ([`crate::route`]), with every object's status, in one pass over the whole cluster
+//! (Gateways take routes, backends and certificates from other namespaces).
 //!
 //! A Gateway's fleet is an `Envoy` the operator applies ([`fleet`]), named `<gateway>-<class>`
-//! and labelled with the Gateway, so its Deployment, Service, bootstrap and xDS identity come from the same
-//! builders as any Envoy's; its configuration comes from this translation instead of from
-//! EnvoyRoutes.
+//! and labelled with the Gateway, so its Deployment, Service, bootstrap and xDS identity come
+//! from the same builders as any Envoy's; its configuration comes from this translation
+//! instead of from EnvoyRoutes.
 //!
 //! - [`class`]: the classes naming the operator, and their fleets' template (`parametersRef`);
 //! - [`listeners`]: each listener judged (protocol, port, route kinds, certificates, conflicts);
+//! - [`httproute`]: an HTTPRoute read once into the route model, and [`filters`]: its filters
+//!   the rule engine does not know (response headers, mirrors);
 //! - [`attach`] and [`hostnames`]: which listeners a route's parentRef attaches it to, and the
 //!   hostnames it serves on each; [`selector`] and [`grants`] for namespaces and references;
-//! - [`route`]: an HTTPRoute as an EnvoyRoute's rules, with its backends resolved, and
-//!   [`filters`]: the filters an EnvoyRoute's rules cannot carry (response headers, mirrors);
 //! - [`merge`]: a Gateway's listeners merged by port into the IR;
 //! - [`fleet`]: the Envoy that serves a Gateway, its readiness and addresses;
-//! - [`mod@translate`]: the pass; [`status`]: the statuses written from its outcomes.
+//! - [`pass`]: the pass; [`status`]: the statuses written from its outcomes.
 
 pub mod attach;
 pub mod class;
