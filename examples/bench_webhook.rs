@@ -24,7 +24,7 @@ use bytes::Bytes;
 use clap::Parser;
 use envoy_operator::certs::serving::{self, CertPaths, ReloadingCert};
 use envoy_operator::webhook::metrics::WebhookMetrics;
-use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
+use envoy_operator::webhook::serve::{WebhookConfig, WebhookServer};
 use envoy_operator_core::inject::{InjectConfig, NoEnvoys};
 use envoy_operator_harness::write_bench_certificate;
 use http_body_util::{BodyExt, Full};
@@ -77,7 +77,7 @@ async fn main() -> Result<(), Failure> {
             let ca_pem = write_bench_certificate(dir.path())?;
             let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
             let mut config =
-                ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
+                WebhookConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..WebhookConfig::default() };
             // The sidecar injector too, with the defaults and no Envoys, as `webhook` serves it.
             config.endpoints.push(envoy_operator::webhook::inject::endpoint(
                 InjectConfig::default(),

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use envoy_operator::certs::serving::{self, CertPaths, ReloadingCert};
-use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
+use envoy_operator::webhook::serve::{WebhookConfig, WebhookServer};
 use envoy_operator_harness::write_bench_certificate;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Failure> {
     let dir = tempfile::tempdir()?;
     let ca_pem = write_bench_certificate(dir.path())?;
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path()))?;
-    let config = ServeConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServeConfig::default() };
+    let config = WebhookConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..WebhookConfig::default() };
     let server = WebhookServer::bind(config, certs)?;
     let addr = server.local_addr()?;
     tokio::spawn(server.run(std::future::pending()));

@@ -36,7 +36,7 @@ use crate::ops::health::{self, Health, Readiness};
 use crate::ops::leader::{self, LeaderError, LeaseConfig};
 use crate::webhook;
 use crate::webhook::inject::{EnvoyCache, SharedEnvoys};
-use crate::webhook::serve::{ServeConfig, ServeError, WebhookServer};
+use crate::webhook::serve::{ServeError, WebhookConfig, WebhookServer};
 use crate::xds::control_plane::{ControlPlaneServer, XdsConfig};
 use crate::xds::publish::{GatewayOutcomes, RouteOutcomes};
 use crate::xds::report::ReportConfig;
@@ -74,7 +74,7 @@ pub struct RunConfig {
     /// The injector's configuration; its `operator_namespace` is the operator's namespace.
     pub inject: InjectConfig,
     /// Overrides for the webhook server (limits, timeouts); `listen` and `endpoints` are set by `run`.
-    pub serve: ServeConfig,
+    pub serve: WebhookConfig,
     /// The xDS control plane of the fleets without `spec.xds`; `None` leaves them admin-only.
     /// Served only with a cluster (its inputs are the cluster's objects).
     pub xds: Option<XdsConfig>,
@@ -319,7 +319,7 @@ pub async fn run(
         Duration::from_secs(30),
     ));
     let endpoints = webhook::endpoints(inject, envoys, &metrics.webhook);
-    let serve = ServeConfig {
+    let serve = WebhookConfig {
         listen: config.listen,
         endpoints,
         metrics: metrics.webhook.clone(),

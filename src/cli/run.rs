@@ -15,7 +15,7 @@ use super::usage_error;
 use crate::operator::{self, CertMode, RunConfig};
 use crate::ops::logging::{self, LogFormat};
 use crate::ops::signal;
-use crate::webhook::serve::ServeConfig;
+use crate::webhook::serve::WebhookConfig;
 use crate::xds::control_plane::XdsConfig;
 
 /// Runtime threads of `run` at most (see the memory budgets).
@@ -115,7 +115,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         cert_check_interval: Duration::from_secs(60),
         controllers,
         inject,
-        serve: ServeConfig { drain: Duration::from_secs(args.drain_seconds), ..ServeConfig::default() },
+        serve: WebhookConfig { drain: Duration::from_secs(args.drain_seconds), ..WebhookConfig::default() },
         xds: Some(XdsConfig {
             listen: args.xds_listen,
             advertise,

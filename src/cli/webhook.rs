@@ -77,7 +77,7 @@ pub fn run(args: WebhookArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     };
     // This command serves no metrics port: the families are counted in no registry.
     let metrics = WebhookMetrics::default();
-    let config = webhook::serve::ServeConfig {
+    let config = webhook::serve::WebhookConfig {
         endpoints: webhook::endpoints(inject_config, envoys, &metrics),
         metrics,
         listen: args.listen,

@@ -20,9 +20,10 @@ use crate::certs::serving::{ReloadingCert, TlsError, server_config};
 use crate::net::metrics::ConnectionMetrics;
 use crate::net::{self, ConnectionLimits, Http, ServeConfig as NetServeConfig, Shutdown};
 
-/// How to serve.
+/// What the webhook server serves and how: its endpoints, request limits and drain, over the
+/// shared accept loop's connection limits (it builds a [`net::ServeConfig`] from them).
 #[derive(Clone, Debug)]
-pub struct ServeConfig {
+pub struct WebhookConfig {
     /// Address to listen on, e.g. `0.0.0.0:8443` (port 0 picks a free port).
     pub listen: SocketAddr,
     /// The admission endpoints to serve.
@@ -43,7 +44,7 @@ pub struct ServeConfig {
     pub connection_metrics: ConnectionMetrics,
 }
 
-impl Default for ServeConfig {
+impl Default for WebhookConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], names::WEBHOOK_PORT)),
@@ -89,7 +90,7 @@ impl ServeError {
 /// A webhook server bound to its address, ready to run.
 pub struct WebhookServer {
     listener: std::net::TcpListener,
-    config: ServeConfig,
+    config: WebhookConfig,
     certs: Arc<ReloadingCert>,
     readiness: Readiness,
 }
@@ -97,7 +98,7 @@ pub struct WebhookServer {
 impl WebhookServer {
     /// Binds the listening socket. `certs` is already loaded, so the server can answer
     /// handshakes as soon as it runs.
-    pub fn bind(config: ServeConfig, certs: Arc<ReloadingCert>) -> Result<Self, ServeError> {
+    pub fn bind(config: WebhookConfig, certs: Arc<ReloadingCert>) -> Result<Self, ServeError> {
         let addr = config.listen;
         let bind_error = |source| ServeError::Bind { addr, source };
         let listener = std::net::TcpListener::bind(addr).map_err(bind_error)?;
@@ -166,7 +167,7 @@ impl WebhookServer {
 
 /// Binds and serves until `shutdown`: the whole server in one call.
 pub async fn serve(
-    config: ServeConfig,
+    config: WebhookConfig,
     certs: Arc<ReloadingCert>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::operator::{self, CertMode, RunConfig, RunError};
 use envoy_operator::ops::install::{self, Manifests};
-use envoy_operator::webhook::serve::ServeConfig;
+use envoy_operator::webhook::serve::WebhookConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
@@ -41,7 +41,7 @@ fn run_config(cert_dir: &std::path::Path) -> RunConfig {
             operator_namespace: names::OPERATOR_NAMESPACE.to_owned(),
             ..InjectConfig::default()
         },
-        serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
+        serve: WebhookConfig { drain: Duration::ZERO, ..WebhookConfig::default() },
         xds: Some(XdsConfig {
             listen: any_port,
             advertise: ControlPlane { host: "envoy-operator-xds.envoy-operator.svc".to_owned(), port: 18000 },

@@ -16,7 +16,7 @@ use std::time::Duration;
 use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::operator::{self, CertMode, RunConfig};
-use envoy_operator::webhook::serve::ServeConfig;
+use envoy_operator::webhook::serve::WebhookConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
@@ -162,7 +162,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
             xds_reports_namespace: None,
         },
         inject: InjectConfig { operator_namespace: OPERATOR_NS.to_owned(), ..InjectConfig::default() },
-        serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
+        serve: WebhookConfig { drain: Duration::ZERO, ..WebhookConfig::default() },
         xds: Some(XdsConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             advertise: ControlPlane { host: "envoy-operator-xds.envoy-operator.svc".to_owned(), port: 18000 },

@@ -421,7 +421,7 @@ fn termination_leaves_time_for_the_pre_stop_the_drain_and_reviews_in_flight() {
         .find_map(|a| a.strip_prefix("--drain-seconds="))
         .and_then(|s| s.parse().ok())
         .expect("--drain-seconds");
-    let grace = envoy_operator::webhook::serve::ServeConfig::default().shutdown_grace.as_secs() as i64;
+    let grace = envoy_operator::webhook::serve::WebhookConfig::default().shutdown_grace.as_secs() as i64;
     let period = pod.termination_grace_period_seconds.expect("terminationGracePeriodSeconds");
     assert!(pre_stop > 0 && drain > 0);
     assert!(pre_stop + drain + grace <= period, "{pre_stop} + {drain} + {grace} > {period}");

@@ -13,7 +13,7 @@ use envoy_operator::net::ConnectionLimits;
 use envoy_operator::operator::metrics::OperatorMetrics;
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Limits, standard_endpoints};
-use envoy_operator::webhook::serve::{ServeConfig, WebhookServer};
+use envoy_operator::webhook::serve::{WebhookConfig, WebhookServer};
 use http_body_util::StreamBody;
 use hyper::Request;
 use hyper::body::Frame;
@@ -53,7 +53,7 @@ async fn serve(connections: ConnectionLimits, limits: Limits) -> Server {
     let metrics = OperatorMetrics::new();
     let mut endpoints = standard_endpoints();
     endpoints.push(Endpoint::new("/big", answers_big));
-    let config = ServeConfig {
+    let config = WebhookConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         endpoints,
         limits,
@@ -61,7 +61,7 @@ async fn serve(connections: ConnectionLimits, limits: Limits) -> Server {
         drain: Duration::ZERO,
         metrics: metrics.webhook.clone(),
         connection_metrics: metrics.connections.clone(),
-        ..ServeConfig::default()
+        ..WebhookConfig::default()
     };
     let server = WebhookServer::bind(config, certs).unwrap();
     let addr = server.local_addr().unwrap();

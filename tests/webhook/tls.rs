@@ -11,7 +11,7 @@ use envoy_operator::certs::serving::{self, CertOptions, CertPaths, ReloadingCert
 use envoy_operator::net::ConnectionLimits;
 use envoy_operator::webhook::review::{AdmissionRequest, AdmissionResponse};
 use envoy_operator::webhook::router::{Endpoint, Readiness, standard_endpoints};
-use envoy_operator::webhook::serve::{ServeConfig, ServeError, WebhookServer};
+use envoy_operator::webhook::serve::{ServeError, WebhookConfig, WebhookServer};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -57,19 +57,19 @@ async fn start() -> Running {
     start_with(|config| config).await
 }
 
-async fn start_with(adjust: impl FnOnce(ServeConfig) -> ServeConfig) -> Running {
+async fn start_with(adjust: impl FnOnce(WebhookConfig) -> WebhookConfig) -> Running {
     let dir = tempfile::tempdir().unwrap();
     generate_into(dir.path(), false);
     let certs = ReloadingCert::load(CertPaths::in_dir(dir.path())).unwrap();
     let mut endpoints = standard_endpoints();
     endpoints.push(Endpoint::new("/panic", panics));
-    let config = ServeConfig {
+    let config = WebhookConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         endpoints,
         reload_interval: Duration::from_millis(50),
         drain: Duration::ZERO,
         shutdown_grace: Duration::from_secs(60),
-        ..ServeConfig::default()
+        ..WebhookConfig::default()
     };
     let server = WebhookServer::bind(adjust(config), certs).unwrap();
     let addr = server.local_addr().unwrap();
@@ -321,7 +321,7 @@ fn tokio_stream_of(mut receiver: tokio::sync::mpsc::Receiver<Bytes>) -> impl fut
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let server = start_with(|config| ServeConfig {
+    let server = start_with(|config| WebhookConfig {
         connections: ConnectionLimits {
             header_read_timeout: Duration::from_millis(200),
             ..config.connections

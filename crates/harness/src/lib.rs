@@ -15,7 +15,7 @@ use std::time::Duration;
 use envoy_operator::certs::serving::{self, CertOptions, TlsError};
 use envoy_operator::controller::{ControllerConfig, Settings};
 use envoy_operator::operator::{self, CertMode, RunConfig, RunError};
-use envoy_operator::webhook::serve::ServeConfig;
+use envoy_operator::webhook::serve::WebhookConfig;
 use envoy_operator::xds::control_plane::XdsConfig;
 use envoy_operator_core::bootstrap::ControlPlane;
 use envoy_operator_core::inject::InjectConfig;
@@ -78,7 +78,7 @@ impl Launcher for InProcess {
                 operator_namespace: setup.operator_namespace.clone(),
                 ..InjectConfig::default()
             },
-            serve: ServeConfig::default(),
+            serve: WebhookConfig::default(),
             xds: Some(XdsConfig {
                 listen: setup.xds.listen,
                 advertise: setup.xds.advertise.clone(),
@@ -147,7 +147,7 @@ pub fn fleet_world_replica(
         cert_check_interval: Duration::from_secs(60),
         controllers: ControllerConfig { concurrency: 2, ..ControllerConfig::default() },
         inject: InjectConfig { operator_namespace: "envoy-operator".to_owned(), ..InjectConfig::default() },
-        serve: ServeConfig { drain: Duration::ZERO, ..ServeConfig::default() },
+        serve: WebhookConfig { drain: Duration::ZERO, ..WebhookConfig::default() },
         xds: Some(XdsConfig {
             listen: launch.xds,
             advertise: ControlPlane { host: "localhost".to_owned(), port: launch.xds.port() },
