@@ -11,10 +11,10 @@ use super::conditions::{
     REASON_NOT_ALLOWED_BY_LISTENERS, REASON_UNSUPPORTED_VALUE, state,
 };
 use super::hostnames::intersect;
-use super::httproute::ReadRoute;
 use super::listeners::JudgedListener;
 use super::selector::selects;
 use crate::api::gateway::{GROUP, Gateway, ParentReference};
+use crate::route::Route;
 
 /// Whether `parent_ref` of a route of `route_namespace` names a Gateway (by group and kind),
 /// and then its namespace.
@@ -27,7 +27,7 @@ pub fn gateway_namespace<'a>(parent_ref: &'a ParentReference, route_namespace: &
 /// What `parent_ref` (naming `gateway`) makes of `route`: `Accepted`, and the listeners (by
 /// index) it attaches the route to with the hostnames it serves on each (none unless accepted).
 pub fn attach(
-    route: &ReadRoute,
+    route: &Route,
     parent_ref: &ParentReference,
     gateway: &Gateway,
     listeners: &[JudgedListener],
@@ -85,7 +85,7 @@ pub fn attach(
             ),
         );
     }
-    if let Some(problem) = &route.route.refused {
+    if let Some(problem) = &route.refused {
         return refused(REASON_UNSUPPORTED_VALUE, problem.clone());
     }
     let names: Vec<&str> = attached.keys().map(|&i| listeners[i].name.as_str()).collect();

@@ -24,78 +24,55 @@ use crate::rules::route::{
 const SUPPORTED_FILTERS: &str =
     "RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite";
 
-/// An HTTPRoute, read: the model, and what attachment needs of the object.
-#[derive(Clone, Debug)]
-pub struct ReadRoute {
-    pub namespace: String,
-    pub name: String,
-    /// `spec.hostnames`: empty for every host.
-    pub hostnames: Vec<String>,
-    /// Its `refused` says why the operator cannot serve it as it is (a filter it does not
-    /// implement, what the rule engine refuses, a version the proxies refused).
-    pub route: Route,
-}
-
-impl ReadRoute {
-    pub fn read(route: &HTTPRoute, services: &[Arc<Service>], grants: &[Arc<ReferenceGrant>]) -> Self {
-        let namespace = route.metadata.namespace.clone().unwrap_or_default();
-        let name = route.metadata.name.clone().unwrap_or_default();
-        let mut problems: Vec<String> = Vec::new();
-        let views: Vec<RuleView> = route
-            .spec
-            .rules
+/// An HTTPRoute, read into the model. Its `refused` says why the operator cannot serve it as it
+/// is (a filter it does not implement, what the rule engine refuses).
+pub fn read(route: &HTTPRoute, services: &[Arc<Service>], grants: &[Arc<ReferenceGrant>]) -> Route {
+    let namespace = route.metadata.namespace.clone().unwrap_or_default();
+    let name = route.metadata.name.clone().unwrap_or_default();
+    let mut problems: Vec<String> = Vec::new();
+    let views: Vec<RuleView> = route
+        .spec
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, rule)| rule_view(&format!("spec.rules[{i}]"), rule, &mut problems))
+        .collect();
+    if let Err(errors) = validate_routing(&route.spec.hostnames, &views) {
+        problems.push(errors.message("HTTPRoute", &name));
+    }
+    let resolve = |b: &HTTPBackendRef| resolve(&namespace, b, services, grants);
+    let mut unresolved = Vec::new();
+    let mut unresolved_mirrors = Vec::new();
+    let mut rules: Vec<route::Rule> = Vec::new();
+    for (i, (rule, view)) in route.spec.rules.iter().zip(&views).enumerate() {
+        let backends: Vec<Result<ClusterKey, Unresolved>> = served_backend_refs(rule)
             .iter()
             .enumerate()
-            .map(|(i, rule)| rule_view(&format!("spec.rules[{i}]"), rule, &mut problems))
+            .map(|(k, reference)| {
+                let resolved = resolve(reference);
+                if let Err(why) = &resolved {
+                    unresolved.push((format!("spec.rules[{i}].backendRefs[{k}]"), why.clone()));
+                }
+                resolved
+            })
             .collect();
-        if let Err(errors) = validate_routing(&route.spec.hostnames, &views) {
-            problems.push(errors.message("HTTPRoute", &name));
-        }
-        let resolve = |b: &HTTPBackendRef| resolve(&namespace, b, services, grants);
-        let mut unresolved = Vec::new();
-        let mut unresolved_mirrors = Vec::new();
-        let mut rules: Vec<route::Rule> = Vec::new();
-        for (i, (rule, view)) in route.spec.rules.iter().zip(&views).enumerate() {
-            let backends: Vec<Result<ClusterKey, Unresolved>> = served_backend_refs(rule)
-                .iter()
-                .enumerate()
-                .map(|(k, reference)| {
-                    let resolved = resolve(reference);
-                    if let Err(why) = &resolved {
-                        unresolved.push((format!("spec.rules[{i}].backendRefs[{k}]"), why.clone()));
-                    }
-                    resolved
-                })
-                .collect();
-            let (extensions, unresolved) =
-                filters::read_rule(&format!("spec.rules[{i}]"), rule, resolve, &mut problems);
-            unresolved_mirrors.extend(unresolved);
-            rules.push(route::rule(
-                &view.effective(),
-                backends,
-                extensions.response_headers,
-                extensions.mirrors,
-            ));
-        }
-        if rules.is_empty() {
-            rules.push(route::rule(
-                &RuleView::default().effective(),
-                Vec::new(),
-                Default::default(),
-                Vec::new(),
-            ));
-        }
-        let route = Route {
-            kind: "HTTPRoute",
-            namespace: namespace.clone(),
-            name: name.clone(),
-            created: route.metadata.creation_timestamp.as_ref().map(|time| time.0),
-            hostnames: route.spec.hostnames.clone(),
-            rules,
-            refused: (!problems.is_empty()).then(|| problems.join("; ")),
-            resolved_refs: with_mirrors(status::resolved_refs(&unresolved), &unresolved_mirrors),
-        };
-        Self { namespace, name, hostnames: route.hostnames.clone(), route }
+        let (extensions, unresolved) =
+            filters::read_rule(&format!("spec.rules[{i}]"), rule, resolve, &mut problems);
+        unresolved_mirrors.extend(unresolved);
+        rules.push(route::rule(&view.effective(), backends, extensions.response_headers, extensions.mirrors));
+    }
+    if rules.is_empty() {
+        rules.push(route::rule(&RuleView::default().effective(), Vec::new(), Default::default(), Vec::new()));
+    }
+    Route {
+        kind: "HTTPRoute",
+        namespace,
+        name,
+        created: route.metadata.creation_timestamp.as_ref().map(|time| time.0),
+        hostnames: route.spec.hostnames.clone(),
+        rules,
+        refused: (!problems.is_empty()).then(|| problems.join("; ")),
+        resolved_refs: with_mirrors(status::resolved_refs(&unresolved), &unresolved_mirrors),
     }
 }
 

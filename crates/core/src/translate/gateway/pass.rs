@@ -10,7 +10,7 @@ use super::conditions::{
     REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED, REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS,
     judged, state,
 };
-use super::httproute::ReadRoute;
+use super::httproute;
 use super::listeners::{self, JudgedListener};
 use super::{
     ClassOutcome, GatewayInputs, GatewayOutcome, GatewayTranslation, ListenerOutcome, ParentOutcome,
@@ -18,6 +18,7 @@ use super::{
 };
 use crate::api::Envoy;
 use crate::api::gateway::{Gateway, HTTPRoute, ParentReference};
+use crate::route::Route;
 use crate::translate::hosts::Served;
 use crate::xds;
 
@@ -59,7 +60,7 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
         .collect();
     gateways.sort_by(|a, b| key(a.gateway).cmp(&key(b.gateway)));
 
-    let mut read: Vec<ReadRoute> = Vec::new();
+    let mut read: Vec<Route> = Vec::new();
     let mut routes: Vec<RouteOutcome> = inputs
         .routes
         .iter()
@@ -84,7 +85,7 @@ fn key(gateway: &Gateway) -> (Option<&String>, Option<&String>) {
 fn route_outcome(
     route: &HTTPRoute,
     gateways: &mut [JudgedGateway],
-    read_routes: &mut Vec<ReadRoute>,
+    read_routes: &mut Vec<Route>,
     inputs: &GatewayInputs,
 ) -> Option<RouteOutcome> {
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
@@ -103,9 +104,9 @@ fn route_outcome(
     }
     parent_refs.sort();
     parent_refs.dedup();
-    let mut read = ReadRoute::read(route, inputs.services, inputs.grants);
+    let mut read = httproute::read(route, inputs.services, inputs.grants);
     if let Some(rejection) = inputs.rejected.of("HTTPRoute", &route.metadata) {
-        read.route.refused = Some(rejection.condition_message());
+        read.refused = Some(rejection.condition_message());
     }
     let index = read_routes.len();
     let mut parents = Vec::new();
@@ -125,7 +126,7 @@ fn route_outcome(
         parents.push(ParentOutcome {
             parent_ref: parent_ref.clone(),
             accepted,
-            resolved_refs: read.route.resolved_refs.clone(),
+            resolved_refs: read.resolved_refs.clone(),
         });
     }
     let name = read.name.clone();
@@ -139,11 +140,7 @@ fn route_outcome(
     })
 }
 
-fn gateway_outcome(
-    gateway_judged: &JudgedGateway,
-    read: &[ReadRoute],
-    inputs: &GatewayInputs,
-) -> GatewayOutcome {
+fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &GatewayInputs) -> GatewayOutcome {
     let gateway = gateway_judged.gateway;
     let listeners = &gateway_judged.listeners;
     let ports = fleet::ports(listeners);
@@ -219,8 +216,7 @@ fn gateway_outcome(
         .attached
         .iter()
         .map(|(&listener, routes)| {
-            let served =
-                routes.iter().map(|(i, hostnames)| Served { route: &read[*i].route, hostnames }).collect();
+            let served = routes.iter().map(|(i, hostnames)| Served { route: &read[*i], hostnames }).collect();
             (listener, served)
         })
         .collect();
