@@ -105,7 +105,10 @@ fn route_outcome(
     let parent_refs = read.parent_refs();
     let served = |parent_ref: &ParentReference| {
         let fleet = fleets.iter().find(|fleet| fleet.envoy == parent_ref.name)?;
-        fleet.translation.route_statuses.iter().find(|s| s.route == name && &s.parent_ref == parent_ref)
+        // Sorted by route, then parentRef: a lookup, not a pass over every route's statuses.
+        let statuses = &fleet.translation.route_statuses;
+        let at = statuses.binary_search_by(|s| (&s.route, &s.parent_ref).cmp(&(&name, parent_ref))).ok()?;
+        statuses.get(at)
     };
     let parents = if parent_refs.iter().all(|parent_ref| served(parent_ref).is_some()) {
         parent_refs.iter().filter_map(|parent_ref| served(parent_ref).cloned()).collect()
