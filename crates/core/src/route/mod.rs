@@ -1,8 +1,9 @@
 //! The route model: every route kind read into one neutral, checked form. A front door
 //! ([`crate::translate::envoyroute`], [`crate::translate::gateway`]) reads each of its route
 //! objects once (defaulted, judged, its backends resolved by that kind's own rules) into a
-//! [`Route`]; everything after (attachment's verdicts, virtual hosts, the IR) reads the model
-//! and never the object. GRPCRoute, TLSRoute and mesh routes become one more reader each.
+//! [`Route`]; virtual hosts and the IR read the model and never the object, and a door keeps of
+//! its object only what is its kind's own (the parentRefs its attachment judges). GRPCRoute,
+//! TLSRoute and mesh routes become one more reader each.
 //!
 //! - [`backend`]: the Service port a backendRef names, or why none;
 //! - [`conditions`]: the conditions a route's parents set, in Gateway API's words;
