@@ -25,7 +25,6 @@ use crate::translate::gateway::{
 use crate::xds::Resources;
 
 use crate::names::NAMESPACE_NAME_LABEL;
-pub use crate::names::TLS_SECRET_TYPE;
 
 /// The Gateway API objects of a set of manifests, and the Secrets and Namespaces they use.
 #[derive(Debug, Default)]

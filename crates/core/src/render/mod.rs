@@ -26,8 +26,9 @@ use crate::rules::Defaulted;
 use crate::translate::envoyroute::{Inputs, RouteStatus, Translation, translate};
 use crate::xds::Resources;
 
-use self::gateway::{GatewayDocument, GatewayObjects, TLS_SECRET_TYPE};
+use self::gateway::{GatewayDocument, GatewayObjects};
 use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use crate::names::TLS_SECRET_TYPE;
 
 /// The objects of the manifests a translation reads, defaulted and checked as the API server
 /// would store them.

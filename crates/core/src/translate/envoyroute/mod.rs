@@ -103,7 +103,7 @@ fn fleet(
 
     let mut route_statuses = Vec::new();
     // Per listener, the routes attached there.
-    let mut attached: BTreeMap<&str, Vec<Served>> = BTreeMap::new();
+    let mut attached: BTreeMap<String, Vec<Served>> = BTreeMap::new();
     let mut used: Vec<ClusterKey> = Vec::new();
     for read in routes {
         let route = &read.route;
@@ -122,8 +122,7 @@ fn fleet(
             used.extend(route.used_clusters().into_iter().cloned());
         }
         for listener in on {
-            let name = listener_names.iter().find(|known| **known == listener).map_or("", String::as_str);
-            attached.entry(name).or_default().push(Served { route, hostnames: &route.hostnames });
+            attached.entry(listener).or_default().push(Served { route, hostnames: &route.hostnames });
         }
     }
     route_statuses.sort_by(|a, b| (&a.route, &a.parent_ref).cmp(&(&b.route, &b.parent_ref)));

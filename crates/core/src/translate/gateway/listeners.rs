@@ -24,7 +24,7 @@ use crate::ir::{self, Domain};
 /// The only route kind the operator implements.
 pub const HTTP_ROUTE: &str = "HTTPRoute";
 /// The type of the Secrets a listener's certificates come from.
-pub use crate::names::TLS_SECRET_TYPE;
+use crate::names::TLS_SECRET_TYPE;
 /// Ports below this one are privileged: listeners on them bind [`PRIVILEGED_PORT_OFFSET`]
 /// higher in the proxies' containers, so the proxies run as non-root (Envoy Gateway's mapping).
 pub const FIRST_UNPRIVILEGED_PORT: i32 = 1024;
