@@ -10,6 +10,7 @@ fn main() -> ExitCode {
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match Cli::parse().command {
         Command::Check(args) => cli::check::run(&args).map_err(Into::into),
         Command::Render(args) => cli::render::run(&args).map_err(Into::into),
+        Command::ProxyConfig(args) => cli::proxy_config::run(args),
         Command::Inject(args) => cli::inject::run(&args).map_err(Into::into),
         Command::Run(args) => cli::run::run(*args),
         Command::Controller(args) => cli::controller::run(args),

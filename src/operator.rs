@@ -38,6 +38,7 @@ use crate::webhook;
 use crate::webhook::inject::{EnvoyCache, SharedEnvoys};
 use crate::webhook::serve::{ServeError, WebhookConfig, WebhookServer};
 use crate::xds::control_plane::{ControlPlaneServer, XdsConfig};
+use crate::xds::debug::ProxyDebug;
 use crate::xds::publish::{GatewayOutcomes, RouteOutcomes};
 use crate::xds::report::ReportConfig;
 
@@ -216,13 +217,15 @@ pub async fn run(
     let operations = health::bind(config.metrics_listen)
         .await
         .map_err(|source| RunError::Operations { addr: config.metrics_listen, source })?;
-    info!(listen = %config.metrics_listen, "serving /metrics, /healthz and /readyz");
+    info!(listen = %config.metrics_listen, "serving /metrics, /healthz, /readyz and /debug/proxies");
     let (webhook_stopped, operations_stop) = tokio::sync::oneshot::channel::<()>();
+    let proxy_debug = ProxyDebug::default();
     let operations = tokio::spawn(health::serve(
         operations,
         metrics.ops.clone(),
         metrics.connections.clone(),
         health.clone(),
+        proxy_debug.clone(),
         async move {
             // Sent once the webhook stopped, or dropped when `run` returns early.
             let _ = operations_stop.await;
@@ -276,6 +279,7 @@ pub async fn run(
                     )
                     .await
                     .map_err(|source| RunError::XdsListen { addr: xds.listen, source })?;
+                    proxy_debug.serve(config.identity.clone(), server.cache.clone(), server.tracker.clone());
                     // Sidecars naming an Envoy without spec.xds are served by this control plane.
                     inject.control_plane = Some(xds.advertise.clone());
                     let identities =

@@ -11,6 +11,7 @@ pub mod generate;
 pub mod inject;
 pub mod inject_flags;
 pub mod install;
+pub mod proxy_config;
 pub mod render;
 pub mod run;
 pub mod webhook;
@@ -57,6 +58,10 @@ pub enum Command {
     /// With --xds, the xDS resources and statuses of each Envoy and Gateway the operator's
     /// control plane would serve.
     Render(render::RenderArgs),
+    /// Show what the control plane pushed to a running proxy (a fleet's Envoy or a sidecar) and
+    /// what the proxy ACKed or NACKed, with Envoy's own words, asked live of the operator replica
+    /// serving it; private keys redacted.
+    ProxyConfig(proxy_config::ProxyConfigArgs),
     /// Add the Envoy sidecar to Pods and to the pod templates of Deployments, StatefulSets,
     /// DaemonSets, ReplicaSets, ReplicationControllers, Jobs and CronJobs, as the injection
     /// webhook would.

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
 use crate::net::{ConnectionLimits, ConnectionMetrics, Http, ServeConfig, Shutdown};
+use crate::xds::debug::ProxyDebug;
 
 type Check = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -127,8 +128,9 @@ impl Heartbeat {
 }
 
 /// The operations router.
-pub fn router(metrics: Metrics, health: Health) -> Router {
-    Router::new()
+pub fn router(metrics: Metrics, health: Health, debug: &ProxyDebug) -> Router {
+    debug
+        .router()
         .route("/metrics", get(move |headers: HeaderMap| exposition(metrics.clone(), headers)))
         .route(
             "/healthz",
@@ -183,12 +185,14 @@ pub async fn serve(
     metrics: Metrics,
     connections: ConnectionMetrics,
     health: Health,
+    debug: ProxyDebug,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let heartbeat = Heartbeat::start(DEFAULT_STALL);
     health.add_liveness("runtime", move || heartbeat.is_beating());
     let stop = CancellationToken::new();
-    let served = serve_on_own_thread(listener.into_std()?, metrics, connections, health, stop.clone())?;
+    let served =
+        serve_on_own_thread(listener.into_std()?, metrics, connections, health, debug, stop.clone())?;
     shutdown.await;
     stop.cancel();
     served.await.unwrap_or_else(|_| Err(std::io::Error::other("the operations thread ended without a word")))
@@ -201,6 +205,7 @@ pub fn serve_on_own_thread(
     metrics: Metrics,
     connections: ConnectionMetrics,
     health: Health,
+    debug: ProxyDebug,
     stop: CancellationToken,
 ) -> std::io::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
     let (done, result) = tokio::sync::oneshot::channel();
@@ -215,7 +220,7 @@ pub fn serve_on_own_thread(
                     Duration::from_secs(5),
                 );
                 let shutdown = Shutdown { drain: stop.clone(), stop };
-                crate::net::serve(listener, router(metrics, health), options, shutdown).await;
+                crate::net::serve(listener, router(metrics, health, &debug), options, shutdown).await;
                 Ok(())
             })
         });
@@ -250,7 +255,7 @@ mod tests {
         let certificates = Readiness::default();
         health.add_readiness("webhook", &certificates);
         health.add("envoy-cache", || true);
-        let app = router(Metrics::new(), health);
+        let app = router(Metrics::new(), health, &ProxyDebug::default());
 
         let (status, body) = get(app.clone(), "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -293,7 +298,7 @@ mod tests {
         let health = Health::default();
         let beating = heartbeat.clone();
         health.add_liveness("runtime", move || beating.is_beating());
-        let app = router(Metrics::new(), health);
+        let app = router(Metrics::new(), health, &ProxyDebug::default());
         let until = |wanted: StatusCode| {
             let app = app.clone();
             async move {

@@ -158,7 +158,7 @@ mod tests {
         let webhook = builder.register(WebhookMetrics::register);
         let metrics = builder.build();
         webhook.admitted("validate", "denied", std::time::Duration::from_micros(30));
-        let app = router(metrics, Health::default());
+        let app = router(metrics, Health::default(), &crate::xds::debug::ProxyDebug::default());
         let (status, body) = get(app.clone(), "/metrics").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("# TYPE envoy_operator_admission_requests_total counter"), "{body}");

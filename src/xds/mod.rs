@@ -6,6 +6,7 @@
 
 pub mod authorize;
 pub mod control_plane;
+pub mod debug;
 pub mod isolate;
 pub mod metrics;
 pub mod publish;

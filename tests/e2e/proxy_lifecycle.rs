@@ -336,3 +336,46 @@ impl InNamespace {
         Api::namespaced(self.0.clone(), &self.1)
     }
 }
+
+/// `envoy-operator proxy-config` on a running fleet pod: asked through the API server's pod
+/// proxy, the deployed replica serving the pod answers with the configuration it pushed, which
+/// the proxy has applied (in sync, nothing rejected), private keys never shown.
+#[tokio::test]
+#[ignore = "needs a Kubernetes cluster"]
+async fn proxy_config_shows_what_a_fleet_pod_was_pushed_and_applied() {
+    use envoy_operator::cli::cluster::ClusterFlags;
+    use envoy_operator::cli::documents::OutputFormat;
+    use envoy_operator::cli::proxy_config::{self, OPERATOR_SELECTOR, ProxyConfigArgs};
+
+    in_cluster("proxy-config", async |cluster| {
+        if !runnable(cluster, "proxy-config") {
+            return;
+        }
+        fleet_in_front_of_nginx(cluster, 1).await;
+        let pod = fleet_pods(cluster).await.into_iter().find(ready).expect("a Ready fleet pod");
+        let args = ProxyConfigArgs {
+            pod: pod.metadata.name.clone().expect("a pod name"),
+            namespace: Some(cluster.namespace.clone()),
+            operator_namespace: OPERATOR_NAMESPACE.to_owned(),
+            operator_selector: OPERATOR_SELECTOR.to_owned(),
+            operations_port: 8080,
+            output: OutputFormat::Yaml,
+            cluster: ClusterFlags { kubeconfig: None, context: None },
+        };
+        let config = wait_for("the fleet pod's proxy in sync in proxy-config", SHORT, || async {
+            let configs =
+                proxy_config::fetch(&cluster.client, &args).await.map_err(|error| error.to_string())?;
+            match configs.as_slice() {
+                [config] if config.in_sync => Ok(config.clone()),
+                other => Err(format!("not one proxy in sync: {other:?}")),
+            }
+        })
+        .await;
+        assert_eq!(config.fleet, format!("{}/edge", cluster.namespace));
+        assert!(config.types.iter().all(|state| !state.rejecting), "{:?}", config.types);
+        let printed = proxy_config::print(&[config], OutputFormat::Yaml).expect("YAML");
+        assert!(printed.contains(&LISTENER_PORT.to_string()), "the fleet's listener port: {printed}");
+        assert!(!printed.contains("PRIVATE KEY"), "no private key is printed: {printed}");
+    })
+    .await;
+}

@@ -637,3 +637,105 @@ async fn a_route_envoy_rejects_is_left_out_alone_while_other_routes_keep_flowing
     assert!(outcomes.get(&bad).expect("bad").parents[0].accepted.status);
     drop((plane, files));
 }
+
+/// What `envoy-operator proxy-config` shows, from the operations port's `/debug/proxies`: the
+/// configuration the control plane pushed to a real Envoy and its ACKs; then a change this
+/// proxy refuses (here nothing takes the refused route out: no isolation runs), with Envoy's
+/// own NACK text, the version it still runs and the one it refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_debug_endpoint_shows_what_a_proxy_was_pushed_what_it_acked_and_envoys_nack() {
+    use envoy_operator::xds::debug::{ProxyConfig, ProxyDebug, ProxyList};
+
+    if !support::envoy::available() {
+        return;
+    }
+    let (a, b) = (Backend::start("backend-a").await, Backend::start("backend-b").await);
+    let (caches, mut objects, touched, listener_port, fleet) = fleet_with_backends(&a, &b);
+    Objects::apply(&mut objects.routes, route(json!([path_to("/a", &[("a", 1)])])));
+    let pki = pki();
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    let (cache, tracker, plane) = control_plane(&caches, touched, &pki, any_port).await;
+    let debug = ProxyDebug::default();
+    debug.serve("envoy-operator-0", cache.clone(), tracker.clone());
+    let files = tempfile::tempdir().expect("a directory for the ConfigMap's files");
+    let mut bootstrap = fleet_bootstrap(&fleet, &trust(&pki, &plane.address), &pki, files.path());
+    // Envoy's default program size limit, which the operator's bootstraps raise: a regex past it
+    // is refused by this proxy alone.
+    bootstrap["layered_runtime"]["layers"][0]["static_layer"]["re2.max_program_size.error_level"] =
+        json!(100);
+    let proxy = EnvoyProcess::start(&bootstrap).await;
+    proxy.until_served_by(listener_port, "/a", &a.name).await;
+
+    let dump = eventually("the proxy in sync in the dump", CONVERGE, || async {
+        let configs: Vec<ProxyConfig> = debug_get(&debug, &format!("/debug/proxies/{POD}")).await?;
+        let config = configs.into_iter().next().ok_or("no proxy")?;
+        if config.in_sync { Ok(config) } else { Err(format!("not in sync yet: {config:?}")) }
+    })
+    .await;
+    assert_eq!(
+        (dump.replica.as_str(), dump.node.as_str(), dump.fleet.as_str()),
+        ("envoy-operator-0", POD, FLEET)
+    );
+    assert_eq!(dump.protocol, "delta");
+    assert_eq!(dump.peer.as_deref().map(|peer| peer.starts_with("127.0.0.1:")), Some(true), "{dump:?}");
+    let served = dump.served_version.clone().expect("a served version");
+    assert_eq!(dump.applied_version.as_deref(), Some(served.as_str()));
+    assert!(
+        dump.types.iter().all(|state| !state.rejecting && state.acked_version.is_some()),
+        "{:?}",
+        dump.types
+    );
+    let route_types: Vec<&str> = dump.types.iter().map(|state| state.type_url.as_str()).collect();
+    assert!(route_types.contains(&"envoy.config.route.v3.RouteConfiguration"), "{route_types:?}");
+    let pushed = dump.config.as_ref().expect("the served configuration");
+    assert!(pushed["listeners"].as_array().is_some_and(|listeners| !listeners.is_empty()), "{pushed}");
+    assert!(pushed.to_string().contains("/a"), "the route to /a is in the dump: {pushed}");
+    let named: usize = dump.resources.iter().map(|of_type| of_type.resources.len()).sum();
+    assert!(named >= 4, "listener, routes, clusters and endpoints by name and version: {:?}", dump.resources);
+
+    // A change this proxy refuses: the NACK stands, with Envoy's words.
+    let big = "/bad/[a-z]{200}";
+    objects.route(route(json!([{"matches": [{"path": {"type": "RegularExpression", "value": big}}],
+        "backendRefs": [{"name": "b", "port": 80}]}])));
+    let refused = eventually("the NACK in the dump", CONVERGE, || async {
+        let configs: Vec<ProxyConfig> = debug_get(&debug, &format!("/debug/proxies/{POD}")).await?;
+        let config = configs.into_iter().next().ok_or("no proxy")?;
+        let rejecting = config.types.iter().any(|state| state.rejecting);
+        if rejecting { Ok(config) } else { Err(format!("no NACK yet: {:?}", config.types)) }
+    })
+    .await;
+    let nacked = refused.types.iter().find(|state| state.rejecting).expect("a rejecting type");
+    assert_eq!(nacked.type_url, "envoy.config.route.v3.RouteConfiguration");
+    let nack = nacked.last_nack.as_ref().expect("the NACK");
+    assert!(nack.message.contains("program size"), "Envoy's words: {}", nack.message);
+    assert!(!refused.in_sync);
+    assert_eq!(refused.applied_version.as_deref(), Some(served.as_str()), "it runs the version before");
+    assert_ne!(refused.served_version.as_deref(), Some(served.as_str()), "and was pushed a newer one");
+    assert_eq!(Some(nack.version.as_str()), refused.served_version.as_deref(), "the one it refused");
+    assert!(refused.config.expect("the served configuration").to_string().contains(big));
+
+    let list: ProxyList = debug_get(&debug, "/debug/proxies").await.expect("the list");
+    assert_eq!(list.proxies.len(), 1);
+    assert_eq!(list.proxies[0].rejecting, ["envoy.config.route.v3.RouteConfiguration"]);
+    let unknown = debug_get::<Vec<ProxyConfig>>(&debug, "/debug/proxies/nobody").await;
+    assert!(unknown.as_ref().is_err_and(|error| error.contains("404")), "{unknown:?}");
+    drop((plane, files, proxy));
+}
+
+/// A GET of the operations port's debug routes, its JSON read as `T`; `Err` names the status.
+async fn debug_get<T: serde::de::DeserializeOwned>(
+    debug: &envoy_operator::xds::debug::ProxyDebug,
+    path: &str,
+) -> Result<T, String> {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let request = http::Request::get(path).body(axum::body::Body::empty()).expect("a request");
+    let response = debug.router().oneshot(request).await.expect("the router answers");
+    let status = response.status();
+    let body = response.into_body().collect().await.expect("a body").to_bytes();
+    if !status.is_success() {
+        return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+    }
+    serde_json::from_slice(&body).map_err(|error| format!("{error}: {}", String::from_utf8_lossy(&body)))
+}

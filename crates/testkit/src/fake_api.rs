@@ -88,6 +88,8 @@ struct State {
     server_version: Option<Value>,
     /// How long every request but a watch takes to be answered.
     latency: Duration,
+    /// Where the pod proxy (`pods/<name>:<port>/proxy/...`) reaches each (namespace, pod, port).
+    pod_ports: BTreeMap<(String, String, u16), std::net::SocketAddr>,
 }
 
 /// The fake API server; clones share it.
@@ -120,6 +122,13 @@ impl FakeApi {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the pod proxy (`GET /api/v1/namespaces/<namespace>/pods/<pod>:<port>/proxy/<path>`)
+    /// reach `to`, as the API server reaches the pod's IP; an unregistered pod port answers 503
+    /// as the API server does when the pod refuses the connection.
+    pub fn proxy_pod_port(&self, namespace: &str, pod: &str, port: u16, to: std::net::SocketAddr) {
+        self.state().pod_ports.insert((namespace.to_owned(), pod.to_owned(), port), to);
     }
 
     /// Every request so far.
@@ -340,6 +349,65 @@ impl FakeApi {
         object
     }
 
+    /// The pod proxy: records the request (`get` on `pods/proxy`), then forwards a GET to the
+    /// registered address and answers with what it answered.
+    async fn pod_proxy(
+        &self,
+        method: &Method,
+        namespace: &str,
+        pod_port: &str,
+        rest: &str,
+        query: &str,
+    ) -> Response<ResponseBody> {
+        let (pod, port) = pod_port.split_once(':').unwrap_or((pod_port, "80"));
+        let target = Target {
+            version: "v1".to_owned(),
+            resource: "pods".to_owned(),
+            namespace: Some(namespace.to_owned()),
+            name: Some(pod.to_owned()),
+            subresource: Some("proxy".to_owned()),
+            ..Target::default()
+        };
+        let to = {
+            let mut state = self.state();
+            let existed = state.objects.contains_key(&target.key());
+            state.requests.push(Recorded {
+                method: method.to_string(),
+                path: format!("/api/v1/namespaces/{namespace}/pods/{pod_port}/proxy/{rest}"),
+                query: query.to_owned(),
+                content_type: String::new(),
+                target,
+                existed,
+            });
+            let port = port.parse::<u16>().unwrap_or_default();
+            state.pod_ports.get(&(namespace.to_owned(), pod.to_owned(), port)).copied()
+        };
+        let Some(to) = to.filter(|_| method == Method::GET) else {
+            let message =
+                format!("error trying to reach service: dial tcp {pod}:{port}: connect: connection refused");
+            return status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", &message);
+        };
+        let uri = match query {
+            "" => format!("http://{to}/{rest}"),
+            query => format!("http://{to}/{rest}?{query}"),
+        };
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<Full<Bytes>>();
+        let request = Request::get(uri).body(Full::new(Bytes::new())).expect("a GET is a request");
+        match client.request(request).await {
+            Ok(response) => {
+                let (parts, body) = response.into_parts();
+                let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                Response::from_parts(parts, Full::new(body).boxed_unsync())
+            }
+            Err(error) => status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                &format!("error trying to reach service: {error}"),
+            ),
+        }
+    }
+
     fn record_change(&self, state: &mut State, kind: &'static str, key: Key, object: Value) {
         state.version += 1;
         let change = Change { version: state.version, kind, key, object };
@@ -376,6 +444,11 @@ impl FakeApi {
                 Some(resources) => ok(StatusCode::OK, &resources),
                 None => status(StatusCode::NOT_FOUND, "NotFound", &format!("no such path {path}")),
             };
+        }
+        if let ["api", "v1", "namespaces", namespace, "pods", pod_port, "proxy", rest @ ..] =
+            path.trim_matches('/').split('/').collect::<Vec<_>>().as_slice()
+        {
+            return self.pod_proxy(&parts.method, namespace, pod_port, &rest.join("/"), &query).await;
         }
         let Some(target) = Target::parse(&path) else {
             return status(StatusCode::NOT_FOUND, "NotFound", &format!("no such path {path}"));

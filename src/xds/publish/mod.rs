@@ -37,7 +37,7 @@ pub use self::gateways::GatewayOutcomes;
 use self::inputs::{Caches, Touched};
 pub use self::outcomes::{OutcomeChange, RouteOutcomes};
 use crate::xds::isolate::Isolation;
-use crate::xds::server::{FleetKey, Snapshot, SnapshotCache, SnapshotError, Tracker};
+use crate::xds::server::{Describe, FleetKey, Snapshot, SnapshotCache, SnapshotError, Tracker};
 
 /// How long to gather further changes after the first of a batch: a `kubectl apply` of many
 /// objects becomes one rebuild per namespace, while a single change still reaches Envoy in a
@@ -52,6 +52,7 @@ pub fn snapshot(resources: &Resources) -> Result<Snapshot, SnapshotError> {
     use crate::xds::server::resource::type_url;
 
     let mut builder = Snapshot::builder();
+    builder.describe(Arc::new(Described(resources.clone())));
     for listener in &resources.listeners {
         let reference = |type_url, name: &str| Reference { type_url, name: name.to_owned() };
         let routes =
@@ -72,6 +73,18 @@ pub fn snapshot(resources: &Resources) -> Result<Snapshot, SnapshotError> {
         builder.add(&convert::cluster_load_assignment(assignment));
     }
     builder.build()
+}
+
+/// A fleet's resources in the JSON form `render --xds` prints (private keys redacted), for
+/// `/debug/proxies` ([`crate::xds::debug`]).
+#[derive(Debug)]
+struct Described(Resources);
+
+impl Describe for Described {
+    fn describe(&self) -> serde_json::Value {
+        serde_json::to_value(&self.0)
+            .unwrap_or_else(|error| serde_json::json!({"error": format!("not printable: {error}")}))
+    }
 }
 
 /// Which namespaces a batch rebuilds.

@@ -97,7 +97,7 @@ pub use serve::{
     connection_cap, memory_limit, open_files_limit, serve,
 };
 pub use service::{AdsConfig, AdsService, AdsServiceBuilder, MAX_REQUEST_BYTES, ResponseStream};
-pub use snapshot::{Snapshot, SnapshotBuilder, SnapshotError, TypeResources};
+pub use snapshot::{Describe, Snapshot, SnapshotBuilder, SnapshotError, TypeResources};
 pub use tracker::{
     ChangeFeed, Disconnect, FleetStatus, Nack, Protocol, ProxyNack, ProxyStatus, RECENT_DISCONNECTS,
     StreamId, Tracker, TypeStatus,

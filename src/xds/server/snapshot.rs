@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::fmt;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::listener::v3::Listener;
@@ -49,11 +50,19 @@ impl TypeResources {
     }
 }
 
+/// A snapshot's content as people read it (keys redacted), for the operator's debugging
+/// endpoints: the server itself never reads it. Made on demand, from whatever the snapshot was
+/// built from, so a snapshot nobody asks about costs no JSON.
+pub trait Describe: Send + Sync + fmt::Debug {
+    fn describe(&self) -> serde_json::Value;
+}
+
 /// Every resource a fleet's proxies get, by type URL.
 #[derive(Debug)]
 pub struct Snapshot {
     version: Arc<str>,
     types: BTreeMap<String, TypeResources>,
+    description: Option<Arc<dyn Describe>>,
 }
 
 static NO_RESOURCES: TypeResources = TypeResources { resources: BTreeMap::new() };
@@ -79,6 +88,11 @@ impl Snapshot {
 
     pub fn type_urls(&self) -> impl Iterator<Item = &str> {
         self.types.keys().map(String::as_str)
+    }
+
+    /// What it holds as people read it, if its builder was given a description.
+    pub fn describe(&self) -> Option<serde_json::Value> {
+        self.description.as_ref().map(|description| description.describe())
     }
 
     /// This snapshot, with every resource whose content equals the same resource in `previous`
@@ -110,9 +124,16 @@ impl Snapshot {
 #[derive(Debug, Default)]
 pub struct SnapshotBuilder {
     resources: Vec<Resource>,
+    description: Option<Arc<dyn Describe>>,
 }
 
 impl SnapshotBuilder {
+    /// What the snapshot holds as people read it ([`Describe`]).
+    pub fn describe(&mut self, description: Arc<dyn Describe>) -> &mut Self {
+        self.description = Some(description);
+        self
+    }
+
     /// Adds a typed resource (encoded here, once).
     pub fn add<T: XdsResource>(&mut self, message: &T) -> &mut Self {
         self.resources.push(Resource::new(message));
@@ -164,7 +185,7 @@ impl SnapshotBuilder {
         }
         check_references(&types)?;
         let version = snapshot_version(&types).into();
-        Ok(Snapshot { version, types })
+        Ok(Snapshot { version, types, description: self.description })
     }
 }
 
