@@ -14,6 +14,17 @@
 //! stdin (`set N` publishes snapshot N and answers `version V`). Reports: time for all streams
 //! to sync initially; per change, the time from publishing to each stream's ACK (p50, p99, max:
 //! max is "all N ACKed"); the server's RSS; its CPU while nothing changes.
+//!
+//! Where the server's memory goes, per connection, with dhat (a heap profiler; it slows every
+//! allocation, so figures of time from such a run mean nothing):
+//!
+//! ```sh
+//! cargo run --release --features dhat-heap --example xds_load -- --streams 1000 --heap-profile /tmp/xds-heap.json
+//! ```
+//!
+//! The server profiles its heap from start to the end of the run, connections still open, and
+//! the parent prints the bytes live then, by what holds them (the innermost frame of a crate
+//! that matters: rustls, h2, hyper, tonic, tokio, the server's own modules), per connection.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -72,6 +83,11 @@ struct Args {
     /// streams the server refused and its memory.
     #[arg(long, value_name = "ATTACK")]
     abuse: Option<String>,
+    /// Profile the server's heap with dhat (build with `--features dhat-heap`), write the
+    /// profile to this file at the end of the run (connections open), and print what is live
+    /// then, per connection, by what holds it.
+    #[arg(long, value_name = "FILE")]
+    heap_profile: Option<PathBuf>,
     /// Internal: run as the server.
     #[arg(long, hide = true)]
     serve: bool,
@@ -83,6 +99,10 @@ struct Args {
     #[arg(long, hide = true)]
     max_connections: Option<usize>,
 }
+
+#[cfg(feature = "dhat-heap")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
 
 const FLEET: &str = "load/fleet";
 const CLUSTERS: usize = 10;
@@ -120,6 +140,7 @@ fn snapshot(generation: usize) -> Snapshot {
 // Server (child process)
 
 async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mut profiler = heap_profiler(args.heap_profile.as_deref())?;
     let cache = SnapshotCache::new();
     let service =
         AdsService::builder(cache.clone(), |_: &Node, _: Option<SocketAddr>| Ok(FleetKey::from(FLEET)))
@@ -157,11 +178,33 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(generation) = line.strip_prefix("set ") {
             let version = cache.set(FLEET, snapshot(generation.trim().parse()?));
             println!("version {version}");
+        } else if line == "profile" {
+            // Dropping the profiler writes the profile: what is live now is "at t-end".
+            drop(profiler.take());
+            println!("profiled");
         }
     }
     let _ = stop_tx.send(());
     server.await??;
     Ok(())
+}
+
+#[cfg(feature = "dhat-heap")]
+type HeapProfiler = dhat::Profiler;
+#[cfg(not(feature = "dhat-heap"))]
+type HeapProfiler = ();
+
+#[cfg(feature = "dhat-heap")]
+fn heap_profiler(file: Option<&std::path::Path>) -> Result<Option<HeapProfiler>, Box<dyn std::error::Error>> {
+    Ok(file.map(|file| dhat::Profiler::builder().file_name(file).build()))
+}
+
+#[cfg(not(feature = "dhat-heap"))]
+fn heap_profiler(file: Option<&std::path::Path>) -> Result<Option<HeapProfiler>, Box<dyn std::error::Error>> {
+    match file {
+        Some(_) => Err("--heap-profile needs the heap profiler: build with --features dhat-heap".into()),
+        None => Ok(None),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -185,6 +228,9 @@ impl ServerProcess {
         command.args(["--max-connections", &connections.to_string()]);
         if let Some(path) = ca_out {
             command.arg("--ca-out").arg(path);
+        }
+        if let Some(path) = &args.heap_profile {
+            command.arg("--heap-profile").arg(path);
         }
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         let commands = child.stdin.take().ok_or("no stdin")?;
@@ -296,9 +342,90 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("all {} changes: {summary}", args.changes);
     }
     print_memory(&server, "at the end");
+    if let Some(file) = &args.heap_profile {
+        writeln!(server.commands, "profile")?;
+        server.commands.flush()?;
+        server.read_answer("profiled")?;
+        print_heap_breakdown(file, connections, streams)?;
+    }
     // The simulated proxies go before the server does, so none reports a broken stream.
     proxies.shutdown().await;
     Ok(())
+}
+
+/// What dhat found live at the profile's end (every connection open), by what holds it: the
+/// innermost frame of a stack that names one of [`HOLDERS`].
+fn print_heap_breakdown(
+    file: &std::path::Path,
+    connections: usize,
+    streams: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file)?)?;
+    let frames: Vec<&str> =
+        profile["ftbl"].as_array().ok_or("no frame table")?.iter().filter_map(|f| f.as_str()).collect();
+    let mut by_holder: std::collections::BTreeMap<&str, (u64, u64)> = std::collections::BTreeMap::new();
+    let mut total = 0;
+    for point in profile["pps"].as_array().ok_or("no program points")? {
+        let (bytes, blocks) = (point["eb"].as_u64().unwrap_or(0), point["ebk"].as_u64().unwrap_or(0));
+        if bytes == 0 {
+            continue;
+        }
+        total += bytes;
+        let stack = point["fs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|index| frames.get(index.as_u64()? as usize));
+        let holder = stack
+            .filter_map(|frame| HOLDERS.iter().find(|(prefix, _)| frame_function(frame).starts_with(prefix)))
+            .map(|(_, holder)| *holder)
+            .next()
+            .unwrap_or("other");
+        let entry = by_holder.entry(holder).or_default();
+        entry.0 += bytes;
+        entry.1 += blocks;
+    }
+    let mut rows: Vec<_> = by_holder.into_iter().collect();
+    rows.sort_by_key(|(_, (bytes, _))| std::cmp::Reverse(*bytes));
+    println!(
+        "heap live at the end (dhat, {}): {:.1} MiB, {:.1} KiB per connection ({connections} connections, {streams} streams)",
+        file.display(),
+        total as f64 / 1048576.0,
+        total as f64 / 1024.0 / connections as f64
+    );
+    for (holder, (bytes, blocks)) in rows {
+        println!(
+            "  {:>8.2} KiB per connection in {:>6.1} blocks  {holder}",
+            bytes as f64 / 1024.0 / connections as f64,
+            blocks as f64 / connections as f64
+        );
+    }
+    Ok(())
+}
+
+/// Who holds an allocation, by the innermost frame whose function starts with the prefix.
+const HOLDERS: &[(&str, &str)] = &[
+    ("rustls::", "rustls (TLS session, record buffers)"),
+    ("tokio_rustls::", "tokio-rustls"),
+    ("h2::", "h2 (HTTP/2 connection, streams, frame buffers)"),
+    ("hyper_util::", "hyper-util"),
+    ("hyper::", "hyper (connection, read/write buffers)"),
+    ("tonic::", "tonic (gRPC codec buffers, streams)"),
+    ("envoy_operator::xds::server::plan", "xDS stream state (plan: subscriptions, held resources)"),
+    ("envoy_operator::xds::server::stream", "xDS stream task"),
+    ("envoy_operator::xds::server::tracker", "xDS tracker (per proxy status)"),
+    ("envoy_operator::xds::server", "xDS server, other"),
+    ("envoy_operator::net", "accept loop (slots, deadlines)"),
+    ("envoy_operator::", "envoy-operator, other"),
+    ("tokio::", "tokio (tasks, channels, timers, I/O)"),
+    ("prost::", "prost (decoded requests)"),
+];
+
+/// `0x1234: path::to::function (file.rs:1:2)` → `path::to::function`; generic impls
+/// (`<T as Trait>::f`) by the type's path.
+fn frame_function(frame: &str) -> &str {
+    let function = frame.split_once(": ").map_or(frame, |(_, rest)| rest);
+    function.trim_start_matches('<')
 }
 
 fn print_memory(server: &ServerProcess, when: &str) {
