@@ -69,6 +69,8 @@ impl GatewayObjects {
             classes: &self.classes,
             gateways: &self.gateways,
             routes: &self.routes,
+            // `render` reads no GRPCRoute yet.
+            grpc_routes: &[],
             grants: &self.grants,
             namespaces: &namespaces,
             services,
