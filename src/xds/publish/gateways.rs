@@ -18,7 +18,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant};
+use envoy_operator_core::api::gateway::{
+    GRPCRoute, Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant,
+};
 use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
 use envoy_operator_core::translate::gateway::fleet::is_fleet_of;
@@ -86,6 +88,8 @@ pub struct GatewayCaches {
     pub classes: Store<GatewayClass>,
     pub gateways: Store<Gateway>,
     pub routes: Store<HTTPRoute>,
+    /// Listed and empty where the API server does not serve GRPCRoutes.
+    pub grpc_routes: Store<GRPCRoute>,
     pub grants: Store<ReferenceGrant>,
     pub namespaces: Store<Namespace>,
     pub services: Store<Service>,
@@ -104,6 +108,7 @@ impl GatewayCaches {
         self.classes.wait_until_ready().await?;
         self.gateways.wait_until_ready().await?;
         self.routes.wait_until_ready().await?;
+        self.grpc_routes.wait_until_ready().await?;
         self.grants.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
         self.services.wait_until_ready().await?;
@@ -136,10 +141,12 @@ fn statuses_from_index_with(
     index: &Index,
     endpoint_slices: Store<EndpointSlice>,
 ) -> (GatewayCaches, SelectAll<BoxStream<'static, ()>>) {
+    let grpc_routes = index.grpc_routes_if_served();
     let caches = GatewayCaches {
         classes: index.gateway_classes().store().clone(),
         gateways: index.gateways().store().clone(),
         routes: index.http_routes().store().clone(),
+        grpc_routes: grpc_routes.map_or_else(super::inputs::listed_empty, |watched| watched.store().clone()),
         grants: index.reference_grants().store().clone(),
         namespaces: index.namespaces().store().clone(),
         services: index.services().store().clone(),
@@ -152,6 +159,9 @@ fn statuses_from_index_with(
     changed.push(ticks(index.gateway_classes().changes()));
     changed.push(ticks(index.gateways().changes()));
     changed.push(ticks(index.http_routes().changes()));
+    if let Some(grpc_routes) = grpc_routes {
+        changed.push(ticks(grpc_routes.changes()));
+    }
     changed.push(ticks(index.reference_grants().changes()));
     changed.push(ticks(index.namespaces().changes()));
     let services = named.clone();
@@ -199,6 +209,7 @@ struct Named {
     classes: Store<GatewayClass>,
     gateways: Store<Gateway>,
     routes: Store<HTTPRoute>,
+    grpc_routes: Store<GRPCRoute>,
 }
 
 impl From<&GatewayCaches> for Named {
@@ -207,6 +218,7 @@ impl From<&GatewayCaches> for Named {
             classes: caches.classes.clone(),
             gateways: caches.gateways.clone(),
             routes: caches.routes.clone(),
+            grpc_routes: caches.grpc_routes.clone(),
         }
     }
 }
@@ -215,6 +227,7 @@ impl Named {
     /// A route's backend or mirror, or a Gateway's fleet's Service (its addresses).
     fn service(&self, namespace: &str, name: &str) -> bool {
         self.routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
+            || self.grpc_routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
             || self.gateways.find(|gateway| named::names_fleet(gateway, namespace, name)).is_some()
     }
 
@@ -262,6 +275,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             classes: &classes,
             gateways: &caches.gateways.state(),
             routes: &routes,
+            grpc_routes: &caches.grpc_routes.state(),
             grants: &caches.grants.state(),
             namespaces: &caches.namespaces.state(),
             services: &caches.services.state(),
@@ -441,6 +455,7 @@ mod tests {
                 classes,
                 gateways,
                 routes,
+                grpc_routes: crate::xds::publish::inputs::listed_empty(),
                 grants,
                 namespaces,
                 services,

@@ -433,6 +433,60 @@ pub struct GRPCBackendRef {
     pub filters: Vec<GRPCRouteFilter>,
 }
 
+/// What the operator reads alike of every route kind of Gateway API it serves (HTTPRoute,
+/// GRPCRoute): its parents, its status, the backends it names.
+pub trait GatewayRoute {
+    fn parent_refs(&self) -> &[ParentReference];
+    /// `status`; both kinds' is HTTPRoute's shape (Gateway API's `RouteStatus`).
+    fn route_status(&self) -> Option<&HTTPRouteStatus>;
+    /// Every backend its rules send requests to or mirror them to.
+    fn backend_references(&self) -> Vec<&BackendObjectReference>;
+}
+
+fn mirrored(request_mirror: Option<&RequestMirror>) -> Option<&BackendObjectReference> {
+    request_mirror.map(|mirror| &mirror.backend_ref)
+}
+
+impl GatewayRoute for HTTPRoute {
+    fn parent_refs(&self) -> &[ParentReference] {
+        &self.spec.parent_refs
+    }
+    fn route_status(&self) -> Option<&HTTPRouteStatus> {
+        self.status.as_ref()
+    }
+    fn backend_references(&self) -> Vec<&BackendObjectReference> {
+        let mut references = Vec::new();
+        for rule in &self.spec.rules {
+            references.extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            for backend in &rule.backend_refs {
+                references.push(&backend.backend);
+                references.extend(backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            }
+        }
+        references
+    }
+}
+
+impl GatewayRoute for GRPCRoute {
+    fn parent_refs(&self) -> &[ParentReference] {
+        &self.spec.parent_refs
+    }
+    fn route_status(&self) -> Option<&HTTPRouteStatus> {
+        self.status.as_ref()
+    }
+    fn backend_references(&self) -> Vec<&BackendObjectReference> {
+        let mut references = Vec::new();
+        for rule in &self.spec.rules {
+            references.extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            for backend in &rule.backend_refs {
+                references.push(&backend.backend);
+                references.extend(backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            }
+        }
+        references
+    }
+}
+
 /// Allows references from objects of other namespaces to objects of this one (Gateway API's
 /// `ReferenceGrant`, `v1beta1`).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
