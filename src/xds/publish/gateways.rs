@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::api::gateway::{
-    GRPCRoute, Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant,
+    GRPCRoute, GRPCRouteSpec, Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant,
 };
 use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
@@ -31,6 +31,7 @@ use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -267,6 +268,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     let envoys = caches.envoys.state();
     let classes = caches.classes.state();
     let routes = caches.routes.state();
+    let grpc_routes = caches.grpc_routes.state();
     let rejected = outputs.isolation.as_ref().map(Isolation::rejections).unwrap_or_default();
     // No class names the operator (a cluster whose Gateways are another controller's): nothing
     // to translate, whatever else changed, so the other caches are not even read.
@@ -275,7 +277,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             classes: &classes,
             gateways: &caches.gateways.state(),
             routes: &routes,
-            grpc_routes: &caches.grpc_routes.state(),
+            grpc_routes: &grpc_routes,
             grants: &caches.grants.state(),
             namespaces: &caches.namespaces.state(),
             services: &caches.services.state(),
@@ -309,7 +311,12 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
                     Ok(snapshot) => {
                         let version = cache.set(key.clone(), snapshot);
                         if let Some(isolation) = &outputs.isolation {
-                            isolation.record(&key, &version, carried(outcome, &translation.routes, &routes));
+                            let carried = carried(outcome, &translation, &routes, &grpc_routes);
+                            isolation.record(
+                                &key,
+                                &version,
+                                carried.iter().map(|(id, generation, spec)| (id.clone(), *generation, spec)),
+                            );
                         }
                         published.fleets.push((key, version));
                     }
@@ -336,29 +343,53 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     published
 }
 
-/// The HTTPRoutes the version of `gateway`'s fleet carries: those one of its parentRefs naming
-/// the Gateway accepted, as they are now.
+/// A route's spec as a version of a fleet carries it, whatever its kind.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum CarriedSpec<'a> {
+    Http(&'a HTTPRouteSpec),
+    Grpc(&'a GRPCRouteSpec),
+}
+
+/// The routes (HTTPRoutes, GRPCRoutes) a version of `gateway`'s fleet carries: those a parent
+/// of the Gateway accepted, as they are now.
 fn carried<'a>(
     gateway: &GatewayOutcome,
-    outcomes: &[RouteOutcome],
+    translation: &GatewayTranslation,
     routes: &'a [Arc<HTTPRoute>],
-) -> impl Iterator<Item = (RouteId, Option<i64>, &'a HTTPRouteSpec)> {
+    grpc_routes: &'a [Arc<GRPCRoute>],
+) -> Vec<(RouteId, Option<i64>, CarriedSpec<'a>)> {
     let on_gateway = |outcome: &&RouteOutcome| {
         outcome.parents.iter().any(|parent| {
             let namespace = parent.parent_ref.namespace.as_deref().unwrap_or(&outcome.namespace);
             parent.accepted.status && parent.parent_ref.name == gateway.name && namespace == gateway.namespace
         })
     };
-    let accepted: BTreeSet<(String, String)> =
-        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.clone(), o.name.clone())).collect();
-    routes
-        .iter()
-        .filter(move |route| {
-            accepted.contains(&(route.metadata.namespace.clone().unwrap_or_default(), route.name_any()))
-        })
-        .filter_map(|route| {
-            Some((RouteId::of("HTTPRoute", &route.metadata)?, route.metadata.generation, &route.spec))
-        })
+    let accepted = |outcomes: &[RouteOutcome]| -> BTreeSet<(String, String)> {
+        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.clone(), o.name.clone())).collect()
+    };
+    let (http, grpc) = (accepted(&translation.routes), accepted(&translation.grpc_routes));
+    let is_in = |set: &BTreeSet<(String, String)>, metadata: &ObjectMeta| {
+        set.contains(&(
+            metadata.namespace.clone().unwrap_or_default(),
+            metadata.name.clone().unwrap_or_default(),
+        ))
+    };
+    let http_routes = routes.iter().filter(|route| is_in(&http, &route.metadata)).filter_map(|route| {
+        Some((
+            RouteId::of("HTTPRoute", &route.metadata)?,
+            route.metadata.generation,
+            CarriedSpec::Http(&route.spec),
+        ))
+    });
+    let grpc_routes = grpc_routes.iter().filter(|route| is_in(&grpc, &route.metadata)).filter_map(|route| {
+        Some((
+            RouteId::of("GRPCRoute", &route.metadata)?,
+            route.metadata.generation,
+            CarriedSpec::Grpc(&route.spec),
+        ))
+    });
+    http_routes.chain(grpc_routes).collect()
 }
 
 /// Whether `key` is the key of an Envoy that is a Gateway's fleet.

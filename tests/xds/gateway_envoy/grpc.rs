@@ -250,3 +250,54 @@ async fn grpc_route_unresolved_backend_is_unavailable_and_headers_are_modified()
     assert!(reply.header("x-header-remove").is_empty(), "removed");
     world.stop().await;
 }
+
+/// The operator's own: a GRPCRoute the proxy rejects although the rules accept it (a method
+/// regex past the program size of a proxy keeping Envoy's default limit, as in `rejected`) is
+/// found from the NACK and left out alone: its status says `Accepted: False` with Envoy's
+/// words, and the other GRPCRoute keeps being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_route_the_proxy_rejects_is_left_out_alone() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = GrpcBackends::start().await;
+    let port = free_port().port();
+    let grpc_route = |name: &str, method: Value, backend: &str| {
+        (
+            gateway_api_at("grpcroutes", name),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+                   "metadata": {"name": name, "namespace": envoy_operator_testkit::fleet_world::NS},
+                   "spec": {"parentRefs": [{"name": GATEWAY}],
+                            "rules": [{"matches": [{"method": method}],
+                                       "backendRefs": [{"name": backend, "port": 80}]}]}}),
+        )
+    };
+    let mut objects: Vec<(String, Value)> = backends.0.iter().flat_map(GrpcBackend::objects).collect();
+    objects.push(same_namespace_gateway(port));
+    objects.push(grpc_route(
+        "good",
+        json!({"service": grpc_echo::SERVICE, "method": "EchoTwo"}),
+        "grpc-infra-backend-v2",
+    ));
+    let world = GatewayWorld::start(&[(backends.1.name.as_str(), &backends.1)], &objects).await;
+    let _proxy = world
+        .proxy_with(GATEWAY, |bootstrap| {
+            bootstrap["layered_runtime"]["layers"][0]["static_layer"]["re2.max_program_size.error_level"] =
+                json!(100);
+        })
+        .await;
+    until_called(port, "example.com", "EchoTwo", &[], Expect::By("grpc-infra-backend-v2")).await;
+
+    let (bad_at, bad) = grpc_route(
+        "bad",
+        json!({"type": "RegularExpression", "service": "[a-z.]{200}", "method": "Echo"}),
+        "grpc-infra-backend-v1",
+    );
+    world.api.put(&bad_at, bad);
+    world.until_route_condition(&bad_at, (GATEWAY, None), ("Accepted", "False", "UnsupportedValue")).await;
+    let status = world.api.get(&bad_at).expect("the route")["status"].to_string();
+    assert!(status.contains("program size"), "Envoy's words in the route's status: {status}");
+    until_called(port, "example.com", "EchoTwo", &[], Expect::By("grpc-infra-backend-v2")).await;
+    until_called(port, "example.com", "Echo", &[], Expect::Code(Code::Unimplemented)).await;
+    world.stop().await;
+}
