@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use kube::{Client, Resource};
 use tracing::{info, warn};
 
@@ -32,6 +32,16 @@ impl GatewayApi {
     }
 }
 
+/// What discovery found: whether the Gateway API is on, and which of the kinds the operator
+/// serves when they are there (GRPCRoute) are served too. The Gateway controller needs only
+/// the four kinds of [`GatewayApi::On`]; each optional kind is watched only where it is served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Discovery {
+    pub api: GatewayApi,
+    /// Whether GRPCRoutes (`v1`) are served, and the Gateway API is on.
+    pub grpc_routes: bool,
+}
+
 /// One kind the operator reads: its `apiVersion` and its resource's plural name.
 struct Needed {
     api_version: String,
@@ -44,8 +54,9 @@ fn needed<K: Resource<DynamicType = ()>>() -> Needed {
 
 /// Asks the API server (discovery, which every authenticated client may read) whether it
 /// serves GatewayClasses, Gateways, HTTPRoutes (`gateway.networking.k8s.io/v1`) and
-/// ReferenceGrants (`v1beta1`); logs once when it does not, and why.
-pub(super) async fn discover(client: &Client) -> GatewayApi {
+/// ReferenceGrants (`v1beta1`), and then GRPCRoutes (`v1`); logs once when it does not, and
+/// why.
+pub(super) async fn discover(client: &Client) -> Discovery {
     let needed =
         [needed::<GatewayClass>(), needed::<Gateway>(), needed::<HTTPRoute>(), needed::<ReferenceGrant>()];
     let mut versions: Vec<&str> = needed.iter().map(|kind| kind.api_version.as_str()).collect();
@@ -56,7 +67,7 @@ pub(super) async fn discover(client: &Client) -> GatewayApi {
             Ok(resources) => served.extend(resources.into_iter().map(|plural| (version.to_owned(), plural))),
             Err(reason) => {
                 warn!(%reason, "the Gateway controller is OFF: the API server could not tell whether it serves the Gateway API; restart the operator to ask again");
-                return GatewayApi::Off(reason);
+                return Discovery { api: GatewayApi::Off(reason), grpc_routes: false };
             }
         }
     }
@@ -69,7 +80,16 @@ pub(super) async fn discover(client: &Client) -> GatewayApi {
         .collect();
     if missing.is_empty() {
         info!("the API server serves the Gateway API: the Gateway controller is on");
-        return GatewayApi::On;
+        let grpc = self::needed::<GRPCRoute>();
+        let grpc_routes =
+            served.iter().any(|(version, plural)| *version == grpc.api_version && *plural == grpc.plural);
+        if !grpc_routes {
+            info!(
+                "the API server does not serve grpcroutes ({}): GRPCRoutes are not watched",
+                grpc.api_version
+            );
+        }
+        return Discovery { api: GatewayApi::On, grpc_routes };
     }
     let reason = format!("the API server does not serve {}", missing.join(", "));
     // None of it is a cluster without the Gateway API, as many are; some of it, a broken or
@@ -78,7 +98,7 @@ pub(super) async fn discover(client: &Client) -> GatewayApi {
         true => info!(%reason, "the Gateway controller is off: {FIX}"),
         false => warn!(%reason, "the Gateway controller is OFF: {FIX}"),
     }
-    GatewayApi::Off(reason)
+    Discovery { api: GatewayApi::Off(reason), grpc_routes: false }
 }
 
 /// What to do about a missing Gateway API.

@@ -17,7 +17,7 @@ mod watched;
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
-use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
@@ -35,7 +35,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-pub use self::gateway_api::GatewayApi;
+pub use self::gateway_api::{Discovery, GatewayApi};
 pub use self::watched::{CacheUnavailable, Change, Watched};
 
 /// The watches and caches of one process, over one namespace or all of them.
@@ -52,10 +52,11 @@ pub struct Index {
     services: OnceLock<Watched<Service>>,
     endpoint_slices: OnceLock<Watched<EndpointSlice>>,
     pods: OnceLock<Watched<Pod>>,
-    gateway_api: tokio::sync::OnceCell<GatewayApi>,
+    gateway_api: tokio::sync::OnceCell<Discovery>,
     gateway_classes: OnceLock<Watched<GatewayClass>>,
     gateways: OnceLock<Watched<Gateway>>,
     http_routes: OnceLock<Watched<HTTPRoute>>,
+    grpc_routes: OnceLock<Watched<GRPCRoute>>,
     reference_grants: OnceLock<Watched<ReferenceGrant>>,
     namespaces: OnceLock<Watched<Namespace>>,
     tls_secrets: OnceLock<Watched<Secret>>,
@@ -81,6 +82,7 @@ impl Index {
             gateway_classes: OnceLock::new(),
             gateways: OnceLock::new(),
             http_routes: OnceLock::new(),
+            grpc_routes: OnceLock::new(),
             reference_grants: OnceLock::new(),
             namespaces: OnceLock::new(),
             tls_secrets: OnceLock::new(),
@@ -152,7 +154,20 @@ impl Index {
     /// it does not. The Gateway API accessors below are for an index where this is
     /// [`GatewayApi::On`]: elsewhere their watches would fail and retry forever.
     pub async fn gateway_api(&self) -> &GatewayApi {
+        &self.discovery().await.api
+    }
+
+    async fn discovery(&self) -> &Discovery {
         self.gateway_api.get_or_init(|| gateway_api::discover(&self.client)).await
+    }
+
+    /// The GRPCRoutes, where the API server serves them (asked with [`Self::gateway_api`]);
+    /// `None` where it does not, or before it was asked: a watch of them would fail forever.
+    pub fn grpc_routes_if_served(&self) -> Option<&Watched<GRPCRoute>> {
+        let served = self.gateway_api.get().is_some_and(|discovery| discovery.grpc_routes);
+        served.then(|| {
+            self.grpc_routes.get_or_init(|| self.watch(watcher::Config::default(), strip_metadata_of))
+        })
     }
 
     /// Every GatewayClass (cluster-scoped: watched in every install).
@@ -237,6 +252,9 @@ impl Index {
             kind.listed().await?;
         }
         if let Some(kind) = self.http_routes.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.grpc_routes.get() {
             kind.listed().await?;
         }
         if let Some(kind) = self.reference_grants.get() {

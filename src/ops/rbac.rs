@@ -64,8 +64,13 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         rule("events.k8s.io", &["events"], &[], &["create", "patch"]),
         // The Gateway API (where its CRDs are installed): the translation's caches (every
         // replica) and the status writers (leader), with server-side apply.
-        rule(GATEWAY_GROUP, &["gateways", "httproutes", "referencegrants"], &[], &["list", "watch"]),
-        rule(GATEWAY_GROUP, &["gateways/status", "httproutes/status"], &[], &["patch"]),
+        rule(
+            GATEWAY_GROUP,
+            &["gateways", "httproutes", "grpcroutes", "referencegrants"],
+            &[],
+            &["list", "watch"],
+        ),
+        rule(GATEWAY_GROUP, &["gateways/status", "httproutes/status", "grpcroutes/status"], &[], &["patch"]),
     ]
 }
 

@@ -152,7 +152,7 @@ pub struct Republish {
 impl Republish {
     fn route(&self, route: &RouteId) {
         // A publisher that is gone has nothing left to publish.
-        if route.kind == "HTTPRoute" {
+        if matches!(route.kind, "HTTPRoute" | "GRPCRoute") {
             let _ = self.gateways.send(());
         } else {
             let _ = self.routes.send(Touched::Namespace(route.namespace.clone()));

@@ -221,3 +221,24 @@ async fn without_the_gateway_api_the_index_says_it_is_off_and_why() {
     assert_eq!(reason, "the API server does not serve referencegrants (gateway.networking.k8s.io/v1beta1)");
     assert!(partial.requests().is_empty(), "discovery only: no watch was opened");
 }
+
+/// GRPCRoutes are optional: without their CRD the Gateway API is on all the same, and they are
+/// not watched; with it, they are.
+#[tokio::test]
+async fn grpc_routes_are_watched_only_where_they_are_served() {
+    let without = FakeApi::new();
+    without.install_gateway_api();
+    without.delete(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/grpcroutes.gateway.networking.k8s.io",
+    );
+    let index = Index::new(without.client(), None);
+    assert_eq!(*index.gateway_api().await, GatewayApi::On, "GRPCRoute is not required");
+    assert!(index.grpc_routes_if_served().is_none());
+
+    let with = FakeApi::new();
+    with.install_gateway_api();
+    let index = Index::new(with.client(), None);
+    assert!(index.grpc_routes_if_served().is_none(), "not before discovery has answered");
+    assert_eq!(*index.gateway_api().await, GatewayApi::On);
+    assert!(index.grpc_routes_if_served().is_some());
+}

@@ -122,8 +122,8 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         "data": {"ca.crt": data(&cert), "tls.crt": data(&cert), "tls.key": data(&key)}}));
 
     // The Gateway API, installed: a GatewayClass of the operator's, a Gateway of it (whose fleet
-    // the operator applies, then deletes once the Gateway moves to another class) and a route
-    // on it, whose statuses it writes.
+    // the operator applies, then deletes once the Gateway moves to another class) and routes
+    // on it (an HTTPRoute, a GRPCRoute), whose statuses it writes.
     api.install_gateway_api();
     api.put(
         GATEWAY_CLASS,
@@ -143,6 +143,14 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                "metadata": {"name": "store", "namespace": ns},
                "spec": {"parentRefs": [{"name": "public"}], "rules": [{"backendRefs": [{"name": "edge", "port": 80}]}]}}),
+    );
+    let grpc_route_path = path("gateway.networking.k8s.io/v1", ns, "grpcroutes", "api");
+    api.put(
+        &grpc_route_path,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+               "metadata": {"name": "api", "namespace": ns},
+               "spec": {"parentRefs": [{"name": "public"}], "hostnames": ["api.example.com"],
+                        "rules": [{"backendRefs": [{"name": "edge", "port": 80}]}]}}),
     );
 
     let dir = tempfile::tempdir().unwrap();
@@ -225,6 +233,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         .await;
     api.wait_for("the Gateway's status", HANG_GUARD, has_status(gateway_path.clone(), "conditions")).await;
     api.wait_for("the HTTPRoute's status", HANG_GUARD, has_status(http_route_path.clone(), "parents")).await;
+    api.wait_for("the GRPCRoute's status", HANG_GUARD, has_status(grpc_route_path.clone(), "parents")).await;
     let fleet_path = path("example.com/v1", ns, "envoys", "public-envoy-operator");
     api.wait_for("the Gateway's fleet", HANG_GUARD, exists(fleet_path.clone())).await;
     api.put(&gateway_path, gateway("someone-else"));

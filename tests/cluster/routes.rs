@@ -231,8 +231,15 @@ async fn the_controllers_hold_one_watch_per_resource_they_read() {
 async fn with_the_gateway_api_the_controllers_watch_its_kinds_once_each() {
     let api = FakeApi::new();
     api.install_gateway_api();
-    let gateway_api =
-        ["gatewayclasses", "gateways", "httproutes", "namespaces", "referencegrants", "secrets"];
+    let gateway_api = [
+        "gatewayclasses",
+        "gateways",
+        "grpcroutes",
+        "httproutes",
+        "namespaces",
+        "referencegrants",
+        "secrets",
+    ];
     let expected = expected_watches(&gateway_api);
     let watches = watches_of_the_controllers(api.clone(), &expected).await;
     assert_eq!(watches, expected, "WATCH requests per resource");

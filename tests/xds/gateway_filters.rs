@@ -192,6 +192,7 @@ fn fleet(route: Value, backends: &[&RecordingBackend]) -> ir::Fleet {
         classes: &classes,
         gateways: &gateways,
         routes: &routes,
+        grpc_routes: &[],
         grants: &[],
         namespaces: &[],
         services: &services,

@@ -103,6 +103,7 @@ fn to_backend() -> Vec<ir::VirtualHost> {
         action: ir::Action::Forward(ir::Forward {
             backends: vec![ir::WeightedBackend { backend: BACKEND.into(), weight: 1 }],
             unresolved_weight: 0,
+            unresolved_answer: Default::default(),
             timeout: None,
             host_rewrite: None,
             path_rewrite: None,
@@ -134,6 +135,7 @@ fn fleet(backend: SocketAddr, a: &Issued, b: &Issued) -> ir::Fleet {
         }],
         backends: vec![ir::Backend {
             name: BACKEND.into(),
+            protocol: ir::BackendProtocol::Http1,
             endpoints: vec![ir::Endpoint { ip: backend.ip(), port: backend.port() }],
         }],
         secrets: vec![secret("shop/a", a), secret("shop/b", b)],

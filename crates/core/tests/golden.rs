@@ -86,7 +86,8 @@ fn rejections(objects: &[Value]) -> Rejections {
         let kind = match object["routeKind"].as_str() {
             Some("HTTPRoute") => "HTTPRoute",
             Some("EnvoyRoute") => "EnvoyRoute",
-            other => panic!("a Rejection's routeKind is HTTPRoute or EnvoyRoute, not {other:?}"),
+            Some("GRPCRoute") => "GRPCRoute",
+            other => panic!("a Rejection's routeKind is HTTPRoute, GRPCRoute or EnvoyRoute, not {other:?}"),
         };
         let metadata: ObjectMeta = serde_json::from_value(object["metadata"].clone()).expect("metadata");
         let id = RouteId::of(kind, &metadata).expect("a Rejection names the route's name and uid");
@@ -146,7 +147,8 @@ fn envoyroute(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
 /// The Gateway API door: the whole translation; and the IRs. Every Envoy of the input is both
 /// a possible fleet and a possible class parameter, as `render --xds` passes them.
 fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
-    let kinds = ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant", "Namespace", "Service"];
+    let kinds =
+        ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "Namespace", "Service"];
     check_kinds(objects, &[&kinds[..], &["EndpointSlice", "Secret", "Envoy", "Rejection"]].concat());
     let tls: Vec<Value> = objects.iter().filter(|o| o["type"] == "kubernetes.io/tls").cloned().collect();
     let envoys = of_kind(objects, "Envoy");
@@ -154,6 +156,7 @@ fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
         classes: &of_kind(objects, "GatewayClass"),
         gateways: &of_kind(objects, "Gateway"),
         routes: &of_kind(objects, "HTTPRoute"),
+        grpc_routes: &of_kind(objects, "GRPCRoute"),
         grants: &of_kind(objects, "ReferenceGrant"),
         namespaces: &of_kind(objects, "Namespace"),
         services: &of_kind(objects, "Service"),

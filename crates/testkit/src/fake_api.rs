@@ -202,9 +202,9 @@ impl FakeApi {
 
     /// Stores the CustomResourceDefinitions of the Gateway API's standard channel (v1.3) the
     /// operator reads, reduced to what discovery answers from: GatewayClass, Gateway and
-    /// HTTPRoute (`v1`, and `v1beta1` still served) and ReferenceGrant (`v1beta1`); with the
-    /// rules their schemas set on `status` ([`gateway_api_schema`]), so that a status a real
-    /// API server would refuse is refused here too.
+    /// HTTPRoute (`v1`, and `v1beta1` still served), GRPCRoute (`v1`) and ReferenceGrant
+    /// (`v1beta1`); with the rules their schemas set on `status` ([`gateway_api_schema`]), so
+    /// that a status a real API server would refuse is refused here too.
     pub fn install_gateway_api(&self) {
         let group = "gateway.networking.k8s.io";
         for (kind, plural, scope, versions, schema) in [
@@ -223,6 +223,8 @@ impl FakeApi {
                 &["v1", "v1beta1"][..],
                 gateway_api_schema::http_route(),
             ),
+            // Standard channel since v1.1; its status is HTTPRoute's (`RouteStatus`).
+            ("GRPCRoute", "grpcroutes", "Namespaced", &["v1"][..], gateway_api_schema::http_route()),
             ("ReferenceGrant", "referencegrants", "Namespaced", &["v1beta1"][..], json!({"type": "object"})),
         ] {
             let versions: Vec<Value> = versions

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute};
+use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute};
 use envoy_operator_core::translate::gateway::{
     ClassOutcome, GatewayOutcome, GatewayTranslation, RouteOutcome,
 };
@@ -69,10 +69,22 @@ fn same_writes(a: &GatewayOutcome, b: &GatewayOutcome) -> bool {
         && a.listeners == b.listeners
 }
 
-/// Routes whose outcome appeared, changed or went.
+/// HTTPRoutes whose outcome appeared, changed or went.
 pub fn routes(before: &GatewayTranslation, after: &GatewayTranslation) -> Vec<ObjectRef<HTTPRoute>> {
+    routes_of(&before.routes, &after.routes)
+}
+
+/// GRPCRoutes whose outcome appeared, changed or went.
+pub fn grpc_routes(before: &GatewayTranslation, after: &GatewayTranslation) -> Vec<ObjectRef<GRPCRoute>> {
+    routes_of(&before.grpc_routes, &after.grpc_routes)
+}
+
+fn routes_of<K: kube::Resource<DynamicType = ()>>(
+    before: &[RouteOutcome],
+    after: &[RouteOutcome],
+) -> Vec<ObjectRef<K>> {
     let key = |route: &RouteOutcome| (route.namespace.clone(), route.name.clone());
-    differing(&before.routes, &after.routes, key, PartialEq::eq)
+    differing(before, after, key, PartialEq::eq)
         .into_iter()
         .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace))
         .collect()

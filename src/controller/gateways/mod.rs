@@ -1,8 +1,8 @@
-//! The Gateway API controllers: GatewayClasses, Gateways and HTTPRoutes get the status the
+//! The Gateway API controllers: GatewayClasses, Gateways, HTTPRoutes and GRPCRoutes get the status the
 //! translation judged ([`envoy_operator_core::translate::gateway`], run by the publisher,
 //! [`crate::xds::publish::gateways`]); each Gateway gets its fleet, an `Envoy` ([`fleets`]).
 //!
-//! Three kube-runtime controllers, one per kind, over the index's caches. Each reconciles an
+//! Four kube-runtime controllers, one per kind (GRPCRoutes' only where they are served), over the index's caches. Each reconciles an
 //! object when it changes and when its outcome in a new translation does ([`changes`]); the
 //! Gateway's also when its fleet Envoy changes (drift is taken back). A status is written only
 //! when it differs from the cached one ([`status`]), and only for the object's current
@@ -26,7 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::api::gateway::{GROUP, Gateway, GatewayClass, HTTPRoute};
+use envoy_operator_core::api::gateway::{GROUP, GRPCRoute, Gateway, GatewayClass, GatewayRoute, HTTPRoute};
 use envoy_operator_core::names::CONTROLLER_NAME;
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -75,7 +75,7 @@ impl GatewayContext {
     }
 
     /// Whether any parentRef of `route` names a Gateway of the operator's classes.
-    fn route_names_our_gateway(&self, route: &HTTPRoute) -> bool {
+    fn route_names_our_gateway<R: GatewayRoute + ResourceExt>(&self, route: &R) -> bool {
         route_names_our_gateway(self.classes.store(), self.gateways.store(), route)
     }
 }
@@ -87,13 +87,13 @@ fn class_is_ours(classes: &Store<GatewayClass>, name: &str) -> bool {
 
 /// Whether any parentRef of `route` names a Gateway (in `gateways`) of one of the operator's
 /// classes (in `classes`); a parentRef's group, kind and namespace default as the API says.
-fn route_names_our_gateway(
+fn route_names_our_gateway<R: GatewayRoute + ResourceExt>(
     classes: &Store<GatewayClass>,
     gateways: &Store<Gateway>,
-    route: &HTTPRoute,
+    route: &R,
 ) -> bool {
     let namespace = route.namespace().unwrap_or_default();
-    route.spec.parent_refs.iter().any(|parent| {
+    route.parent_refs().iter().any(|parent| {
         let gateway_group = parent.group.as_deref().unwrap_or(GROUP) == GROUP;
         let gateway_kind = parent.kind.as_deref().unwrap_or("Gateway") == "Gateway";
         let namespace = parent.namespace.as_deref().unwrap_or(&namespace);
@@ -137,15 +137,31 @@ pub fn controllers(
             .for_each(|result| async move { log_result(gateway::KIND, result) });
 
     let routes = index.http_routes();
-    let route_controller = Controller::for_shared_stream(parents(routes, shared), routes.store().clone())
-        .reconcile_on(changes::changes(outcomes.subscribe(), changes::routes))
-        .with_config(config)
-        .graceful_shutdown_on(shutdown)
-        .run(route::reconcile, route::error_policy, ctx)
-        .for_each(|result| async move { log_result(route::KIND, result) });
+    let route_controller =
+        Controller::for_shared_stream(parents(routes, shared.clone()), routes.store().clone())
+            .reconcile_on(changes::changes(outcomes.subscribe(), changes::routes))
+            .with_config(config.clone())
+            .graceful_shutdown_on(shutdown.clone())
+            .run(route::reconcile::<HTTPRoute>, route::error_policy::<HTTPRoute>, ctx.clone())
+            .for_each(|result| async move { log_result("HTTPRoute", result) });
+
+    // Only where the API server serves GRPCRoutes: elsewhere their watch would fail forever.
+    let grpc_route_controller = index.grpc_routes_if_served().map(|grpc_routes| {
+        Controller::for_shared_stream(parents(grpc_routes, shared), grpc_routes.store().clone())
+            .reconcile_on(changes::changes(outcomes.subscribe(), changes::grpc_routes))
+            .with_config(config)
+            .graceful_shutdown_on(shutdown)
+            .run(route::reconcile::<GRPCRoute>, route::error_policy::<GRPCRoute>, ctx)
+            .for_each(|result| async move { log_result("GRPCRoute", result) })
+    });
 
     async move {
-        tokio::join!(class_controller, gateway_controller, route_controller);
+        let grpc_route_controller = async move {
+            if let Some(controller) = grpc_route_controller {
+                controller.await;
+            }
+        };
+        tokio::join!(class_controller, gateway_controller, route_controller, grpc_route_controller);
     }
 }
 

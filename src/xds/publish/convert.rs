@@ -455,6 +455,9 @@ fn route_action(from: &m::RouteAction) -> RouteAction {
         m::ClusterNotFoundResponseCode::InternalServerError => {
             route_action::ClusterNotFoundResponseCode::InternalServerError
         }
+        m::ClusterNotFoundResponseCode::ServiceUnavailable => {
+            route_action::ClusterNotFoundResponseCode::ServiceUnavailable
+        }
     });
     RouteAction {
         cluster_specifier: Some(cluster_specifier),

@@ -18,7 +18,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::api::gateway::{Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant};
+use envoy_operator_core::api::gateway::{
+    GRPCRoute, GRPCRouteSpec, Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant,
+};
 use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
 use envoy_operator_core::translate::gateway::fleet::is_fleet_of;
@@ -29,6 +31,7 @@ use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -86,6 +89,8 @@ pub struct GatewayCaches {
     pub classes: Store<GatewayClass>,
     pub gateways: Store<Gateway>,
     pub routes: Store<HTTPRoute>,
+    /// Listed and empty where the API server does not serve GRPCRoutes.
+    pub grpc_routes: Store<GRPCRoute>,
     pub grants: Store<ReferenceGrant>,
     pub namespaces: Store<Namespace>,
     pub services: Store<Service>,
@@ -104,6 +109,7 @@ impl GatewayCaches {
         self.classes.wait_until_ready().await?;
         self.gateways.wait_until_ready().await?;
         self.routes.wait_until_ready().await?;
+        self.grpc_routes.wait_until_ready().await?;
         self.grants.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
         self.services.wait_until_ready().await?;
@@ -136,10 +142,12 @@ fn statuses_from_index_with(
     index: &Index,
     endpoint_slices: Store<EndpointSlice>,
 ) -> (GatewayCaches, SelectAll<BoxStream<'static, ()>>) {
+    let grpc_routes = index.grpc_routes_if_served();
     let caches = GatewayCaches {
         classes: index.gateway_classes().store().clone(),
         gateways: index.gateways().store().clone(),
         routes: index.http_routes().store().clone(),
+        grpc_routes: grpc_routes.map_or_else(super::inputs::listed_empty, |watched| watched.store().clone()),
         grants: index.reference_grants().store().clone(),
         namespaces: index.namespaces().store().clone(),
         services: index.services().store().clone(),
@@ -152,6 +160,9 @@ fn statuses_from_index_with(
     changed.push(ticks(index.gateway_classes().changes()));
     changed.push(ticks(index.gateways().changes()));
     changed.push(ticks(index.http_routes().changes()));
+    if let Some(grpc_routes) = grpc_routes {
+        changed.push(ticks(grpc_routes.changes()));
+    }
     changed.push(ticks(index.reference_grants().changes()));
     changed.push(ticks(index.namespaces().changes()));
     let services = named.clone();
@@ -199,6 +210,7 @@ struct Named {
     classes: Store<GatewayClass>,
     gateways: Store<Gateway>,
     routes: Store<HTTPRoute>,
+    grpc_routes: Store<GRPCRoute>,
 }
 
 impl From<&GatewayCaches> for Named {
@@ -207,6 +219,7 @@ impl From<&GatewayCaches> for Named {
             classes: caches.classes.clone(),
             gateways: caches.gateways.clone(),
             routes: caches.routes.clone(),
+            grpc_routes: caches.grpc_routes.clone(),
         }
     }
 }
@@ -215,6 +228,7 @@ impl Named {
     /// A route's backend or mirror, or a Gateway's fleet's Service (its addresses).
     fn service(&self, namespace: &str, name: &str) -> bool {
         self.routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
+            || self.grpc_routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
             || self.gateways.find(|gateway| named::names_fleet(gateway, namespace, name)).is_some()
     }
 
@@ -254,6 +268,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     let envoys = caches.envoys.state();
     let classes = caches.classes.state();
     let routes = caches.routes.state();
+    let grpc_routes = caches.grpc_routes.state();
     let rejected = outputs.isolation.as_ref().map(Isolation::rejections).unwrap_or_default();
     // No class names the operator (a cluster whose Gateways are another controller's): nothing
     // to translate, whatever else changed, so the other caches are not even read.
@@ -262,6 +277,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             classes: &classes,
             gateways: &caches.gateways.state(),
             routes: &routes,
+            grpc_routes: &grpc_routes,
             grants: &caches.grants.state(),
             namespaces: &caches.namespaces.state(),
             services: &caches.services.state(),
@@ -295,7 +311,12 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
                     Ok(snapshot) => {
                         let version = cache.set(key.clone(), snapshot);
                         if let Some(isolation) = &outputs.isolation {
-                            isolation.record(&key, &version, carried(outcome, &translation.routes, &routes));
+                            let carried = carried(outcome, &translation, &routes, &grpc_routes);
+                            isolation.record(
+                                &key,
+                                &version,
+                                carried.iter().map(|(id, generation, spec)| (id.clone(), *generation, spec)),
+                            );
                         }
                         published.fleets.push((key, version));
                     }
@@ -322,29 +343,53 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     published
 }
 
-/// The HTTPRoutes the version of `gateway`'s fleet carries: those one of its parentRefs naming
-/// the Gateway accepted, as they are now.
+/// A route's spec as a version of a fleet carries it, whatever its kind.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum CarriedSpec<'a> {
+    Http(&'a HTTPRouteSpec),
+    Grpc(&'a GRPCRouteSpec),
+}
+
+/// The routes (HTTPRoutes, GRPCRoutes) a version of `gateway`'s fleet carries: those a parent
+/// of the Gateway accepted, as they are now.
 fn carried<'a>(
     gateway: &GatewayOutcome,
-    outcomes: &[RouteOutcome],
+    translation: &GatewayTranslation,
     routes: &'a [Arc<HTTPRoute>],
-) -> impl Iterator<Item = (RouteId, Option<i64>, &'a HTTPRouteSpec)> {
+    grpc_routes: &'a [Arc<GRPCRoute>],
+) -> Vec<(RouteId, Option<i64>, CarriedSpec<'a>)> {
     let on_gateway = |outcome: &&RouteOutcome| {
         outcome.parents.iter().any(|parent| {
             let namespace = parent.parent_ref.namespace.as_deref().unwrap_or(&outcome.namespace);
             parent.accepted.status && parent.parent_ref.name == gateway.name && namespace == gateway.namespace
         })
     };
-    let accepted: BTreeSet<(String, String)> =
-        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.clone(), o.name.clone())).collect();
-    routes
-        .iter()
-        .filter(move |route| {
-            accepted.contains(&(route.metadata.namespace.clone().unwrap_or_default(), route.name_any()))
-        })
-        .filter_map(|route| {
-            Some((RouteId::of("HTTPRoute", &route.metadata)?, route.metadata.generation, &route.spec))
-        })
+    let accepted = |outcomes: &[RouteOutcome]| -> BTreeSet<(String, String)> {
+        outcomes.iter().filter(on_gateway).map(|o| (o.namespace.clone(), o.name.clone())).collect()
+    };
+    let (http, grpc) = (accepted(&translation.routes), accepted(&translation.grpc_routes));
+    let is_in = |set: &BTreeSet<(String, String)>, metadata: &ObjectMeta| {
+        set.contains(&(
+            metadata.namespace.clone().unwrap_or_default(),
+            metadata.name.clone().unwrap_or_default(),
+        ))
+    };
+    let http_routes = routes.iter().filter(|route| is_in(&http, &route.metadata)).filter_map(|route| {
+        Some((
+            RouteId::of("HTTPRoute", &route.metadata)?,
+            route.metadata.generation,
+            CarriedSpec::Http(&route.spec),
+        ))
+    });
+    let grpc_routes = grpc_routes.iter().filter(|route| is_in(&grpc, &route.metadata)).filter_map(|route| {
+        Some((
+            RouteId::of("GRPCRoute", &route.metadata)?,
+            route.metadata.generation,
+            CarriedSpec::Grpc(&route.spec),
+        ))
+    });
+    http_routes.chain(grpc_routes).collect()
 }
 
 /// Whether `key` is the key of an Envoy that is a Gateway's fleet.
@@ -441,6 +486,7 @@ mod tests {
                 classes,
                 gateways,
                 routes,
+                grpc_routes: crate::xds::publish::inputs::listed_empty(),
                 grants,
                 namespaces,
                 services,

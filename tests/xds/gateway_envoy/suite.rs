@@ -82,22 +82,31 @@ fn golden_input(case: &str) -> PathBuf {
 ///
 /// [`GatewayWorld::start`]: super::world::GatewayWorld::start
 pub fn golden_routes(case: &str) -> Vec<(String, Value)> {
+    golden_routes_of(case, "HTTPRoute", "httproutes")
+}
+
+/// The GRPCRoutes of golden input `case`, as [`golden_routes`] adapts HTTPRoutes.
+pub fn golden_grpc_routes(case: &str) -> Vec<(String, Value)> {
+    golden_routes_of(case, "GRPCRoute", "grpcroutes")
+}
+
+fn golden_routes_of(case: &str, kind: &str, resource: &str) -> Vec<(String, Value)> {
     let path = golden_input(case);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|error| panic!("no golden input for case {case:?}: {}: {error}", path.display()));
     let routes: Vec<(String, Value)> = parse_documents(&text)
         .into_iter()
         .map(|document| document.content.unwrap_or_else(|error| panic!("{}: {error}", path.display())))
-        .filter(|object| object["kind"] == "HTTPRoute")
+        .filter(|object| object["kind"] == kind)
         .map(|route| {
             let route = in_this_world(route);
             let namespace = route["metadata"]["namespace"].as_str().expect("a namespace").to_owned();
-            let name = route["metadata"]["name"].as_str().expect("a named HTTPRoute").to_owned();
+            let name = route["metadata"]["name"].as_str().expect("a named route").to_owned();
             let api_version = route["apiVersion"].as_str().expect("an apiVersion").to_owned();
-            (at_in(&namespace, &api_version, "httproutes", &name), route)
+            (at_in(&namespace, &api_version, resource, &name), route)
         })
         .collect();
-    assert!(!routes.is_empty(), "{}: no HTTPRoute", path.display());
+    assert!(!routes.is_empty(), "{}: no {kind}", path.display());
     routes
 }
 

@@ -239,8 +239,14 @@ impl GatewayWorld {
     /// `GatewayAndHTTPRoutesMustBeAccepted` requires: exactly one parent, its parentRef written
     /// out (group, kind, name), the operator's `controllerName`, `Accepted` True (`Accepted`).
     pub async fn until_accepted_as_the_suite_checks(&self, route: &str, gateway: &str) {
-        let what = format!("HTTPRoute {route} accepted by Gateway {gateway} as the conformance suite checks");
-        self.until_object(&what, &gateway_api_at("httproutes", route), |route| {
+        self.until_kind_accepted_as_the_suite_checks("httproutes", route, gateway).await;
+    }
+
+    /// [`Self::until_accepted_as_the_suite_checks`] for a route of `resource` (`grpcroutes`).
+    pub async fn until_kind_accepted_as_the_suite_checks(&self, resource: &str, route: &str, gateway: &str) {
+        let what =
+            format!("{resource} {route} accepted by Gateway {gateway} as the conformance suite checks");
+        self.until_object(&what, &gateway_api_at(resource, route), |route| {
             let parents = route["status"]["parents"].as_array().cloned().unwrap_or_default();
             let [parent] = parents.as_slice() else { return false };
             let reference = &parent["parentRef"];

@@ -1,5 +1,6 @@
 //! The Gateway API kinds the operator reads and whose status it writes: `GatewayClass`,
-//! `Gateway`, `HTTPRoute` (`gateway.networking.k8s.io/v1`) and `ReferenceGrant` (`v1beta1`).
+//! `Gateway`, `HTTPRoute`, `GRPCRoute` (`gateway.networking.k8s.io/v1`) and `ReferenceGrant`
+//! (`v1beta1`).
 //!
 //! Written here rather than taken from the `gateway-api` crate: its releases are built on
 //! another major version of kube and k8s-openapi than ours (0.22: kube 4, k8s-openapi 0.28),
@@ -16,7 +17,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
-use crate::api::route::{HeaderModifier, RequestRedirect, RouteMatch, RouteTimeouts, UrlRewrite};
+use crate::api::route::{
+    HeaderMatch, HeaderModifier, RequestRedirect, RouteMatch, RouteTimeouts, UrlRewrite,
+};
 
 /// The API group of every kind here.
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -336,6 +339,154 @@ pub struct RouteParentStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// gRPC routing from Gateways' HTTP and HTTPS listeners to Services: Gateway API's
+/// `GRPCRoute` (standard channel, `v1`). Its header matches and header modifiers are
+/// HTTPRoute's; its status is HTTPRoute's.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "GRPCRoute",
+    namespaced,
+    status = "HTTPRouteStatus",
+    schema = "disabled",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GRPCRouteSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<GRPCRouteRule>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GRPCRouteRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Empty: every gRPC request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<GRPCRouteMatch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<GRPCRouteFilter>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_refs: Vec<GRPCBackendRef>,
+}
+
+/// A request matches when its method and every header match.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GRPCRouteMatch {
+    /// None: every service and method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<GRPCMethodMatch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+}
+
+/// The gRPC service and method (the request path `/<service>/<method>`); at least one given.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GRPCMethodMatch {
+    /// `Exact` (the default) or `RegularExpression`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub match_type: Option<String>,
+    /// None: any service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// None: any method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GRPCRouteFilter {
+    /// `RequestHeaderModifier`, `ResponseHeaderModifier`, `RequestMirror`, `ExtensionRef`, or
+    /// one a later release adds.
+    #[serde(rename = "type")]
+    pub filter_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header_modifier: Option<HeaderModifier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_header_modifier: Option<HeaderModifier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_mirror: Option<RequestMirror>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension_ref: Option<LocalObjectReference>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GRPCBackendRef {
+    #[serde(flatten)]
+    pub backend: BackendObjectReference,
+    /// Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Filters for the requests sent to this backend only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<GRPCRouteFilter>,
+}
+
+/// What the operator reads alike of every route kind of Gateway API it serves (HTTPRoute,
+/// GRPCRoute): its parents, its status, the backends it names.
+pub trait GatewayRoute {
+    fn parent_refs(&self) -> &[ParentReference];
+    /// `status`; both kinds' is HTTPRoute's shape (Gateway API's `RouteStatus`).
+    fn route_status(&self) -> Option<&HTTPRouteStatus>;
+    /// Every backend its rules send requests to or mirror them to.
+    fn backend_references(&self) -> Vec<&BackendObjectReference>;
+}
+
+fn mirrored(request_mirror: Option<&RequestMirror>) -> Option<&BackendObjectReference> {
+    request_mirror.map(|mirror| &mirror.backend_ref)
+}
+
+impl GatewayRoute for HTTPRoute {
+    fn parent_refs(&self) -> &[ParentReference] {
+        &self.spec.parent_refs
+    }
+    fn route_status(&self) -> Option<&HTTPRouteStatus> {
+        self.status.as_ref()
+    }
+    fn backend_references(&self) -> Vec<&BackendObjectReference> {
+        let mut references = Vec::new();
+        for rule in &self.spec.rules {
+            references.extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            for backend in &rule.backend_refs {
+                references.push(&backend.backend);
+                references.extend(backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            }
+        }
+        references
+    }
+}
+
+impl GatewayRoute for GRPCRoute {
+    fn parent_refs(&self) -> &[ParentReference] {
+        &self.spec.parent_refs
+    }
+    fn route_status(&self) -> Option<&HTTPRouteStatus> {
+        self.status.as_ref()
+    }
+    fn backend_references(&self) -> Vec<&BackendObjectReference> {
+        let mut references = Vec::new();
+        for rule in &self.spec.rules {
+            references.extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            for backend in &rule.backend_refs {
+                references.push(&backend.backend);
+                references.extend(backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+            }
+        }
+        references
+    }
+}
+
 /// Allows references from objects of other namespaces to objects of this one (Gateway API's
 /// `ReferenceGrant`, `v1beta1`).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -410,5 +561,25 @@ mod tests {
         assert_eq!(HTTPRoute::plural(&()), "httproutes");
         assert_eq!(GatewayClass::plural(&()), "gatewayclasses");
         assert_eq!(ReferenceGrant::api_version(&()), "gateway.networking.k8s.io/v1beta1");
+        assert_eq!(GRPCRoute::api_version(&()), "gateway.networking.k8s.io/v1");
+        assert_eq!(GRPCRoute::plural(&()), "grpcroutes");
+    }
+
+    #[test]
+    fn grpc_routes_are_read_with_their_method_matches() {
+        let route: GRPCRoute = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+            "metadata": {"name": "r", "namespace": "ns"},
+            "spec": {"parentRefs": [{"name": "gw"}],
+                "rules": [{"matches": [{"method": {"service": "echo.Echo", "method": "Echo"},
+                        "headers": [{"name": "version", "value": "one"}]}],
+                    "backendRefs": [{"name": "grpc", "port": 8080, "weight": 3}]}]}
+        }))
+        .unwrap();
+        let rule = &route.spec.rules[0];
+        let method = rule.matches[0].method.as_ref().unwrap();
+        assert_eq!((method.service.as_deref(), method.method.as_deref()), (Some("echo.Echo"), Some("Echo")));
+        assert_eq!(rule.matches[0].headers[0].name, "version");
+        assert_eq!(rule.backend_refs[0].weight, Some(3));
     }
 }

@@ -217,6 +217,7 @@ pub enum ClusterSpecifier {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ClusterNotFoundResponseCode {
     InternalServerError,
+    ServiceUnavailable,
 }
 
 /// `envoy.config.route.v3.WeightedCluster`: the total weight is the sum of the weights.

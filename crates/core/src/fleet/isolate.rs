@@ -30,12 +30,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 /// The kinds of route the operator serves.
-pub const ROUTE_KINDS: [&str; 2] = ["EnvoyRoute", "HTTPRoute"];
+pub const ROUTE_KINDS: [&str; 3] = ["EnvoyRoute", "HTTPRoute", "GRPCRoute"];
 
 /// A route, across its versions.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RouteId {
-    /// `EnvoyRoute` or `HTTPRoute`.
+    /// One of [`ROUTE_KINDS`].
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,

@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use self::domain::Domain;
 pub use self::route::{
     Action, Forward, Header, HeaderChanges, Mirror, PathMatch, PathModifier, Redirect, Route, StringMatch,
-    ValueMatch, WeightedBackend,
+    UnresolvedAnswer, ValueMatch, WeightedBackend,
 };
 
 /// What one fleet's proxies serve.
@@ -105,10 +105,31 @@ pub struct VirtualHost {
 /// Where requests can be forwarded: one Service port, and its ready endpoints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Backend {
-    /// Unique, and stable while the Service port exists: `<namespace>/<service>/<port>`.
+    /// Unique, and stable while the Service port exists: `<namespace>/<service>/<port>`, with
+    /// `/h2c` after it for [`BackendProtocol::Http2`].
     pub name: String,
+    /// How the proxies speak to it; HTTP/1.1 is not printed.
+    #[serde(skip_serializing_if = "BackendProtocol::is_http1")]
+    pub protocol: BackendProtocol,
     /// Sorted, each once. None: requests for the backend are answered 503.
     pub endpoints: Vec<Endpoint>,
+}
+
+/// The protocol the proxies speak to a backend's endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendProtocol {
+    /// HTTP/1.1, Envoy's default upstream protocol.
+    #[default]
+    Http1,
+    /// HTTP/2 in cleartext with prior knowledge (h2c): gRPC backends (a GRPCRoute's).
+    Http2,
+}
+
+impl BackendProtocol {
+    pub fn is_http1(&self) -> bool {
+        *self == Self::Http1
+    }
 }
 
 /// A ready endpoint of a backend.

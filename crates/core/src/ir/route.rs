@@ -98,8 +98,12 @@ pub struct Forward {
     /// each with a weight above 0. None: every request is answered 500.
     pub backends: Vec<WeightedBackend>,
     /// The total weight of the backendRefs that do not resolve: their share of the requests
-    /// is answered 500, as Gateway API asks.
+    /// is answered [`Forward::unresolved_answer`], as Gateway API asks.
     pub unresolved_weight: u32,
+    /// What a request for no backend is answered: 500 for HTTP, 503 for gRPC (which Envoy
+    /// tells a gRPC client as `UNAVAILABLE`, GRPCRoute's word for it). 500 is not printed.
+    #[serde(skip_serializing_if = "UnresolvedAnswer::is_internal_error")]
+    pub unresolved_answer: UnresolvedAnswer,
     /// How long a request may take; zero: without a limit. None: the proxy's default.
     #[serde(serialize_with = "super::print::duration", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
@@ -112,6 +116,30 @@ pub struct Forward {
     /// order of the rule; their answers are dropped.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,
+}
+
+/// The status a request for a backend that does not resolve is answered with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnresolvedAnswer {
+    /// 500, HTTPRoute's.
+    #[default]
+    InternalError,
+    /// 503: gRPC's `UNAVAILABLE`, GRPCRoute's.
+    Unavailable,
+}
+
+impl UnresolvedAnswer {
+    pub fn is_internal_error(&self) -> bool {
+        *self == Self::InternalError
+    }
+
+    pub fn status(self) -> u16 {
+        match self {
+            Self::InternalError => 500,
+            Self::Unavailable => 503,
+        }
+    }
 }
 
 /// A backend ([`super::Backend`], by name) that gets a copy of a share of the requests.

@@ -148,6 +148,7 @@ mod tests {
             action: Action::Forward(Forward {
                 backends: vec![WeightedBackend { backend: backend.into(), weight: 1 }],
                 unresolved_weight: 0,
+                unresolved_answer: Default::default(),
                 timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,
@@ -162,7 +163,11 @@ mod tests {
                 virtual_hosts: vec![VirtualHost { domain: Domain::Any, routes: vec![route("shop/web/80")] }],
                 tls_servers: vec![],
             }],
-            backends: vec![Backend { name: "shop/web/80".into(), endpoints: vec![] }],
+            backends: vec![Backend {
+                name: "shop/web/80".into(),
+                protocol: Default::default(),
+                endpoints: vec![],
+            }],
             secrets: vec![],
         }
     }

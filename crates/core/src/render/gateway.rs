@@ -1,4 +1,4 @@
-//! `render --xds` for the Gateway API: the GatewayClasses, Gateways, HTTPRoutes,
+//! `render --xds` for the Gateway API: the GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes,
 //! ReferenceGrants, Namespaces and `kubernetes.io/tls` Secrets of a set of manifests, through
 //! the operator's own [`translate()`], printed per Gateway: its fleet's xDS resources
 //! and the statuses the operator would write (the Gateway's, and its routes' parents).
@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 use super::{discovery_responses, response};
 use crate::api::Envoy;
-use crate::api::gateway::{GROUP, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
+use crate::api::gateway::{
+    GROUP, GRPCRoute, Gateway, GatewayClass, GatewayRoute, HTTPRoute, ParentReference, ReferenceGrant,
+};
 use crate::names::CONTROLLER_NAME;
 use crate::route::conditions::ConditionState;
 use crate::translate::gateway::{
@@ -32,6 +34,7 @@ pub struct GatewayObjects {
     pub classes: Vec<Arc<GatewayClass>>,
     pub gateways: Vec<Arc<Gateway>>,
     pub routes: Vec<Arc<HTTPRoute>>,
+    pub grpc_routes: Vec<Arc<GRPCRoute>>,
     pub grants: Vec<Arc<ReferenceGrant>>,
     pub namespaces: Vec<Arc<Namespace>>,
     /// `kubernetes.io/tls` Secrets only (what the operator reads).
@@ -45,8 +48,9 @@ pub struct GatewayObjects {
 #[derive(Clone, Debug, PartialEq)]
 pub struct GatewayDocument {
     pub outcome: GatewayOutcome,
-    /// What the Gateway makes of each route naming it: `(namespace/name, parent)`, sorted.
-    pub routes: Vec<(String, ParentOutcome)>,
+    /// What the Gateway makes of each route naming it: `(kind, namespace/name, parent)`,
+    /// sorted.
+    pub routes: Vec<(&'static str, String, ParentOutcome)>,
 }
 
 impl GatewayObjects {
@@ -55,6 +59,7 @@ impl GatewayObjects {
         self.classes.is_empty()
             && self.gateways.is_empty()
             && self.routes.is_empty()
+            && self.grpc_routes.is_empty()
             && self.grants.is_empty()
     }
 
@@ -69,6 +74,7 @@ impl GatewayObjects {
             classes: &self.classes,
             gateways: &self.gateways,
             routes: &self.routes,
+            grpc_routes: &self.grpc_routes,
             grants: &self.grants,
             namespaces: &namespaces,
             services,
@@ -108,11 +114,11 @@ impl GatewayObjects {
                 ));
             }
         }
-        for route in &self.routes {
-            let (namespace, name) = namespace_and_name(&route.metadata);
-            let mut missing: Vec<String> = route
-                .spec
-                .parent_refs
+        let routes = (self.routes.iter().map(|route| ("HTTPRoute", &route.metadata, route.parent_refs())))
+            .chain(self.grpc_routes.iter().map(|route| ("GRPCRoute", &route.metadata, route.parent_refs())));
+        for (kind, metadata, parent_refs) in routes {
+            let (namespace, name) = namespace_and_name(metadata);
+            let mut missing: Vec<String> = parent_refs
                 .iter()
                 .filter(|parent| is_gateway(parent))
                 .map(|parent| (parent.namespace.as_deref().unwrap_or(namespace), parent.name.as_str()))
@@ -123,7 +129,7 @@ impl GatewayObjects {
             missing.dedup();
             for gateway in missing {
                 notes.push(format!(
-                    "HTTPRoute {namespace}/{name}: its parent Gateway {gateway} is not rendered here (not in the manifests, or not of a class of {CONTROLLER_NAME})"
+                    "{kind} {namespace}/{name}: its parent Gateway {gateway} is not rendered here (not in the manifests, or not of a class of {CONTROLLER_NAME})"
                 ));
             }
         }
@@ -146,6 +152,7 @@ impl GatewayObjects {
         }
         let used = (self.gateways.iter().map(|g| &g.metadata))
             .chain(self.routes.iter().map(|r| &r.metadata))
+            .chain(self.grpc_routes.iter().map(|r| &r.metadata))
             .chain(self.grants.iter().map(|g| &g.metadata))
             .chain(self.secrets.iter().map(|s| &s.metadata))
             .filter_map(|metadata| metadata.namespace.clone());
@@ -170,19 +177,20 @@ pub fn documents(translation: &GatewayTranslation) -> Vec<GatewayDocument> {
         .gateways
         .iter()
         .map(|outcome| {
-            let mut routes: Vec<(String, ParentOutcome)> = translation
-                .routes
-                .iter()
-                .flat_map(|route| {
+            let kinds = [("HTTPRoute", &translation.routes), ("GRPCRoute", &translation.grpc_routes)];
+            let mut routes: Vec<(&'static str, String, ParentOutcome)> = kinds
+                .into_iter()
+                .flat_map(|(kind, routes)| routes.iter().map(move |route| (kind, route)))
+                .flat_map(|(kind, route)| {
                     let key = format!("{}/{}", route.namespace, route.name);
                     route
                         .parents
                         .iter()
                         .filter(|parent| names_gateway(&parent.parent_ref, &route.namespace, outcome))
-                        .map(move |parent| (key.clone(), parent.clone()))
+                        .map(move |parent| (kind, key.clone(), parent.clone()))
                 })
                 .collect();
-            routes.sort_by(|a, b| (&a.0, &a.1.parent_ref).cmp(&(&b.0, &b.1.parent_ref)));
+            routes.sort_by(|a, b| (a.0, &a.1, &a.2.parent_ref).cmp(&(b.0, &b.1, &b.2.parent_ref)));
             GatewayDocument { outcome: outcome.clone(), routes }
         })
         .collect()
@@ -231,9 +239,14 @@ impl GatewayDocument {
         let routes: Vec<Value> = self
             .routes
             .iter()
-            .map(|(route, parent)| {
-                json!({"route": route, "parentRef": parent.parent_ref,
-                       "accepted": parent.accepted, "resolvedRefs": parent.resolved_refs})
+            .map(|(kind, route, parent)| {
+                let mut document = json!({"route": route, "parentRef": parent.parent_ref,
+                       "accepted": parent.accepted, "resolvedRefs": parent.resolved_refs});
+                // HTTPRoute, the kind most routes are, goes unsaid, as before there were others.
+                if *kind != "HTTPRoute" {
+                    document["kind"] = json!(kind);
+                }
+                document
             })
             .collect();
         let mut document = json!({
@@ -278,9 +291,9 @@ impl GatewayDocument {
             ));
         }
         if self.routes.is_empty() {
-            comment.push_str("  no HTTPRoute names it: its listeners answer 404\n");
+            comment.push_str("  no route names it: its listeners answer 404\n");
         }
-        for (route, parent) in &self.routes {
+        for (kind, route, parent) in &self.routes {
             let reference = match &parent.parent_ref.section_name {
                 Some(section) => format!("{}/{section}", parent.parent_ref.name),
                 None => parent.parent_ref.name.clone(),
@@ -288,7 +301,7 @@ impl GatewayDocument {
             let words = [("Accepted", &parent.accepted), ("ResolvedRefs", &parent.resolved_refs)]
                 .map(|(type_, state)| word(type_, state))
                 .join(", ");
-            comment.push_str(&format!("  HTTPRoute {route} (parentRef {reference}): {words}\n"));
+            comment.push_str(&format!("  {kind} {route} (parentRef {reference}): {words}\n"));
         }
         comment
     }
@@ -396,6 +409,43 @@ mod tests {
         assert_eq!(
             document["xds"][0]["resources"][1]["nested"][0]["private_key"]["inline_string"],
             "<redacted: 3 bytes>"
+        );
+    }
+
+    /// A GRPCRoute is rendered with its Gateway: its parent's statuses say its kind.
+    #[test]
+    fn grpc_routes_are_rendered_with_their_gateway() {
+        fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+            serde_json::from_value(value).unwrap()
+        }
+        let objects = GatewayObjects {
+            classes: vec![Arc::new(object(json!({"apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "GatewayClass", "metadata": {"name": "own"},
+                "spec": {"controllerName": CONTROLLER_NAME}})))],
+            gateways: vec![Arc::new(object(json!({"apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway", "metadata": {"name": "edge", "namespace": "shop"},
+                "spec": {"gatewayClassName": "own",
+                         "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})))],
+            grpc_routes: vec![Arc::new(object(json!({"apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "GRPCRoute", "metadata": {"name": "api", "namespace": "shop"},
+                "spec": {"parentRefs": [{"name": "edge"}, {"name": "gone"}],
+                         "rules": [{"backendRefs": [{"name": "grpc", "port": 8080}]}]}})))],
+            ..GatewayObjects::default()
+        };
+        assert!(!objects.is_empty());
+        let translation = objects.translate(&[], &[]);
+        let [document] = documents(&translation).try_into().expect("one Gateway");
+        assert_eq!(document.document()["route_statuses"][0]["kind"], "GRPCRoute");
+        assert!(
+            document.comment().contains("  GRPCRoute shop/api (parentRef edge): "),
+            "{}",
+            document.comment()
+        );
+        assert_eq!(
+            objects.unrendered(&translation),
+            [format!(
+                "GRPCRoute shop/api: its parent Gateway shop/gone is not rendered here (not in the manifests, or not of a class of {CONTROLLER_NAME})"
+            )]
         );
     }
 

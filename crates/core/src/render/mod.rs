@@ -27,7 +27,7 @@ use crate::translate::envoyroute::{Inputs, RouteStatus, Translation, translate};
 use crate::xds::Resources;
 
 use self::gateway::{GatewayDocument, GatewayObjects};
-use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use crate::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use crate::names::TLS_SECRET_TYPE;
 
 /// The objects of the manifests a translation reads, defaulted and checked as the API server
@@ -123,6 +123,7 @@ impl Manifests {
             GatewayKind::Class => objects.classes.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Gateway => objects.gateways.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Route => objects.routes.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::GrpcRoute => objects.grpc_routes.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Grant => objects.grants.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Namespace => objects.namespaces.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Secret => {
@@ -196,6 +197,7 @@ enum GatewayKind {
     Class,
     Gateway,
     Route,
+    GrpcRoute,
     Grant,
     Namespace,
     Secret,
@@ -208,6 +210,7 @@ impl GatewayKind {
             "GatewayClass" if GatewayClass::api_version(&()) == api_version => Some(Self::Class),
             "Gateway" if Gateway::api_version(&()) == api_version => Some(Self::Gateway),
             "HTTPRoute" if HTTPRoute::api_version(&()) == api_version => Some(Self::Route),
+            "GRPCRoute" if GRPCRoute::api_version(&()) == api_version => Some(Self::GrpcRoute),
             "ReferenceGrant" if ReferenceGrant::api_version(&()) == api_version => Some(Self::Grant),
             "Namespace" if api_version == "v1" => Some(Self::Namespace),
             "Secret" if api_version == "v1" => Some(Self::Secret),
@@ -220,6 +223,7 @@ impl GatewayKind {
             Self::Class => "GatewayClass",
             Self::Gateway => "Gateway",
             Self::Route => "HTTPRoute",
+            Self::GrpcRoute => "GRPCRoute",
             Self::Grant => "ReferenceGrant",
             Self::Namespace => "Namespace",
             Self::Secret => "Secret",

@@ -8,22 +8,35 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 
+use crate::ir;
 use crate::rules::route::EffectiveBackendRef;
 
-/// One Service port of one namespace: what a cluster stands for.
+/// One Service port of one namespace, and the protocol spoken to it: what a cluster stands
+/// for. One port used by an HTTPRoute (HTTP/1.1) and a GRPCRoute (HTTP/2) is two clusters: a
+/// cluster has one upstream protocol, and neither route kind may change the other's.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClusterKey {
     pub namespace: String,
     pub service: String,
     /// The Service's port (`spec.ports[].port`).
     pub port: i32,
+    pub protocol: ir::BackendProtocol,
 }
 
 impl ClusterKey {
-    /// The cluster's name, also the EDS service name: `<namespace>/<service>/<port>`. Stable,
-    /// and unique since Kubernetes names never contain `/`.
+    /// The cluster's name, also the EDS service name: `<namespace>/<service>/<port>`, and
+    /// `/h2c` after it for HTTP/2. Stable, and unique since Kubernetes names never contain `/`.
     pub fn cluster_name(&self) -> String {
-        format!("{}/{}/{}", self.namespace, self.service, self.port)
+        let base = format!("{}/{}/{}", self.namespace, self.service, self.port);
+        match self.protocol {
+            ir::BackendProtocol::Http1 => base,
+            ir::BackendProtocol::Http2 => format!("{base}/h2c"),
+        }
+    }
+
+    /// The same Service port, spoken to in `protocol`.
+    pub fn with_protocol(self, protocol: ir::BackendProtocol) -> Self {
+        Self { protocol, ..self }
     }
 }
 
@@ -79,7 +92,12 @@ pub fn resolve(
             backend.name
         )));
     }
-    Ok(ClusterKey { namespace: namespace.to_owned(), service: backend.name.clone(), port })
+    Ok(ClusterKey {
+        namespace: namespace.to_owned(),
+        service: backend.name.clone(),
+        port,
+        protocol: ir::BackendProtocol::Http1,
+    })
 }
 
 /// The Service `name` of `namespace` (a Service without a namespace is taken to be in it).

@@ -84,6 +84,8 @@ pub struct Forward {
     pub path_rewrite: Option<ir::PathModifier>,
     /// The mirrors whose backend resolves, in the order of the rule.
     pub mirrors: Vec<Mirror>,
+    /// What the share of the backends that do not resolve is answered: the route kind's word.
+    pub unresolved_answer: ir::UnresolvedAnswer,
 }
 
 /// A backendRef: the Service port it names, or why none, and its share of the requests.
@@ -167,6 +169,7 @@ impl Forward {
         ir::Forward {
             backends,
             unresolved_weight,
+            unresolved_answer: self.unresolved_answer,
             timeout: self.timeout,
             host_rewrite: self.host_rewrite.clone(),
             path_rewrite: self.path_rewrite.clone(),

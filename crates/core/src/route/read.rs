@@ -35,6 +35,7 @@ pub fn rule(
                 host_rewrite: rewrite.and_then(|r| r.hostname.clone()),
                 path_rewrite: rewrite.and_then(|r| r.path.as_ref()).and_then(path_modifier),
                 mirrors,
+                unresolved_answer: ir::UnresolvedAnswer::InternalError,
             })
         }
     };
@@ -153,7 +154,12 @@ mod tests {
     }
 
     fn key(service: &str, port: i32) -> Result<ClusterKey, Unresolved> {
-        Ok(ClusterKey { namespace: "shop".into(), service: service.into(), port })
+        Ok(ClusterKey {
+            namespace: "shop".into(),
+            service: service.into(),
+            port,
+            protocol: Default::default(),
+        })
     }
 
     fn missing() -> Result<ClusterKey, Unresolved> {

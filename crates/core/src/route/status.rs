@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::backend::Unresolved;
 use super::conditions::{ACCEPTED, ConditionState, REASON_RESOLVED_REFS, RESOLVED_REFS};
+use crate::ir::UnresolvedAnswer;
 
 /// What the parents a route names make of one version of it (`generation`), whatever the
 /// route kind: `P` is the kind's outcome per parentRef.
@@ -24,6 +25,19 @@ const MAX_PARENTS: usize = 32;
 /// `ResolvedRefs` of a route from its backendRefs that do not resolve, each with its field
 /// path: true when there is none, else the first one's reason and every one's words.
 pub fn resolved_refs(unresolved: &[(String, Unresolved)]) -> ConditionState {
+    resolved_refs_answered(unresolved, UnresolvedAnswer::InternalError)
+}
+
+/// [`resolved_refs`], saying what the share of the requests of those backendRefs is answered
+/// (`answer`: 500 for HTTP, `UNAVAILABLE` for gRPC).
+pub fn resolved_refs_answered(
+    unresolved: &[(String, Unresolved)],
+    answer: UnresolvedAnswer,
+) -> ConditionState {
+    let answered = match answer {
+        UnresolvedAnswer::InternalError => "500",
+        UnresolvedAnswer::Unavailable => "gRPC status UNAVAILABLE (HTTP 503)",
+    };
     match unresolved.first() {
         None => ConditionState {
             status: true,
@@ -35,7 +49,10 @@ pub fn resolved_refs(unresolved: &[(String, Unresolved)]) -> ConditionState {
             ConditionState {
                 status: false,
                 reason: first.reason,
-                message: format!("{}; their share of the requests is answered with 500", messages.join("; ")),
+                message: format!(
+                    "{}; their share of the requests is answered with {answered}",
+                    messages.join("; ")
+                ),
             }
         }
     }

@@ -72,7 +72,11 @@ fn backend_of(key: &ClusterKey, services: &[Arc<Service>], slices: &[&EndpointSl
             endpoints.extend(ready_endpoints(slice, port));
         }
     }
-    ir::Backend { name: key.cluster_name(), endpoints: endpoints.into_iter().collect() }
+    ir::Backend {
+        name: key.cluster_name(),
+        protocol: key.protocol,
+        endpoints: endpoints.into_iter().collect(),
+    }
 }
 
 /// The slice's endpoints that are not known to be unready, on the port the Service port
@@ -178,7 +182,7 @@ mod tests {
     }
 
     fn key(port: i32) -> ClusterKey {
-        ClusterKey { namespace: "shop".into(), service: "web".into(), port }
+        ClusterKey { namespace: "shop".into(), service: "web".into(), port, protocol: Default::default() }
     }
 
     /// The backend of `key` alone.
@@ -250,8 +254,12 @@ mod tests {
 
     #[test]
     fn one_eds_cluster_per_service_port_sorted_by_name() {
-        let key =
-            |service: &str, port| ClusterKey { namespace: "shop".into(), service: service.into(), port };
+        let key = |service: &str, port| ClusterKey {
+            namespace: "shop".into(),
+            service: service.into(),
+            port,
+            protocol: Default::default(),
+        };
         let keys = [key("web", 80), key("api", 8080), key("web", 443), key("web", 80)];
         let clusters: Vec<_> = backends(&keys, &[], &[]).iter().map(cluster).collect();
         let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();

@@ -2,8 +2,8 @@
 //! the cluster's own name.
 
 use crate::envoy::{
-    Address, Cluster, ClusterLoadAssignment, ConfigSource, DiscoveryType, Duration, EdsClusterConfig,
-    LbPolicy,
+    Address, Cluster, ClusterLoadAssignment, ConfigSource, DiscoveryType, Duration, EdsClusterConfig, Empty,
+    ExplicitHttpConfig, HttpProtocolOptions, LbPolicy, ProtocolOptions,
 };
 use crate::ir;
 
@@ -16,13 +16,26 @@ pub fn cluster(backend: &ir::Backend) -> Cluster {
         discovery_type: DiscoveryType::Eds,
         connect_timeout: CONNECT_TIMEOUT,
         lb_policy: Some(LbPolicy::RoundRobin),
-        typed_extension_protocol_options: None,
+        typed_extension_protocol_options: protocol_options(backend.protocol),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: ConfigSource::ads(),
             service_name: backend.name.clone(),
         }),
         load_assignment: None,
         transport_socket: None,
+    }
+}
+
+/// Envoy speaks HTTP/1.1 to a cluster unless told otherwise; HTTP/2 is said explicitly (no
+/// ALPN to negotiate it over cleartext), as Envoy Gateway does for gRPC backends.
+fn protocol_options(protocol: ir::BackendProtocol) -> Option<ProtocolOptions> {
+    match protocol {
+        ir::BackendProtocol::Http1 => None,
+        ir::BackendProtocol::Http2 => Some(ProtocolOptions {
+            http: HttpProtocolOptions {
+                explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
+            },
+        }),
     }
 }
 
@@ -33,4 +46,28 @@ pub fn cluster_load_assignment(backend: &ir::Backend) -> ClusterLoadAssignment {
         .iter()
         .map(|endpoint| Address::socket(endpoint.ip.to_string(), u32::from(endpoint.port)));
     ClusterLoadAssignment::of(backend.name.clone(), addresses)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn backend(protocol: ir::BackendProtocol) -> ir::Backend {
+        ir::Backend { name: "shop/grpc/8080/h2c".into(), protocol, endpoints: Vec::new() }
+    }
+
+    #[test]
+    fn http2_backends_are_clusters_told_to_speak_http2() {
+        let options = |protocol| {
+            serde_json::to_value(cluster(&backend(protocol))).unwrap()["typed_extension_protocol_options"]
+                .clone()
+        };
+        assert_eq!(options(ir::BackendProtocol::Http1), serde_json::Value::Null, "Envoy's default, HTTP/1.1");
+        assert_eq!(
+            options(ir::BackendProtocol::Http2)["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]["explicit_http_config"],
+            json!({"http2_protocol_options": {}})
+        );
+    }
 }

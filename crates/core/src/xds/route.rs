@@ -18,7 +18,8 @@ use crate::ir;
 /// cannot collide with them.
 pub const INVALID_BACKEND_CLUSTER: &str = "envoy-operator.invalid-backend";
 
-/// What Gateway API answers for a rule that has nowhere to send requests.
+/// What Gateway API answers for an HTTPRoute's rule that has nowhere to send requests
+/// ([`ir::UnresolvedAnswer`]: a GRPCRoute's is answered 503).
 pub const NO_BACKEND_STATUS: u32 = 500;
 
 /// The plain HTTP listener's route configuration, named after it. A listener without virtual
@@ -123,7 +124,10 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
         ir::Action::Forward(forward) => forward,
     };
     let cluster_specifier = match forward.backends.as_slice() {
-        [] => return Action::DirectResponse(DirectResponseAction { status: NO_BACKEND_STATUS }),
+        [] => {
+            let status = u32::from(forward.unresolved_answer.status());
+            return Action::DirectResponse(DirectResponseAction { status });
+        }
         [only] if forward.unresolved_weight == 0 => ClusterSpecifier::Cluster(only.backend.clone()),
         backends => {
             let mut clusters: Vec<ClusterWeight> = backends
@@ -147,8 +151,12 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
         };
     Action::Route(RouteAction {
         cluster_specifier,
-        cluster_not_found_response_code: (forward.unresolved_weight > 0)
-            .then_some(ClusterNotFoundResponseCode::InternalServerError),
+        cluster_not_found_response_code: (forward.unresolved_weight > 0).then_some(
+            match forward.unresolved_answer {
+                ir::UnresolvedAnswer::InternalError => ClusterNotFoundResponseCode::InternalServerError,
+                ir::UnresolvedAnswer::Unavailable => ClusterNotFoundResponseCode::ServiceUnavailable,
+            },
+        ),
         timeout: forward.timeout.map(Into::into),
         prefix_rewrite,
         regex_rewrite,
@@ -284,6 +292,47 @@ mod tests {
 
     /// Response header changes become the route's response header options; mirrors its
     /// mirror policies, with a share only where one is given (capped at 100%).
+    /// gRPC's share of backends that do not resolve is answered 503, which Envoy turns into
+    /// `grpc-status: 14` (UNAVAILABLE) for a gRPC request; HTTP's, 500.
+    #[test]
+    fn unresolved_backends_are_answered_in_the_route_kinds_terms() {
+        let rendered = |backends: Vec<ir::WeightedBackend>, unresolved_answer| {
+            let ir_route = ir::Route {
+                name: "shop/api/rule/0/match/0".into(),
+                path: ir::PathMatch::Prefix("/".into()),
+                method: None,
+                headers: Vec::new(),
+                query_params: Vec::new(),
+                request_headers: ir::HeaderChanges::default(),
+                response_headers: ir::HeaderChanges::default(),
+                action: ir::Action::Forward(ir::Forward {
+                    backends,
+                    unresolved_weight: 1,
+                    unresolved_answer,
+                    timeout: None,
+                    host_rewrite: None,
+                    path_rewrite: None,
+                    mirrors: Vec::new(),
+                }),
+            };
+            serde_json::to_value(route(&ir_route)).unwrap()
+        };
+        let one = || vec![ir::WeightedBackend { backend: "shop/grpc/8080/h2c".into(), weight: 1 }];
+        assert_eq!(rendered(Vec::new(), ir::UnresolvedAnswer::Unavailable)["direct_response"]["status"], 503);
+        assert_eq!(
+            rendered(Vec::new(), ir::UnresolvedAnswer::InternalError)["direct_response"]["status"],
+            500
+        );
+        assert_eq!(
+            rendered(one(), ir::UnresolvedAnswer::Unavailable)["route"]["cluster_not_found_response_code"],
+            "SERVICE_UNAVAILABLE"
+        );
+        assert_eq!(
+            rendered(one(), ir::UnresolvedAnswer::InternalError)["route"]["cluster_not_found_response_code"],
+            "INTERNAL_SERVER_ERROR"
+        );
+    }
+
     #[test]
     fn response_headers_and_mirrors_are_rendered_on_the_route() {
         let header = |name: &str, value: &str| ir::Header { name: name.into(), value: value.into() };
@@ -303,6 +352,7 @@ mod tests {
             action: ir::Action::Forward(ir::Forward {
                 backends: vec![ir::WeightedBackend { backend: "shop/v1/80".into(), weight: 1 }],
                 unresolved_weight: 0,
+                unresolved_answer: Default::default(),
                 timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,

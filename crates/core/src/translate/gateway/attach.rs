@@ -1,4 +1,4 @@
-//! Attachment: which listeners of a Gateway an HTTPRoute's parentRef attaches it to, with the
+//! Attachment: which listeners of a Gateway a route's parentRef attaches it to, with the
 //! hostnames it serves on each, and why none when it attaches nowhere.
 
 use std::collections::BTreeMap;
@@ -61,15 +61,15 @@ pub fn attach(
         .iter()
         .copied()
         // A listener refused (its protocol or port) or in conflict takes no route.
-        .filter(|&i| listeners[i].exposed() && listeners[i].takes_http_routes())
+        .filter(|&i| listeners[i].exposed() && listeners[i].takes(route.kind))
         .filter(|&i| allows_namespace(&listeners[i], gateway_namespace, &route.namespace, namespaces))
         .collect();
     if allowed.is_empty() {
         return refused(
             REASON_NOT_ALLOWED_BY_LISTENERS,
             format!(
-                "no listener of Gateway {gateway_namespace}/{gateway_name} it names is valid and allows HTTPRoutes of namespace {:?} (allowedRoutes)",
-                route.namespace
+                "no listener of Gateway {gateway_namespace}/{gateway_name} it names is valid and allows {}s of namespace {:?} (allowedRoutes)",
+                route.kind, route.namespace
             ),
         );
     }

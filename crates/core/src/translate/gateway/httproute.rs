@@ -7,18 +7,21 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::conditions::{ConditionState, REASON_REF_NOT_PERMITTED};
 use super::filters;
 use super::grants::{self, Reference};
 use crate::api::gateway::{GROUP, HTTPBackendRef, HTTPRoute, HTTPRouteFilter, HTTPRouteRule, ReferenceGrant};
 use crate::api::route::FilterType;
+use crate::ir;
 use crate::route::backend::{self, ClusterKey, Unresolved};
 use crate::route::{self, Route, status};
 use crate::rules::route::{
     BackendView, DEFAULT_BACKEND_GROUP, DEFAULT_BACKEND_KIND, DEFAULT_WEIGHT, EffectiveBackendRef,
     FilterView, RuleView, validate_routing,
 };
+use crate::translate::gateway::listeners::HTTP_ROUTE;
 
 /// The filter types the operator implements.
 const SUPPORTED_FILTERS: &str =
@@ -27,24 +30,53 @@ const SUPPORTED_FILTERS: &str =
 /// An HTTPRoute, read into the model. Its `refused` says why the operator cannot serve it as it
 /// is (a filter it does not implement, what the rule engine refuses).
 pub fn read(route: &HTTPRoute, services: &[Arc<Service>], grants: &[Arc<ReferenceGrant>]) -> Route {
-    let namespace = route.metadata.namespace.clone().unwrap_or_default();
-    let name = route.metadata.name.clone().unwrap_or_default();
-    let mut problems: Vec<String> = Vec::new();
-    let views: Vec<RuleView> = route
-        .spec
-        .rules
+    let object = Object {
+        kind: HTTP_ROUTE,
+        metadata: &route.metadata,
+        hostnames: &route.spec.hostnames,
+        protocol: ir::BackendProtocol::Http1,
+        unresolved_answer: ir::UnresolvedAnswer::InternalError,
+    };
+    read_rules(&object, &route.spec.rules, Vec::new(), services, grants)
+}
+
+/// A route object of an HTTP kind (HTTPRoute, GRPCRoute), what its rules do not say.
+pub struct Object<'a> {
+    pub kind: &'static str,
+    pub metadata: &'a ObjectMeta,
+    pub hostnames: &'a [String],
+    /// How the proxies speak to its backends.
+    pub protocol: ir::BackendProtocol,
+    /// What the share of its backends that do not resolve is answered.
+    pub unresolved_answer: ir::UnresolvedAnswer,
+}
+
+/// Rules of HTTPRoute's shape (a GRPCRoute's, once translated to it), read into the model;
+/// `problems` holds what the caller already found wrong.
+pub fn read_rules(
+    object: &Object,
+    spec_rules: &[HTTPRouteRule],
+    mut problems: Vec<String>,
+    services: &[Arc<Service>],
+    grants: &[Arc<ReferenceGrant>],
+) -> Route {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let views: Vec<RuleView> = spec_rules
         .iter()
         .enumerate()
         .map(|(i, rule)| rule_view(&format!("spec.rules[{i}]"), rule, &mut problems))
         .collect();
-    if let Err(errors) = validate_routing(&route.spec.hostnames, &views) {
-        problems.push(errors.message("HTTPRoute", &name));
+    if let Err(errors) = validate_routing(object.hostnames, &views) {
+        problems.push(errors.message(object.kind, &name));
     }
-    let resolve = |b: &HTTPBackendRef| resolve(&namespace, b, services, grants);
+    let resolve = |b: &HTTPBackendRef| {
+        resolve(object.kind, &namespace, b, services, grants).map(|key| key.with_protocol(object.protocol))
+    };
     let mut unresolved = Vec::new();
     let mut unresolved_mirrors = Vec::new();
     let mut rules: Vec<route::Rule> = Vec::new();
-    for (i, (rule, view)) in route.spec.rules.iter().zip(&views).enumerate() {
+    for (i, (rule, view)) in spec_rules.iter().zip(&views).enumerate() {
         let backends: Vec<Result<ClusterKey, Unresolved>> = served_backend_refs(rule)
             .iter()
             .enumerate()
@@ -64,15 +96,23 @@ pub fn read(route: &HTTPRoute, services: &[Arc<Service>], grants: &[Arc<Referenc
     if rules.is_empty() {
         rules.push(route::rule(&RuleView::default().effective(), Vec::new(), Default::default(), Vec::new()));
     }
+    for rule in &mut rules {
+        if let route::Action::Forward(forward) = &mut rule.action {
+            forward.unresolved_answer = object.unresolved_answer;
+        }
+    }
     Route {
-        kind: "HTTPRoute",
+        kind: object.kind,
         namespace,
         name,
-        created: route.metadata.creation_timestamp.as_ref().map(|time| time.0),
-        hostnames: route.spec.hostnames.clone(),
+        created: object.metadata.creation_timestamp.as_ref().map(|time| time.0),
+        hostnames: object.hostnames.to_vec(),
         rules,
         refused: (!problems.is_empty()).then(|| problems.join("; ")),
-        resolved_refs: with_mirrors(status::resolved_refs(&unresolved), &unresolved_mirrors),
+        resolved_refs: with_mirrors(
+            status::resolved_refs_answered(&unresolved, object.unresolved_answer),
+            &unresolved_mirrors,
+        ),
     }
 }
 
@@ -161,6 +201,7 @@ fn filter_view(index: usize, filter: &HTTPRouteFilter) -> Option<FilterView<'_>>
 /// namespace without a ReferenceGrant allowing it (`RefNotPermitted`), or no such Service or
 /// port (`BackendNotFound`).
 fn resolve(
+    from_kind: &str,
     route_namespace: &str,
     backend: &HTTPBackendRef,
     services: &[Arc<Service>],
@@ -179,7 +220,7 @@ fn resolve(
         grants,
         &Reference {
             from_group: GROUP,
-            from_kind: "HTTPRoute",
+            from_kind,
             from_namespace: route_namespace,
             to_group: DEFAULT_BACKEND_GROUP,
             to_kind: DEFAULT_BACKEND_KIND,
@@ -191,7 +232,7 @@ fn resolve(
         return Err(Unresolved {
             reason: REASON_REF_NOT_PERMITTED,
             message: format!(
-                "Service {namespace}/{}: no ReferenceGrant in namespace {namespace:?} allows HTTPRoutes of namespace {route_namespace:?} to reference it",
+                "Service {namespace}/{}: no ReferenceGrant in namespace {namespace:?} allows {from_kind}s of namespace {route_namespace:?} to reference it",
                 reference.name
             ),
         });

@@ -21,8 +21,10 @@ use crate::api::gateway::{
 };
 use crate::ir::{self, Domain};
 
-/// The only route kind the operator implements.
+/// The route kinds HTTP and HTTPS listeners take, in the order `supportedKinds` lists them.
 pub const HTTP_ROUTE: &str = "HTTPRoute";
+pub const GRPC_ROUTE: &str = "GRPCRoute";
+const HTTP_KINDS: [&str; 2] = [HTTP_ROUTE, GRPC_ROUTE];
 /// The type of the Secrets a listener's certificates come from.
 use crate::names::TLS_SECRET_TYPE;
 /// Ports below this one are privileged: listeners on them bind [`PRIVILEGED_PORT_OFFSET`]
@@ -89,8 +91,8 @@ impl JudgedListener {
     }
 
     /// Whether routes of `kind` may attach to it.
-    pub fn takes_http_routes(&self) -> bool {
-        self.supported_kinds.iter().any(|kind| kind.kind == HTTP_ROUTE)
+    pub fn takes(&self, kind: &str) -> bool {
+        self.supported_kinds.iter().any(|supported| supported.kind == kind)
     }
 
     pub fn domain(&self) -> Domain {
@@ -193,21 +195,21 @@ fn route_kinds(
     protocol: Option<Protocol>,
     allowed: Option<&api::AllowedRoutes>,
 ) -> (Vec<RouteGroupKind>, Option<ConditionState>) {
-    let http_route = RouteGroupKind { group: Some(GROUP.to_owned()), kind: HTTP_ROUTE.to_owned() };
+    let group_kind = |kind: &str| RouteGroupKind { group: Some(GROUP.to_owned()), kind: kind.to_owned() };
     if protocol.is_none() {
         return (Vec::new(), None);
     }
     let asked = allowed.map(|allowed| allowed.kinds.as_slice()).unwrap_or_default();
     if asked.is_empty() {
-        return (vec![http_route], None);
+        return (HTTP_KINDS.iter().map(|kind| group_kind(kind)).collect(), None);
     }
-    let mut supported = Vec::new();
+    let mut supported: Vec<RouteGroupKind> = Vec::new();
     let mut unsupported = Vec::new();
     for kind in asked {
         let group = kind.group.as_deref().unwrap_or(GROUP);
-        if group == GROUP && kind.kind == HTTP_ROUTE {
-            if supported.is_empty() {
-                supported.push(http_route.clone());
+        if group == GROUP && HTTP_KINDS.contains(&kind.kind.as_str()) {
+            if !supported.iter().any(|known| known.kind == kind.kind) {
+                supported.push(group_kind(&kind.kind));
             }
         } else {
             unsupported.push(if group.is_empty() {
@@ -222,7 +224,7 @@ fn route_kinds(
             false,
             REASON_INVALID_ROUTE_KINDS,
             format!(
-                "route kinds not supported: {} (supported: {HTTP_ROUTE}.{GROUP})",
+                "route kinds not supported: {} (supported: {HTTP_ROUTE}.{GROUP}, {GRPC_ROUTE}.{GROUP})",
                 unsupported.join(", ")
             ),
         )

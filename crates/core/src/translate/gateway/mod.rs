@@ -1,5 +1,5 @@
 //! The Gateway API door: GatewayClasses naming the operator, their Gateways, the HTTPRoutes
-//! attached to them and the ReferenceGrants that allow references across namespaces,
+//! and GRPCRoutes attached to them and the ReferenceGrants that allow references across namespaces,
 //! translated into the same IR as Envoys and EnvoyRoutes ([`crate::ir`]) through the same route
 //! model ([`crate::route`]), with every object's status, in one pass over the whole cluster
 //! (Gateways take routes, backends and certificates from other namespaces).
@@ -12,7 +12,9 @@
 //! - [`class`]: the classes naming the operator, and their fleets' template (`parametersRef`);
 //! - [`listeners`]: each listener judged (protocol, port, route kinds, certificates, conflicts);
 //! - [`httproute`]: an HTTPRoute read once into the route model, and [`filters`]: its filters
-//!   the rule engine does not know (response headers, mirrors);
+//!   the rule engine does not know (response headers, mirrors); [`grpcroute`]: a GRPCRoute,
+//!   said in HTTPRoute's shape and read by the same reader;
+//! - [`kinds`]: an HTTPRoute and a GRPCRoute sharing a hostname on a listener, the older kept;
 //! - [`attach`] and [`hostnames`]: which listeners a route's parentRef attaches it to, and the
 //!   hostnames it serves on each; [`selector`] and [`grants`] for namespaces and references;
 //! - [`merge`]: a Gateway's listeners merged by port into the IR;
@@ -25,8 +27,10 @@ pub mod conditions;
 pub mod filters;
 pub mod fleet;
 pub mod grants;
+pub mod grpcroute;
 pub mod hostnames;
 pub mod httproute;
+pub mod kinds;
 pub mod listeners;
 pub mod merge;
 pub mod named;
@@ -45,7 +49,9 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::api::Envoy;
-use crate::api::gateway::{self as api, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant};
+use crate::api::gateway::{
+    self as api, GRPCRoute, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant,
+};
 use crate::ir;
 use crate::route::conditions::ConditionState;
 use crate::xds::Resources;
@@ -56,6 +62,8 @@ pub struct GatewayInputs<'a> {
     pub classes: &'a [Arc<GatewayClass>],
     pub gateways: &'a [Arc<Gateway>],
     pub routes: &'a [Arc<HTTPRoute>],
+    /// Empty where the API server does not serve GRPCRoutes.
+    pub grpc_routes: &'a [Arc<GRPCRoute>],
     pub grants: &'a [Arc<ReferenceGrant>],
     /// For `allowedRoutes.namespaces.from: Selector`.
     pub namespaces: &'a [Arc<Namespace>],
@@ -85,6 +93,9 @@ pub struct GatewayTranslation {
     pub gateways: Vec<GatewayOutcome>,
     /// Every HTTPRoute with a parentRef to one of those Gateways, sorted by namespace and name.
     pub routes: Vec<RouteOutcome>,
+    /// Every GRPCRoute with a parentRef to one of those Gateways, sorted by namespace and name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub grpc_routes: Vec<RouteOutcome>,
 }
 
 /// A GatewayClass's conditions.

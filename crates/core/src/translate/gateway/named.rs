@@ -3,27 +3,18 @@
 //! of the cluster is most changes in a busy one). Answers err towards yes: references are
 //! matched by namespace and name whatever their group and kind, so an answer of no is sure.
 
-use crate::api::gateway::{Gateway, GatewayClass, HTTPRoute, HTTPRouteFilter};
+use kube::Resource;
 
-/// Whether `route` sends requests to, or mirrors them to, `namespace/name`.
-pub fn route_names_service(route: &HTTPRoute, namespace: &str, name: &str) -> bool {
-    let own = route.metadata.namespace.as_deref().unwrap_or_default();
-    let is_it = |reference_namespace: Option<&str>, reference_name: &str| {
-        reference_name == name && reference_namespace.unwrap_or(own) == namespace
-    };
-    let mirrors = |filters: &[HTTPRouteFilter]| {
-        filters
-            .iter()
-            .filter_map(|f| f.request_mirror.as_ref())
-            .any(|m| is_it(m.backend_ref.namespace.as_deref(), &m.backend_ref.name))
-    };
-    route.spec.rules.iter().any(|rule| {
-        mirrors(&rule.filters)
-            || rule.backend_refs.iter().any(|backend| {
-                is_it(backend.backend.namespace.as_deref(), &backend.backend.name)
-                    || mirrors(&backend.filters)
-            })
-    })
+use crate::api::gateway::{Gateway, GatewayClass, GatewayRoute};
+
+/// Whether `route` (of any Gateway API route kind) sends requests to, or mirrors them to,
+/// `namespace/name`.
+pub fn route_names_service<R: GatewayRoute + Resource>(route: &R, namespace: &str, name: &str) -> bool {
+    let own = route.meta().namespace.as_deref().unwrap_or_default();
+    route
+        .backend_references()
+        .iter()
+        .any(|reference| reference.name == name && reference.namespace.as_deref().unwrap_or(own) == namespace)
 }
 
 /// Whether a listener of `gateway` names `namespace/name` as a certificate.
@@ -60,7 +51,7 @@ mod tests {
 
     use super::*;
 
-    fn route(rules: serde_json::Value) -> HTTPRoute {
+    fn route(rules: serde_json::Value) -> crate::api::gateway::HTTPRoute {
         serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
             "metadata": {"name": "shop", "namespace": "shop"}, "spec": {"rules": rules}}))
         .expect("a route")

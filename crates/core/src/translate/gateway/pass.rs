@@ -1,5 +1,6 @@
-//! The pass: GatewayClasses, then their Gateways' listeners, then every HTTPRoute's parentRefs
-//! naming them, then each Gateway's IR, resources and conditions from what attached.
+//! The pass: GatewayClasses, then their Gateways' listeners, then every HTTPRoute's and
+//! GRPCRoute's parentRefs naming them (the two kinds' hostname conflicts settled per listener,
+//! [`kinds`]), then each Gateway's IR, resources and conditions from what attached.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,28 +11,36 @@ use super::conditions::{
     REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED, REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS,
     judged, state,
 };
-use super::httproute;
-use super::listeners::{self, JudgedListener};
+use super::kinds::{self, Attachment};
+use super::listeners::{self, GRPC_ROUTE, JudgedListener};
 use super::{
     ClassOutcome, GatewayInputs, GatewayOutcome, GatewayTranslation, ListenerOutcome, ParentOutcome,
     RouteOutcome, fleet, merge,
 };
+use super::{grpcroute, httproute};
 use crate::api::Envoy;
-use crate::api::gateway::{Gateway, HTTPRoute, ParentReference};
+use crate::api::gateway::{Gateway, ParentReference};
 use crate::route::Route;
 use crate::translate::hosts::Served;
 use crate::xds;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A Gateway of an accepted class, its listeners judged.
-struct JudgedGateway<'a> {
-    gateway: &'a Gateway,
+pub(super) struct JudgedGateway<'a> {
+    pub(super) gateway: &'a Gateway,
     template: Option<&'a Envoy>,
-    listeners: Vec<JudgedListener>,
+    pub(super) listeners: Vec<JudgedListener>,
     /// Per listener (by index): the routes accepted there (by index of the routes read), with
     /// the hostnames they serve there.
-    attached: BTreeMap<usize, Vec<(usize, Vec<String>)>>,
-    /// Per listener: the routes (namespace, name) accepted there.
-    attached_names: BTreeMap<usize, BTreeSet<(String, String)>>,
+    pub(super) attached: BTreeMap<usize, Vec<Attachment>>,
+    /// Per listener: the routes (kind, namespace, name) accepted there.
+    pub(super) attached_names: BTreeMap<usize, BTreeSet<(&'static str, String, String)>>,
+}
+
+/// A route object of a kind the pass reads: what attachment needs of it before it is read.
+struct RouteObject<'a> {
+    metadata: &'a ObjectMeta,
+    parent_refs: &'a [ParentReference],
 }
 
 pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
@@ -60,18 +69,39 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
         .collect();
     gateways.sort_by(|a, b| key(a.gateway).cmp(&key(b.gateway)));
 
+    // `read[i]` is the route of `outcomes[i]`.
     let mut read: Vec<Route> = Vec::new();
-    let mut routes: Vec<RouteOutcome> = inputs
-        .routes
-        .iter()
-        .filter_map(|route| route_outcome(route, &mut gateways, &mut read, inputs))
-        .collect();
-    routes.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let mut outcomes: Vec<RouteOutcome> = Vec::new();
+    for route in inputs.routes.iter() {
+        let object = RouteObject { metadata: &route.metadata, parent_refs: &route.spec.parent_refs };
+        let read_route = || httproute::read(route, inputs.services, inputs.grants);
+        route_outcome(&object, read_route, &mut gateways, &mut read, &mut outcomes, inputs);
+    }
+    for route in inputs.grpc_routes.iter() {
+        let object = RouteObject { metadata: &route.metadata, parent_refs: &route.spec.parent_refs };
+        let read_route = || grpcroute::read(route, inputs.services, inputs.grants);
+        route_outcome(&object, read_route, &mut gateways, &mut read, &mut outcomes, inputs);
+    }
+    for gateway in &mut gateways {
+        kinds::settle_conflicts(gateway, &read, &mut outcomes);
+    }
+    let gateway_outcomes = gateways.iter().map(|gateway| gateway_outcome(gateway, &read, inputs)).collect();
+    let (mut routes, mut grpc_routes) = (Vec::new(), Vec::new());
+    for (route, outcome) in read.iter().zip(outcomes) {
+        match route.kind {
+            GRPC_ROUTE => grpc_routes.push(outcome),
+            _ => routes.push(outcome),
+        }
+    }
+    let by_name = |a: &RouteOutcome, b: &RouteOutcome| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));
+    routes.sort_by(by_name);
+    grpc_routes.sort_by(by_name);
 
     GatewayTranslation {
         classes: classes.into_iter().map(|(outcome, _)| outcome).collect(),
-        gateways: gateways.iter().map(|gateway| gateway_outcome(gateway, &read, inputs)).collect(),
+        gateways: gateway_outcomes,
         routes,
+        grpc_routes,
     }
 }
 
@@ -79,48 +109,53 @@ fn key(gateway: &Gateway) -> (Option<&String>, Option<&String>) {
     (gateway.metadata.namespace.as_ref(), gateway.metadata.name.as_ref())
 }
 
-/// What the Gateways of `gateways` a route names make of it (none naming one: `None`), and
-/// the route attached to their listeners. The route is read (into `read`) once, whatever the
-/// number of listeners it attaches to.
+/// What the Gateways of `gateways` a route names make of it (none naming one: nothing), and
+/// the route attached to their listeners. The route is read (into `read_routes`, its outcome
+/// into `outcomes` at the same index) once, whatever the number of listeners it attaches to.
 fn route_outcome(
-    route: &HTTPRoute,
+    route: &RouteObject,
+    read_route: impl FnOnce() -> Route,
     gateways: &mut [JudgedGateway],
     read_routes: &mut Vec<Route>,
+    outcomes: &mut Vec<RouteOutcome>,
     inputs: &GatewayInputs,
-) -> Option<RouteOutcome> {
+) {
     let namespace = route.metadata.namespace.clone().unwrap_or_default();
     let names_gateway = |parent_ref: &ParentReference, gateway: &Gateway| {
         gateway_namespace(parent_ref, &namespace) == gateway.metadata.namespace.as_deref()
             && gateway.metadata.name.as_deref() == Some(parent_ref.name.as_str())
     };
     let mut parent_refs: Vec<&ParentReference> = route
-        .spec
         .parent_refs
         .iter()
         .filter(|parent_ref| gateways.iter().any(|judged| names_gateway(parent_ref, judged.gateway)))
         .collect();
     if parent_refs.is_empty() {
-        return None;
+        return;
     }
     parent_refs.sort();
     parent_refs.dedup();
-    let mut read = httproute::read(route, inputs.services, inputs.grants);
-    if let Some(rejection) = inputs.rejected.of("HTTPRoute", &route.metadata) {
+    let mut read = read_route();
+    if let Some(rejection) = inputs.rejected.of(read.kind, route.metadata) {
         read.refused = Some(rejection.condition_message());
     }
     let index = read_routes.len();
     let mut parents = Vec::new();
-    for parent_ref in parent_refs {
+    for (parent, parent_ref) in parent_refs.into_iter().enumerate() {
         let Some(judged) = gateways.iter_mut().find(|judged| names_gateway(parent_ref, judged.gateway))
         else {
             continue;
         };
         let (accepted, on) = attach(&read, parent_ref, judged.gateway, &judged.listeners, inputs.namespaces);
         for (listener, hostnames) in on {
-            let route_key = (read.namespace.clone(), read.name.clone());
+            let route_key = (read.kind, read.namespace.clone(), read.name.clone());
             // A route attached to a listener by two parentRefs serves there once.
             if judged.attached_names.entry(listener).or_default().insert(route_key) {
-                judged.attached.entry(listener).or_default().push((index, hostnames));
+                judged.attached.entry(listener).or_default().push(Attachment {
+                    route: index,
+                    parent,
+                    hostnames,
+                });
             }
         }
         parents.push(ParentOutcome {
@@ -129,15 +164,14 @@ fn route_outcome(
             resolved_refs: read.resolved_refs.clone(),
         });
     }
-    let name = read.name.clone();
-    read_routes.push(read);
-    Some(RouteOutcome {
+    outcomes.push(RouteOutcome {
         namespace,
-        name,
+        name: read.name.clone(),
         uid: route.metadata.uid.clone(),
         generation: route.metadata.generation,
         parents,
-    })
+    });
+    read_routes.push(read);
 }
 
 fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &GatewayInputs) -> GatewayOutcome {
@@ -216,7 +250,10 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &Gate
         .attached
         .iter()
         .map(|(&listener, routes)| {
-            let served = routes.iter().map(|(i, hostnames)| Served { route: &read[*i], hostnames }).collect();
+            let served = routes
+                .iter()
+                .map(|attachment| Served { route: &read[attachment.route], hostnames: &attachment.hostnames })
+                .collect();
             (listener, served)
         })
         .collect();

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{ClassOutcome, GatewayOutcome, Judged, RouteOutcome};
 use crate::api::gateway::{
-    Gateway, GatewayClass, GatewayClassStatus, GatewayStatus, HTTPRoute, HTTPRouteStatus, ListenerStatus,
+    Gateway, GatewayClass, GatewayClassStatus, GatewayRoute, GatewayStatus, HTTPRouteStatus, ListenerStatus,
     ParentReference, RouteParentStatus,
 };
 use crate::route::status::{ParentEntry, condition, parent_statuses};
@@ -54,19 +54,19 @@ pub fn gateway_status(gateway: &Gateway, outcome: &GatewayOutcome, now: &Time) -
     }
 }
 
-/// An HTTPRoute's `status.parents`: other controllers' entries kept as they are; ours, one per
-/// parentRef of the spec with an outcome, in the spec's order (entries for parentRefs no longer
-/// in the spec dropped).
-pub fn route_status(
-    route: &HTTPRoute,
+/// A route's (HTTPRoute's, GRPCRoute's) `status.parents`: other controllers' entries kept as
+/// they are; ours, one per parentRef of the spec with an outcome, in the spec's order (entries
+/// for parentRefs no longer in the spec dropped).
+pub fn route_status<R: GatewayRoute>(
+    route: &R,
     outcome: &RouteOutcome,
     controller_name: &str,
     now: &Time,
 ) -> HTTPRouteStatus {
-    let previous = route.status.as_ref().map(|s| s.parents.as_slice()).unwrap_or_default();
+    let previous = route.route_status().map(|s| s.parents.as_slice()).unwrap_or_default();
     let parents = parent_statuses(
         previous,
-        &route.spec.parent_refs,
+        route.parent_refs(),
         controller_name,
         outcome.generation,
         now,

@@ -206,6 +206,7 @@ impl World {
             classes: &self.classes,
             gateways: &self.gateways,
             routes: &self.routes,
+            grpc_routes: &[],
             grants: &self.grants,
             namespaces: &self.namespaces,
             services: &self.services,
