@@ -135,6 +135,7 @@ fn fleet(backend: SocketAddr, a: &Issued, b: &Issued) -> ir::Fleet {
         backends: vec![ir::Backend {
             name: BACKEND.into(),
             endpoints: vec![ir::Endpoint { ip: backend.ip(), port: backend.port() }],
+            protocol: ir::BackendProtocol::Http1,
         }],
         secrets: vec![secret("shop/a", a), secret("shop/b", b)],
     }

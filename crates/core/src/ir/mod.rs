@@ -109,6 +109,27 @@ pub struct Backend {
     pub name: String,
     /// Sorted, each once. None: requests for the backend are answered 503.
     pub endpoints: Vec<Endpoint>,
+    /// How the proxies speak to the endpoints (printed when not HTTP/1.1).
+    #[serde(skip_serializing_if = "BackendProtocol::is_http1")]
+    pub protocol: BackendProtocol,
+}
+
+/// The HTTP a backend's endpoints speak, whatever the client spoke to the proxy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendProtocol {
+    /// HTTP/1.1 (and the WebSocket upgrades it carries).
+    #[default]
+    Http1,
+    /// HTTP/2 in cleartext, with prior knowledge: no upgrade from HTTP/1.1 (h2c, a Service
+    /// port's `appProtocol: kubernetes.io/h2c`).
+    Http2,
+}
+
+impl BackendProtocol {
+    fn is_http1(&self) -> bool {
+        *self == Self::Http1
+    }
 }
 
 /// A ready endpoint of a backend.

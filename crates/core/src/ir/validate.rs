@@ -162,7 +162,11 @@ mod tests {
                 virtual_hosts: vec![VirtualHost { domain: Domain::Any, routes: vec![route("shop/web/80")] }],
                 tls_servers: vec![],
             }],
-            backends: vec![Backend { name: "shop/web/80".into(), endpoints: vec![] }],
+            backends: vec![Backend {
+                name: "shop/web/80".into(),
+                endpoints: vec![],
+                protocol: Default::default(),
+            }],
             secrets: vec![],
         }
     }
