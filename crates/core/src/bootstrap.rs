@@ -198,6 +198,7 @@ fn readiness_listener() -> Listener {
     let manager = HttpConnectionManager {
         stat_prefix: "readiness".to_owned(),
         route_specifier: RouteSpecifier::RouteConfig(RouteConfiguration {
+            most_specific_header_mutations_wins: false,
             name: String::new(),
             virtual_hosts: vec![VirtualHost {
                 name: "readiness".to_owned(),

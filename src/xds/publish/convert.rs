@@ -115,6 +115,7 @@ pub fn route_configuration(from: &m::RouteConfiguration) -> RouteConfiguration {
         virtual_hosts: from.virtual_hosts.iter().map(virtual_host).collect(),
         ignore_port_in_host_matching: from.ignore_port_in_host_matching,
         validate_clusters: from.validate_clusters.map(|value| BoolValue { value }),
+        most_specific_header_mutations_wins: from.most_specific_header_mutations_wins,
         ..Default::default()
     }
 }
@@ -452,6 +453,18 @@ fn route_action(from: &m::RouteAction) -> RouteAction {
                     .map(|cluster| weighted_cluster::ClusterWeight {
                         name: cluster.name.clone(),
                         weight: Some(UInt32Value { value: cluster.weight }),
+                        request_headers_to_add: cluster
+                            .request_headers_to_add
+                            .iter()
+                            .map(header_value_option)
+                            .collect(),
+                        request_headers_to_remove: cluster.request_headers_to_remove.clone(),
+                        response_headers_to_add: cluster
+                            .response_headers_to_add
+                            .iter()
+                            .map(header_value_option)
+                            .collect(),
+                        response_headers_to_remove: cluster.response_headers_to_remove.clone(),
                         ..Default::default()
                     })
                     .collect(),

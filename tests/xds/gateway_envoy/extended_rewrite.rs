@@ -32,13 +32,13 @@ const REMOVED_HEADER: &str = "X-Header-Remove";
 
 /// What the backend should have received, as the suite's `ExpectedRequest` says it.
 #[derive(Clone, Copy, Debug)]
-struct Seen<'a> {
-    backend: &'a str,
-    path: &'a str,
+pub(super) struct Seen<'a> {
+    pub(super) backend: &'a str,
+    pub(super) path: &'a str,
     /// The Host, when the suite names one.
-    host: Option<&'a str>,
-    headers: &'a [(&'a str, &'a str)],
-    absent: &'a [&'a str],
+    pub(super) host: Option<&'a str>,
+    pub(super) headers: &'a [(&'a str, &'a str)],
+    pub(super) absent: &'a [&'a str],
 }
 
 impl Seen<'_> {
@@ -82,7 +82,12 @@ fn observed(echo: &Echo) -> String {
 
 /// A GET of `path` with `Host: host` and `headers` to the proxy's `port`, asking the backend for
 /// an echo: what it received, when one answered (200).
-async fn echoed(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> Result<Echo, String> {
+pub(super) async fn echoed(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Echo, String> {
     let mut headers = headers.to_vec();
     headers.push((ECHO_HEADER, "1"));
     let answer = client::get_with(port, host, path, &headers).await?;
@@ -94,7 +99,13 @@ async fn echoed(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> 
 
 /// Waits until a GET of `path` with `Host: host` and `headers` reaches a backend that saw what
 /// `expected` says; returns what it saw.
-async fn until_seen(port: u16, host: &str, path: &str, headers: &[(&str, &str)], expected: Seen<'_>) -> Echo {
+pub(super) async fn until_seen(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    expected: Seen<'_>,
+) -> Echo {
     let what = format!("GET {host}{path} {headers:?} received as {expected:?}");
     eventually(&what, CONVERGE, || async {
         let echo = echoed(port, host, path, headers).await?;

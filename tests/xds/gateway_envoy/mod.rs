@@ -16,6 +16,7 @@ mod conflict;
 mod conformance;
 mod conformance_matching;
 mod extended;
+mod extended_backend;
 mod extended_rewrite;
 mod https;
 mod protocols;

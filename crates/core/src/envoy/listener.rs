@@ -327,6 +327,7 @@ mod tests {
             virtual_hosts: Vec::new(),
             ignore_port_in_host_matching: false,
             validate_clusters: None,
+            most_specific_header_mutations_wins: false,
         };
         let listener = Listener {
             name: "http".into(),

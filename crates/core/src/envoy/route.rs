@@ -26,6 +26,10 @@ pub struct RouteConfiguration {
     /// a backend that does not resolve deliberately names no existing cluster (and answers 500).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub validate_clusters: Option<bool>,
+    /// Apply the most specific header changes last, so they win: a backend's (its weighted
+    /// cluster's) over its route's. Envoy's default is the reverse.
+    #[serde(skip_serializing_if = "is_false")]
+    pub most_specific_header_mutations_wins: bool,
 }
 
 impl Packable for RouteConfiguration {
@@ -231,6 +235,16 @@ pub struct WeightedCluster {
 pub struct ClusterWeight {
     pub name: String,
     pub weight: u32,
+    /// Header changes of the requests sent to this cluster and of its responses (Gateway API's
+    /// filters on a backendRef).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub request_headers_to_add: Vec<HeaderValueOption>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub request_headers_to_remove: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_add: Vec<HeaderValueOption>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_remove: Vec<String>,
 }
 
 /// `envoy.config.route.v3.RedirectAction`.

@@ -128,6 +128,31 @@ pub struct Mirror {
 pub struct WeightedBackend {
     pub backend: String,
     pub weight: u32,
+    /// Changes to the headers of the requests sent to this backend (Gateway API's
+    /// `RequestHeaderModifier` on a backendRef), after the route's own.
+    #[serde(skip_serializing_if = "HeaderChanges::is_empty")]
+    pub request_headers: HeaderChanges,
+    /// Changes to the headers of this backend's responses (`ResponseHeaderModifier` on a
+    /// backendRef), after the route's own.
+    #[serde(skip_serializing_if = "HeaderChanges::is_empty")]
+    pub response_headers: HeaderChanges,
+}
+
+impl WeightedBackend {
+    /// `weight` of the requests to `backend`, their headers as the route leaves them.
+    pub fn new(backend: impl Into<String>, weight: u32) -> Self {
+        Self {
+            backend: backend.into(),
+            weight,
+            request_headers: HeaderChanges::default(),
+            response_headers: HeaderChanges::default(),
+        }
+    }
+
+    /// Whether the backend changes headers of its own.
+    pub fn changes_headers(&self) -> bool {
+        !self.request_headers.is_empty() || !self.response_headers.is_empty()
+    }
 }
 
 /// A new path: Gateway API's `HTTPPathModifier`.

@@ -146,7 +146,7 @@ mod tests {
             request_headers: HeaderChanges::default(),
             response_headers: HeaderChanges::default(),
             action: Action::Forward(Forward {
-                backends: vec![WeightedBackend { backend: backend.into(), weight: 1 }],
+                backends: vec![WeightedBackend::new(backend, 1)],
                 unresolved_weight: 0,
                 timeout: None,
                 host_rewrite: None,

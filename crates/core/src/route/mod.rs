@@ -86,11 +86,14 @@ pub struct Forward {
     pub mirrors: Vec<Mirror>,
 }
 
-/// A backendRef: the Service port it names, or why none, and its share of the requests.
+/// A backendRef: the Service port it names, or why none, its share of the requests, and the
+/// header changes of its own (Gateway API's filters on a backendRef).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendRef {
     pub backend: Result<ClusterKey, Unresolved>,
     pub weight: u32,
+    pub request_headers: ir::HeaderChanges,
+    pub response_headers: ir::HeaderChanges,
 }
 
 /// A backend that gets a copy of a share of the requests.
@@ -144,8 +147,9 @@ impl Route {
 }
 
 impl Forward {
-    /// The backends that resolve, each once (their weights summed) in the order of the rule,
-    /// weight 0 sending nothing; the weight of those that do not is answered 500.
+    /// The backends that resolve, each once with the same header changes (their weights
+    /// summed) in the order of the rule, weight 0 sending nothing; the weight of those that do
+    /// not is answered 500.
     fn to_ir(&self) -> ir::Forward {
         let mut backends: Vec<ir::WeightedBackend> = Vec::new();
         let mut unresolved_weight = 0u32;
@@ -153,12 +157,19 @@ impl Forward {
             // Validation bounds them (16 of at most 1_000_000); saturating all the same.
             match &reference.backend {
                 Ok(key) => {
-                    let name = key.cluster_name();
-                    match backends.iter_mut().find(|known| known.backend == name) {
+                    let weighted = ir::WeightedBackend {
+                        request_headers: reference.request_headers.clone(),
+                        response_headers: reference.response_headers.clone(),
+                        ..ir::WeightedBackend::new(key.cluster_name(), reference.weight)
+                    };
+                    let same = |known: &&mut ir::WeightedBackend| {
+                        known.backend == weighted.backend
+                            && known.request_headers == weighted.request_headers
+                            && known.response_headers == weighted.response_headers
+                    };
+                    match backends.iter_mut().find(same) {
                         Some(known) => known.weight = known.weight.saturating_add(reference.weight),
-                        None => {
-                            backends.push(ir::WeightedBackend { backend: name, weight: reference.weight })
-                        }
+                        None => backends.push(weighted),
                     }
                 }
                 Err(_) => unresolved_weight = unresolved_weight.saturating_add(reference.weight),

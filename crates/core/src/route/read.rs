@@ -29,6 +29,8 @@ pub fn rule(
                     .map(|(reference, backend)| BackendRef {
                         backend,
                         weight: u32::try_from(reference.weight).unwrap_or(0),
+                        request_headers: ir::HeaderChanges::default(),
+                        response_headers: ir::HeaderChanges::default(),
                     })
                     .collect(),
                 timeout: effective.request_timeout,

@@ -49,6 +49,8 @@ fn named_route_configuration(name: String, hosts: &[ir::VirtualHost]) -> RouteCo
         name,
         ignore_port_in_host_matching: true,
         validate_clusters: None,
+        // A backendRef's header filters are applied after its rule's: the backend's own win.
+        most_specific_header_mutations_wins: true,
     }
 }
 
@@ -124,17 +126,18 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
     };
     let cluster_specifier = match forward.backends.as_slice() {
         [] => return Action::DirectResponse(DirectResponseAction { status: NO_BACKEND_STATUS }),
-        [only] if forward.unresolved_weight == 0 => ClusterSpecifier::Cluster(only.backend.clone()),
+        // Header changes of a backend's own are a weighted cluster's: one backend with some is
+        // a weighted cluster of one.
+        [only] if forward.unresolved_weight == 0 && !only.changes_headers() => {
+            ClusterSpecifier::Cluster(only.backend.clone())
+        }
         backends => {
-            let mut clusters: Vec<ClusterWeight> = backends
-                .iter()
-                .map(|weighted| ClusterWeight { name: weighted.backend.clone(), weight: weighted.weight })
-                .collect();
+            let mut clusters: Vec<ClusterWeight> = backends.iter().map(cluster_weight).collect();
             if forward.unresolved_weight > 0 {
-                clusters.push(ClusterWeight {
-                    name: INVALID_BACKEND_CLUSTER.to_owned(),
-                    weight: forward.unresolved_weight,
-                });
+                clusters.push(cluster_weight(&ir::WeightedBackend::new(
+                    INVALID_BACKEND_CLUSTER,
+                    forward.unresolved_weight,
+                )));
             }
             ClusterSpecifier::WeightedClusters(WeightedCluster { clusters })
         }
@@ -155,6 +158,20 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
         host_rewrite_literal: forward.host_rewrite.clone(),
         request_mirror_policies: forward.mirrors.iter().map(mirror_policy).collect(),
     })
+}
+
+/// A weighted backend as Envoy's weighted cluster, with its own header changes.
+fn cluster_weight(weighted: &ir::WeightedBackend) -> ClusterWeight {
+    let (request_headers_to_add, request_headers_to_remove) = header_changes(&weighted.request_headers);
+    let (response_headers_to_add, response_headers_to_remove) = header_changes(&weighted.response_headers);
+    ClusterWeight {
+        name: weighted.backend.clone(),
+        weight: weighted.weight,
+        request_headers_to_add,
+        request_headers_to_remove,
+        response_headers_to_add,
+        response_headers_to_remove,
+    }
 }
 
 /// A mirror as Envoy's policy; every request when no share is given.
@@ -301,7 +318,7 @@ mod tests {
                 remove: vec!["x-remove".into()],
             },
             action: ir::Action::Forward(ir::Forward {
-                backends: vec![ir::WeightedBackend { backend: "shop/v1/80".into(), weight: 1 }],
+                backends: vec![ir::WeightedBackend::new("shop/v1/80", 1)],
                 unresolved_weight: 0,
                 timeout: None,
                 host_rewrite: None,
@@ -332,6 +349,46 @@ mod tests {
             ])
         );
         assert_eq!(rendered["route"]["cluster"], "shop/v1/80");
+    }
+
+    /// A backend's own header changes are its weighted cluster's, so a lone backend with some
+    /// is a weighted cluster of one; the rest keep the plain form.
+    #[test]
+    fn a_backends_header_changes_are_its_weighted_clusters() {
+        let header = |name: &str, value: &str| ir::Header { name: name.into(), value: value.into() };
+        let with_headers = ir::WeightedBackend {
+            request_headers: ir::HeaderChanges { set: vec![header("backend", "v1")], ..Default::default() },
+            response_headers: ir::HeaderChanges { remove: vec!["server".into()], ..Default::default() },
+            ..ir::WeightedBackend::new("shop/v1/80", 1)
+        };
+        let forward = |backends| {
+            ir::Action::Forward(ir::Forward {
+                backends,
+                unresolved_weight: 0,
+                timeout: None,
+                host_rewrite: None,
+                path_rewrite: None,
+                mirrors: Vec::new(),
+            })
+        };
+        let rendered = |backends| {
+            serde_json::to_value(action(&forward(backends), &ir::PathMatch::Prefix("/".into()))).unwrap()
+        };
+        assert_eq!(
+            rendered(vec![with_headers.clone()])["route"],
+            serde_json::json!({"weighted_clusters": {"clusters": [{"name": "shop/v1/80", "weight": 1,
+                "request_headers_to_add": [{"header": {"key": "backend", "value": "v1"}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
+                "response_headers_to_remove": ["server"]}]}})
+        );
+        assert_eq!(
+            rendered(vec![ir::WeightedBackend::new("shop/v1/80", 1)])["route"],
+            serde_json::json!({"cluster": "shop/v1/80"})
+        );
+        let two = rendered(vec![with_headers, ir::WeightedBackend::new("shop/v2/80", 3)]);
+        assert_eq!(
+            two["route"]["weighted_clusters"]["clusters"][1],
+            serde_json::json!({"name": "shop/v2/80", "weight": 3})
+        );
     }
 
     #[test]

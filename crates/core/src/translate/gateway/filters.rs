@@ -1,8 +1,9 @@
 //! The HTTPRoute filters EnvoyRoute does not have, read into the rule's response header changes
 //! and mirrors: `ResponseHeaderModifier` (Gateway API's extended feature
 //! `HTTPRouteResponseHeaderModification`) and `RequestMirror` (`HTTPRouteRequestMirror`), whose
-//! backendRef resolves as a backendRef does. The rule engine never sees them, so their checks
-//! are here.
+//! backendRef resolves as a backendRef does; and the header modifiers of a backendRef
+//! (`HTTPRouteBackendRequestHeaderModification`). The rule engine never sees them, so their
+//! checks are here.
 
 use std::collections::HashMap;
 
@@ -55,7 +56,12 @@ pub fn read_rule(
                     problems.push(format!("{at}: a rule may have one ResponseHeaderModifier filter only"));
                     continue;
                 }
-                check_response_headers(&format!("{at}.responseHeaderModifier"), modifier, problems);
+                check_header_modifier(
+                    &format!("{at}.responseHeaderModifier"),
+                    modifier,
+                    RESPONSE_HOST,
+                    problems,
+                );
                 extensions.response_headers = header_changes(Some(modifier));
             }
             REQUEST_MIRROR => {
@@ -89,16 +95,65 @@ pub fn read_rule(
     (extensions, unresolved)
 }
 
-/// Checks a `ResponseHeaderModifier` as Gateway API checks a `RequestHeaderModifier`: at most
-/// 16 headers per list, valid names and values, one action per name. Envoy changes no `Host`
-/// or pseudo-header of a response. (The rule engine checks a `RequestHeaderModifier` alike,
-/// in its field errors' words.)
-fn check_response_headers(path: &str, modifier: &HeaderModifier, problems: &mut Vec<String>) {
+/// The filter types a backendRef may have.
+const BACKEND_FILTERS: &str = "RequestHeaderModifier, ResponseHeaderModifier";
+
+/// Why a header modifier may not change `Host`: a response has none that matters, and a
+/// request's is changed by a `URLRewrite` (Envoy's host rewrite), never by a header change.
+const RESPONSE_HOST: &str = "the Host header of a response cannot be changed";
+const REQUEST_HOST: &str =
+    "the Host header of a request is changed by a URLRewrite filter's hostname, not by a header modifier";
+
+/// The header changes of a backendRef's own filters (`path` is the backendRef's,
+/// `spec.rules[i].backendRefs[k]`): the requests sent to it and its responses. What is wrong
+/// with them, and filters of other types, go to `problems` (the route is then refused).
+pub fn read_backend(
+    path: &str,
+    backend: &HTTPBackendRef,
+    problems: &mut Vec<String>,
+) -> (ir::HeaderChanges, ir::HeaderChanges) {
+    let (mut request, mut response) = (None, None);
+    for (k, filter) in backend.filters.iter().enumerate() {
+        let at = format!("{path}.filters[{k}]");
+        let (found, kept, field, host) = match filter.filter_type.as_str() {
+            "RequestHeaderModifier" => {
+                (&filter.request_header_modifier, &mut request, "requestHeaderModifier", REQUEST_HOST)
+            }
+            RESPONSE_HEADER_MODIFIER => {
+                (&filter.response_header_modifier, &mut response, "responseHeaderModifier", RESPONSE_HOST)
+            }
+            other => {
+                problems.push(format!(
+                    "{at}: filter type {other:?} is not supported on a backendRef (supported there: {BACKEND_FILTERS})"
+                ));
+                continue;
+            }
+        };
+        let Some(modifier) = found else {
+            problems
+                .push(format!("{at}.{field}: must be specified for the {} filter type", filter.filter_type));
+            continue;
+        };
+        if kept.is_some() {
+            problems.push(format!("{at}: a backendRef may have one {} filter only", filter.filter_type));
+            continue;
+        }
+        check_header_modifier(&format!("{at}.{field}"), modifier, host, problems);
+        *kept = Some(modifier);
+    }
+    (header_changes(request), header_changes(response))
+}
+
+/// Checks a header modifier the rule engine does not see as Gateway API checks one: at most
+/// 16 headers per list, valid names and values, one action per name, never `Host` (`host`
+/// says why). (The rule engine checks a rule's `RequestHeaderModifier` alike, in its field
+/// errors' words.)
+fn check_header_modifier(path: &str, modifier: &HeaderModifier, host: &str, problems: &mut Vec<String>) {
     let mut actions: HashMap<String, &str> = HashMap::new();
     let mut claim = |at: &str, name: &str, action: &'static str, problems: &mut Vec<String>| {
         let key = name.to_ascii_lowercase();
         if key == "host" {
-            problems.push(format!("{at}: the Host header of a response cannot be changed"));
+            problems.push(format!("{at}: {host}"));
         }
         match actions.get(&key) {
             Some(earlier) => problems
