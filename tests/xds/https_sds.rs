@@ -104,6 +104,7 @@ fn to_backend() -> Vec<ir::VirtualHost> {
             backends: vec![ir::WeightedBackend::new(BACKEND, 1)],
             unresolved_weight: 0,
             timeout: None,
+            backend_timeout: None,
             host_rewrite: None,
             path_rewrite: None,
             mirrors: Vec::new(),

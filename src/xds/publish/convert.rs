@@ -21,9 +21,9 @@ use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, Route, RouteAction,
-    RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
-    redirect_action, route, route_action, route_match, weighted_cluster,
+    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
+    RouteAction, RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher,
+    query_parameter_matcher, redirect_action, route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
@@ -488,6 +488,11 @@ fn route_action(from: &m::RouteAction) -> RouteAction {
             .clone()
             .map(route_action::HostRewriteSpecifier::HostRewriteLiteral),
         request_mirror_policies: from.request_mirror_policies.iter().map(request_mirror_policy).collect(),
+        retry_policy: from.retry_policy.as_ref().map(|retry| RetryPolicy {
+            num_retries: Some(UInt32Value { value: retry.num_retries }),
+            per_try_timeout: Some(duration(retry.per_try_timeout)),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

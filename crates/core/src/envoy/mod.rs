@@ -69,6 +69,7 @@ mod tests {
                 regex_rewrite: None,
                 host_rewrite_literal: None,
                 request_mirror_policies: Vec::new(),
+                retry_policy: None,
             }),
             request_headers_to_add: Vec::new(),
             request_headers_to_remove: Vec::new(),

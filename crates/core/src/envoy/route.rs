@@ -160,6 +160,17 @@ pub struct RouteAction {
     pub host_rewrite_literal: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub request_mirror_policies: Vec<RequestMirrorPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+}
+
+/// `envoy.config.route.v3.RetryPolicy`, as a bound on each attempt only: `num_retries` 0 and
+/// no `retry_on`, so there is one attempt, and `per_try_timeout` bounds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetryPolicy {
+    /// `google.protobuf.UInt32Value`.
+    pub num_retries: u32,
+    pub per_try_timeout: Duration,
 }
 
 impl RouteAction {
@@ -173,6 +184,7 @@ impl RouteAction {
             regex_rewrite: None,
             host_rewrite_literal: None,
             request_mirror_policies: Vec::new(),
+            retry_policy: None,
         }
     }
 }

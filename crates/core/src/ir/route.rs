@@ -103,6 +103,10 @@ pub struct Forward {
     /// How long a request may take; zero: without a limit. None: the proxy's default.
     #[serde(serialize_with = "super::print::duration", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// How long one attempt to a backend may take (Gateway API's `timeouts.backendRequest`);
+    /// zero: without a limit. None: as long as the request may.
+    #[serde(serialize_with = "super::print::duration", skip_serializing_if = "Option::is_none")]
+    pub backend_timeout: Option<Duration>,
     /// The `Host` the backend sees instead of the request's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_rewrite: Option<String>,

@@ -149,6 +149,7 @@ mod tests {
                 backends: vec![WeightedBackend::new(backend, 1)],
                 unresolved_weight: 0,
                 timeout: None,
+                backend_timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,
                 mirrors: vec![],

@@ -80,6 +80,8 @@ pub struct Forward {
     pub backends: Vec<BackendRef>,
     /// How long a request may take; zero: without a limit. None: the proxy's default.
     pub timeout: Option<Duration>,
+    /// How long one attempt to a backend may take; zero: without a limit.
+    pub backend_timeout: Option<Duration>,
     pub host_rewrite: Option<String>,
     pub path_rewrite: Option<ir::PathModifier>,
     /// The mirrors whose backend resolves, in the order of the rule.
@@ -179,6 +181,7 @@ impl Forward {
             backends,
             unresolved_weight,
             timeout: self.timeout,
+            backend_timeout: self.backend_timeout,
             host_rewrite: self.host_rewrite.clone(),
             path_rewrite: self.path_rewrite.clone(),
             mirrors: self

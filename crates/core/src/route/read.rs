@@ -34,6 +34,7 @@ pub fn rule(
                     })
                     .collect(),
                 timeout: effective.request_timeout,
+                backend_timeout: effective.backend_request_timeout,
                 host_rewrite: rewrite.and_then(|r| r.hostname.clone()),
                 path_rewrite: rewrite.and_then(|r| r.path.as_ref()).and_then(path_modifier),
                 mirrors,

@@ -7,8 +7,9 @@ use crate::envoy::{
     Action, ClusterNotFoundResponseCode, ClusterSpecifier, ClusterWeight, DirectResponseAction,
     FractionalPercent, FractionalPercentDenominator, HeaderAppendAction, HeaderMatcher, HeaderValue,
     HeaderValueOption, PathSpecifier, QueryParameterMatcher, RedirectAction, RedirectPathRewrite,
-    RedirectResponseCode, RegexMatchAndSubstitute, RegexMatcher, RequestMirrorPolicy, Route, RouteAction,
-    RouteConfiguration, RouteMatch, RuntimeFractionalPercent, StringMatcher, VirtualHost, WeightedCluster,
+    RedirectResponseCode, RegexMatchAndSubstitute, RegexMatcher, RequestMirrorPolicy, RetryPolicy, Route,
+    RouteAction, RouteConfiguration, RouteMatch, RuntimeFractionalPercent, StringMatcher, VirtualHost,
+    WeightedCluster,
 };
 use crate::ir;
 
@@ -152,11 +153,19 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
         cluster_specifier,
         cluster_not_found_response_code: (forward.unresolved_weight > 0)
             .then_some(ClusterNotFoundResponseCode::InternalServerError),
-        timeout: forward.timeout.map(Into::into),
+        // The request's bound is the route's; without one, a backend's bound is the route's
+        // too, so Envoy's default of 15 s cuts no longer attempt short.
+        timeout: forward.timeout.or(forward.backend_timeout).map(Into::into),
         prefix_rewrite,
         regex_rewrite,
         host_rewrite_literal: forward.host_rewrite.clone(),
         request_mirror_policies: forward.mirrors.iter().map(mirror_policy).collect(),
+        // Each attempt's bound (Envoy Gateway's mapping of `backendRequest` once retries exist):
+        // its 504 says the backend was too slow, while the route's bounds the whole request.
+        retry_policy: forward
+            .backend_timeout
+            .filter(|timeout| !timeout.is_zero())
+            .map(|timeout| RetryPolicy { num_retries: 0, per_try_timeout: timeout.into() }),
     })
 }
 
@@ -321,6 +330,7 @@ mod tests {
                 backends: vec![ir::WeightedBackend::new("shop/v1/80", 1)],
                 unresolved_weight: 0,
                 timeout: None,
+                backend_timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,
                 mirrors: vec![
@@ -366,6 +376,7 @@ mod tests {
                 backends,
                 unresolved_weight: 0,
                 timeout: None,
+                backend_timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,
                 mirrors: Vec::new(),
