@@ -505,6 +505,10 @@ fn request_mirror_policy(from: &m::RequestMirrorPolicy) -> route_action::Request
                 numerator: fraction.default_value.numerator,
                 denominator: match fraction.default_value.denominator {
                     m::FractionalPercentDenominator::Hundred => fractional_percent::DenominatorType::Hundred,
+                    m::FractionalPercentDenominator::TenThousand => {
+                        fractional_percent::DenominatorType::TenThousand
+                    }
+                    m::FractionalPercentDenominator::Million => fractional_percent::DenominatorType::Million,
                 } as i32,
             }),
             runtime_key: String::new(),

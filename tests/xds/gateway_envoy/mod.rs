@@ -17,6 +17,7 @@ mod conformance;
 mod conformance_matching;
 mod extended;
 mod extended_backend;
+mod extended_mirror;
 mod extended_rewrite;
 mod https;
 mod protocols;

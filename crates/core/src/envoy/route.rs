@@ -218,6 +218,18 @@ pub struct FractionalPercent {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FractionalPercentDenominator {
     Hundred,
+    TenThousand,
+    Million,
+}
+
+impl FractionalPercentDenominator {
+    pub fn value(self) -> u64 {
+        match self {
+            Self::Hundred => 100,
+            Self::TenThousand => 10_000,
+            Self::Million => 1_000_000,
+        }
+    }
 }
 
 /// The oneof `cluster_specifier` of [`RouteAction`].

@@ -20,8 +20,8 @@ use serde::Serialize;
 
 pub use self::domain::Domain;
 pub use self::route::{
-    Action, Forward, Header, HeaderChanges, Mirror, PathMatch, PathModifier, Redirect, Route, StringMatch,
-    ValueMatch, WeightedBackend,
+    Action, Forward, Fraction, Header, HeaderChanges, Mirror, PathMatch, PathModifier, Redirect, Route,
+    StringMatch, ValueMatch, WeightedBackend,
 };
 
 /// What one fleet's proxies serve.

@@ -122,9 +122,23 @@ pub struct Forward {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mirror {
     pub backend: String,
-    /// The share of the requests copied, 0 to 100. None: every request.
+    /// The share of the requests copied. None: every request.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub percent: Option<u32>,
+    pub share: Option<Fraction>,
+}
+
+/// `numerator` of every `denominator` (at least 1, and at least `numerator`): Gateway API's
+/// `percent` (of 100) or `fraction`, as given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Fraction {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl Fraction {
+    pub fn percent(percent: u32) -> Self {
+        Self { numerator: percent, denominator: 100 }
+    }
 }
 
 /// A backend ([`super::Backend`], by name) and its share of the requests.

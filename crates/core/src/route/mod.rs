@@ -102,8 +102,8 @@ pub struct BackendRef {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mirror {
     pub backend: ClusterKey,
-    /// 0 to 100; none: every request.
-    pub percent: Option<u32>,
+    /// None: every request.
+    pub share: Option<ir::Fraction>,
 }
 
 impl Route {
@@ -187,7 +187,7 @@ impl Forward {
             mirrors: self
                 .mirrors
                 .iter()
-                .map(|mirror| ir::Mirror { backend: mirror.backend.cluster_name(), percent: mirror.percent })
+                .map(|mirror| ir::Mirror { backend: mirror.backend.cluster_name(), share: mirror.share })
                 .collect(),
         }
     }

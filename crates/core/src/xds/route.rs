@@ -187,13 +187,29 @@ fn cluster_weight(weighted: &ir::WeightedBackend) -> ClusterWeight {
 fn mirror_policy(mirror: &ir::Mirror) -> RequestMirrorPolicy {
     RequestMirrorPolicy {
         cluster: mirror.backend.clone(),
-        runtime_fraction: mirror.percent.map(|percent| RuntimeFractionalPercent {
-            default_value: FractionalPercent {
-                numerator: percent.min(100),
-                denominator: FractionalPercentDenominator::Hundred,
-            },
-        }),
+        runtime_fraction: mirror
+            .share
+            .map(|share| RuntimeFractionalPercent { default_value: fractional_percent(share) }),
     }
+}
+
+/// A share as Envoy's: over the smallest of its denominators (100, 10 000, 1 000 000) that
+/// holds it exactly (25/50 is 50/100, 1/3 is 333 333/1 000 000); else over a million, rounded to
+/// the nearest (off by at most half a millionth). Capped at the whole.
+fn fractional_percent(share: ir::Fraction) -> FractionalPercent {
+    use FractionalPercentDenominator::{Hundred, Million, TenThousand};
+    let (numerator, denominator) = (u64::from(share.numerator), u64::from(share.denominator.max(1)));
+    let over = |envoy: FractionalPercentDenominator| {
+        let scaled = numerator * envoy.value();
+        let exact = scaled % denominator == 0;
+        let rounded = (scaled + denominator / 2) / denominator;
+        (exact, u32::try_from(rounded.min(envoy.value())).unwrap_or(u32::MAX))
+    };
+    let exactly = [Hundred, TenThousand].into_iter().find_map(|envoy| match over(envoy) {
+        (true, numerator) => Some(FractionalPercent { numerator, denominator: envoy }),
+        (false, _) => None,
+    });
+    exactly.unwrap_or_else(|| FractionalPercent { numerator: over(Million).1, denominator: Million })
 }
 
 fn redirect_action(redirect: &ir::Redirect, path: &ir::PathMatch) -> RedirectAction {
@@ -313,7 +329,10 @@ mod tests {
     #[test]
     fn response_headers_and_mirrors_are_rendered_on_the_route() {
         let header = |name: &str, value: &str| ir::Header { name: name.into(), value: value.into() };
-        let mirror = |backend: &str, percent| ir::Mirror { backend: backend.into(), percent };
+        let mirror = |backend: &str, percent: Option<u32>| ir::Mirror {
+            backend: backend.into(),
+            share: percent.map(ir::Fraction::percent),
+        };
         let ir_route = ir::Route {
             name: "shop/web/rule/0/match/0".into(),
             path: ir::PathMatch::Prefix("/".into()),
@@ -359,6 +378,23 @@ mod tests {
             ])
         );
         assert_eq!(rendered["route"]["cluster"], "shop/v1/80");
+    }
+
+    /// Gateway API's shares as Envoy's denominators hold them: exactly where one of 100, 10 000
+    /// or 1 000 000 does, else the nearest millionth.
+    #[test]
+    fn mirror_shares_take_the_smallest_exact_denominator() {
+        use FractionalPercentDenominator::{Hundred, Million, TenThousand};
+        let envoy = |numerator, denominator| fractional_percent(ir::Fraction { numerator, denominator });
+        let share = |numerator, denominator| FractionalPercent { numerator, denominator };
+        assert_eq!(envoy(25, 50), share(50, Hundred), "the suite's fraction: 50%");
+        assert_eq!(envoy(20, 100), share(20, Hundred));
+        assert_eq!(envoy(1, 8), share(1250, TenThousand));
+        assert_eq!(envoy(7, 1_000_000), share(7, Million));
+        assert_eq!(envoy(1, 3), share(333_333, Million), "rounded to the nearest millionth");
+        assert_eq!(envoy(2, 3), share(666_667, Million));
+        assert_eq!(envoy(0, 7), share(0, Hundred));
+        assert_eq!(envoy(9, 9), share(100, Hundred));
     }
 
     /// A backend's own header changes are its weighted cluster's, so a lone backend with some

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::api::gateway::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule};
+use crate::api::gateway::{HTTPBackendRef, HTTPRouteFilter, HTTPRouteRule, RequestMirror};
 use crate::api::route::{HeaderModifier, HttpHeader, MAX_LIST_ITEMS};
 use crate::ir;
 use crate::route::backend::{ClusterKey, Unresolved};
@@ -71,21 +71,14 @@ pub fn read_rule(
                     ));
                     continue;
                 };
-                let percent = match mirror.percent.map(u32::try_from) {
-                    None => None,
-                    Some(Ok(percent)) if percent <= 100 => Some(percent),
-                    Some(_) => {
-                        problems.push(format!(
-                            "{at}.requestMirror.percent: {} is not a percentage (0 to 100)",
-                            mirror.percent.unwrap_or_default()
-                        ));
-                        continue;
-                    }
+                let Ok(share) = mirror_share(&format!("{at}.requestMirror"), mirror) else {
+                    problems.push(mirror_share(&format!("{at}.requestMirror"), mirror).unwrap_err());
+                    continue;
                 };
                 let reference =
                     HTTPBackendRef { backend: mirror.backend_ref.clone(), weight: None, filters: Vec::new() };
                 match resolve(&reference) {
-                    Ok(backend) => extensions.mirrors.push(Mirror { backend, percent }),
+                    Ok(backend) => extensions.mirrors.push(Mirror { backend, share }),
                     Err(why) => unresolved.push((format!("{at}.requestMirror.backendRef"), why)),
                 }
             }
@@ -93,6 +86,31 @@ pub fn read_rule(
         }
     }
     (extensions, unresolved)
+}
+
+/// The share of the requests a mirror copies, as given (`percent` of 100, or `fraction`, not
+/// both; none: every request), or why it is none.
+fn mirror_share(path: &str, mirror: &RequestMirror) -> Result<Option<ir::Fraction>, String> {
+    match (mirror.percent, &mirror.fraction) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(format!("{path}: percent and fraction are exclusive: give one")),
+        (Some(percent), None) => match u32::try_from(percent) {
+            Ok(percent) if percent <= 100 => Ok(Some(ir::Fraction::percent(percent))),
+            _ => Err(format!("{path}.percent: {percent} is not a percentage (0 to 100)")),
+        },
+        (None, Some(fraction)) => {
+            let denominator = fraction.denominator.unwrap_or(100);
+            match (u32::try_from(fraction.numerator), u32::try_from(denominator)) {
+                (Ok(numerator), Ok(denominator)) if denominator >= 1 && numerator <= denominator => {
+                    Ok(Some(ir::Fraction { numerator, denominator }))
+                }
+                _ => Err(format!(
+                    "{path}.fraction: {}/{denominator} is not a share: the denominator is at least 1, the numerator 0 to the denominator",
+                    fraction.numerator
+                )),
+            }
+        }
+    }
 }
 
 /// The filter types a backendRef may have.
