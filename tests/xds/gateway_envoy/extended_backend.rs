@@ -15,6 +15,9 @@ use crate::support::envoy;
 
 const V1: &str = "infra-backend-v1";
 
+/// A request's path and headers, and what the backend should see of it.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Seen<'a>);
+
 /// `HTTPRouteBackendRequestHeaderModifier` (upstream: the test function of
 /// `HTTPRouteRequestHeaderModifier`, in `httproute-request-header-modifier.go`, over the
 /// manifest with the filters on the backendRefs): its seven cases, each the headers the backend
@@ -30,7 +33,7 @@ async fn http_route_backend_request_header_modifier() {
     let (world, proxy) = serving(&backends.services(), port, route).await;
 
     let seen = |path, headers, absent| Seen { backend: V1, path, host: None, headers, absent };
-    let cases: [(&str, &[(&str, &str)], Seen); 7] = [
+    let cases: [Case; 7] = [
         (
             "/set",
             &[("Some-Other-Header", "val")],
@@ -129,10 +132,10 @@ async fn http_route_request_header_modifier_backend_weights() {
     let mut reached = BTreeSet::new();
     for i in 0..100 {
         let echo = echoed(port, &host, "/", &[]).await.unwrap_or_else(|e| panic!("request {i}: {e}"));
-        let named = echo.headers.get("backend").cloned().unwrap_or_default();
+        let named = echo.headers.get("backend").map(Vec::as_slice).unwrap_or_default();
         assert_eq!(
             named,
-            [echo.name.clone()],
+            std::slice::from_ref(&echo.name),
             "request {i}: one Backend header, naming the backend that received it"
         );
         reached.insert(echo.name);

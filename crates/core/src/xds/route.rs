@@ -201,7 +201,7 @@ fn fractional_percent(share: ir::Fraction) -> FractionalPercent {
     let (numerator, denominator) = (u64::from(share.numerator), u64::from(share.denominator.max(1)));
     let over = |envoy: FractionalPercentDenominator| {
         let scaled = numerator * envoy.value();
-        let exact = scaled % denominator == 0;
+        let exact = scaled.is_multiple_of(denominator);
         let rounded = (scaled + denominator / 2) / denominator;
         (exact, u32::try_from(rounded.min(envoy.value())).unwrap_or(u32::MAX))
     };
