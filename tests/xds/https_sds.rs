@@ -101,10 +101,11 @@ fn to_backend() -> Vec<ir::VirtualHost> {
         request_headers: ir::HeaderChanges::default(),
         response_headers: ir::HeaderChanges::default(),
         action: ir::Action::Forward(ir::Forward {
-            backends: vec![ir::WeightedBackend { backend: BACKEND.into(), weight: 1 }],
+            backends: vec![ir::WeightedBackend::new(BACKEND, 1)],
             unresolved_weight: 0,
             unresolved_answer: Default::default(),
             timeout: None,
+            backend_timeout: None,
             host_rewrite: None,
             path_rewrite: None,
             mirrors: Vec::new(),

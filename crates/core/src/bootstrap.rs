@@ -19,11 +19,11 @@ use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
 use crate::envoy::{
     Action, Address, Admin, ApiConfigSource, ApiType, ApiVersion, Bootstrap, CertificateValidationContext,
     Cluster, ClusterLoadAssignment, CommonTlsContext, ConfigSource, DataSource, DiscoveryType, Duration,
-    DynamicResources, Empty, EnvoyGrpc, ExplicitHttpConfig, Filter, FilterChain, GrpcService,
-    HttpConnectionManager, HttpFilter, HttpProtocolOptions, LayeredRuntime, Listener, Node, Packed,
-    ProtocolOptions, Route, RouteAction, RouteConfiguration, RouteMatch, RouteSpecifier, RuntimeLayer,
-    SanType, SdsSecretConfig, Secret, SecretKind, StaticResources, StringMatcher, SubjectAltNameMatcher,
-    TlsCertificate, TransportSocket, UpstreamTlsContext, VirtualHost, extension_names,
+    DynamicResources, EnvoyGrpc, Filter, FilterChain, GrpcService, HttpConnectionManager, HttpFilter,
+    LayeredRuntime, Listener, Node, Packed, ProtocolOptions, Route, RouteAction, RouteConfiguration,
+    RouteMatch, RouteSpecifier, RuntimeLayer, SanType, SdsSecretConfig, Secret, SecretKind, StaticResources,
+    StringMatcher, SubjectAltNameMatcher, TlsCertificate, TransportSocket, UpstreamTlsContext, VirtualHost,
+    extension_names,
 };
 use crate::identity;
 
@@ -198,6 +198,7 @@ fn readiness_listener() -> Listener {
     let manager = HttpConnectionManager {
         stat_prefix: "readiness".to_owned(),
         route_specifier: RouteSpecifier::RouteConfig(RouteConfiguration {
+            most_specific_header_mutations_wins: false,
             name: String::new(),
             virtual_hosts: vec![VirtualHost {
                 name: "readiness".to_owned(),
@@ -211,6 +212,7 @@ fn readiness_listener() -> Listener {
         access_log: Vec::new(),
         normalize_path: None,
         merge_slashes: false,
+        upgrade_configs: Vec::new(),
     };
     Listener {
         name: "readiness".to_owned(),
@@ -241,11 +243,7 @@ fn xds_cluster(name: &str, host: &str, port: u16, tls: Option<TransportSocket>) 
         discovery_type: DiscoveryType::StrictDns,
         connect_timeout: Duration::from_secs(5),
         lb_policy: None,
-        typed_extension_protocol_options: Some(ProtocolOptions {
-            http: HttpProtocolOptions {
-                explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
-            },
-        }),
+        typed_extension_protocol_options: Some(ProtocolOptions::http2()),
         eds_cluster_config: None,
         load_assignment: Some(single_endpoint(name, host, port)),
         transport_socket: tls,

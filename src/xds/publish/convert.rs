@@ -21,9 +21,9 @@ use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, Route, RouteAction,
-    RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher, query_parameter_matcher,
-    redirect_action, route, route_action, route_match, weighted_cluster,
+    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
+    RouteAction, RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher,
+    query_parameter_matcher, redirect_action, route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
@@ -115,6 +115,7 @@ pub fn route_configuration(from: &m::RouteConfiguration) -> RouteConfiguration {
         virtual_hosts: from.virtual_hosts.iter().map(virtual_host).collect(),
         ignore_port_in_host_matching: from.ignore_port_in_host_matching,
         validate_clusters: from.validate_clusters.map(|value| BoolValue { value }),
+        most_specific_header_mutations_wins: from.most_specific_header_mutations_wins,
         ..Default::default()
     }
 }
@@ -324,6 +325,14 @@ fn http_connection_manager(from: &m::HttpConnectionManager) -> HttpConnectionMan
         access_log: from.access_log.iter().map(access_log_of).collect(),
         normalize_path: from.normalize_path.map(|value| BoolValue { value }),
         merge_slashes: from.merge_slashes,
+        upgrade_configs: from
+            .upgrade_configs
+            .iter()
+            .map(|upgrade| http_connection_manager::UpgradeConfig {
+                upgrade_type: upgrade.upgrade_type.clone(),
+                ..Default::default()
+            })
+            .collect(),
         ..Default::default()
     }
 }
@@ -444,6 +453,18 @@ fn route_action(from: &m::RouteAction) -> RouteAction {
                     .map(|cluster| weighted_cluster::ClusterWeight {
                         name: cluster.name.clone(),
                         weight: Some(UInt32Value { value: cluster.weight }),
+                        request_headers_to_add: cluster
+                            .request_headers_to_add
+                            .iter()
+                            .map(header_value_option)
+                            .collect(),
+                        request_headers_to_remove: cluster.request_headers_to_remove.clone(),
+                        response_headers_to_add: cluster
+                            .response_headers_to_add
+                            .iter()
+                            .map(header_value_option)
+                            .collect(),
+                        response_headers_to_remove: cluster.response_headers_to_remove.clone(),
                         ..Default::default()
                     })
                     .collect(),
@@ -470,6 +491,11 @@ fn route_action(from: &m::RouteAction) -> RouteAction {
             .clone()
             .map(route_action::HostRewriteSpecifier::HostRewriteLiteral),
         request_mirror_policies: from.request_mirror_policies.iter().map(request_mirror_policy).collect(),
+        retry_policy: from.retry_policy.as_ref().map(|retry| RetryPolicy {
+            num_retries: Some(UInt32Value { value: retry.num_retries }),
+            per_try_timeout: Some(duration(retry.per_try_timeout)),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -482,6 +508,10 @@ fn request_mirror_policy(from: &m::RequestMirrorPolicy) -> route_action::Request
                 numerator: fraction.default_value.numerator,
                 denominator: match fraction.default_value.denominator {
                     m::FractionalPercentDenominator::Hundred => fractional_percent::DenominatorType::Hundred,
+                    m::FractionalPercentDenominator::TenThousand => {
+                        fractional_percent::DenominatorType::TenThousand
+                    }
+                    m::FractionalPercentDenominator::Million => fractional_percent::DenominatorType::Million,
                 } as i32,
             }),
             runtime_key: String::new(),

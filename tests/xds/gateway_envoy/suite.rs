@@ -71,7 +71,7 @@ fn golden_input(case: &str) -> PathBuf {
 ///
 /// - namespace `gateway-conformance-infra` (the object's, its parentRefs' and backendRefs') is
 ///   [`NS`];
-/// - a backendRef's port 8080 (the suite's Services') is 80 (ours);
+/// - a backendRef's (or a mirror's) port 8080 (the suite's Services') is 80 (ours);
 /// - parentRefs are written as a real API server stores them: `group` and `kind` defaulted (see
 ///   [`defaulted_parent_ref`]);
 /// - metadata keeps name, namespace, labels and annotations: the API server sets the rest
@@ -147,13 +147,25 @@ fn in_this_world(route: Value) -> Value {
             }
         }
     }
-    for backend in items(spec, "rules").flat_map(|rule| items(rule, "backendRefs")) {
-        in_our_namespace(backend);
-        if backend["port"] == SUITE_SERVICE_PORT {
-            backend["port"] = json!(80);
+    for rule in items(spec, "rules") {
+        for filter in items(rule, "filters") {
+            if let Some(mirrored) = filter.get_mut("requestMirror").and_then(|m| m.get_mut("backendRef")) {
+                in_suite_service(mirrored, &in_our_namespace);
+            }
+        }
+        for backend in items(rule, "backendRefs") {
+            in_suite_service(backend, &in_our_namespace);
         }
     }
     route
+}
+
+/// A reference to one of the suite's Services as one to ours: our namespace, port 80.
+fn in_suite_service(reference: &mut Value, in_our_namespace: &impl Fn(&mut Value)) {
+    in_our_namespace(reference);
+    if reference["port"] == SUITE_SERVICE_PORT {
+        reference["port"] = json!(80);
+    }
 }
 
 /// The items of list `field` of `object`, none if it has no such list. (Not `object[field]`,

@@ -277,8 +277,20 @@ pub struct HTTPRouteFilter {
 #[serde(rename_all = "camelCase")]
 pub struct RequestMirror {
     pub backend_ref: BackendObjectReference,
+    /// The share of the requests mirrored, 0 to 100 (or `fraction`, not both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Fraction>,
+}
+
+/// A share: `numerator` of every `denominator` (which defaults to 100).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Fraction {
+    pub numerator: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denominator: Option<i32>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -577,6 +577,12 @@ pub struct RouteTimeouts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = GATEWAY_DURATION))]
     pub request: Option<String>,
+    /// Longest time one attempt to the backend may take, from sending the request to the end
+    /// of the backend's response, e.g. `500ms`; `0s` for none. At most `request` (unless that
+    /// is `0s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = GATEWAY_DURATION))]
+    pub backend_request: Option<String>,
 }
 
 /// What the Envoys the route names made of it.

@@ -76,6 +76,18 @@ impl Packable for HttpProtocolOptions {
     const TYPE_URL: &'static str = type_urls::HTTP_PROTOCOL_OPTIONS;
 }
 
+impl ProtocolOptions {
+    /// HTTP/2 to the cluster's endpoints, with prior knowledge (no ALPN, no upgrade): h2c in
+    /// cleartext, or over the cluster's TLS.
+    pub fn http2() -> Self {
+        Self {
+            http: HttpProtocolOptions {
+                explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
+            },
+        }
+    }
+}
+
 /// `envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig`, always HTTP/2
 /// (the oneof `protocol_config` set to `http2_protocol_options`, all defaults).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -181,6 +181,23 @@ pub struct HttpConnectionManager {
     pub normalize_path: Option<bool>,
     #[serde(skip_serializing_if = "is_false")]
     pub merge_slashes: bool,
+    /// The protocol upgrades let through to the upstream (`websocket`); Envoy refuses the
+    /// others (403).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upgrade_configs: Vec<UpgradeConfig>,
+}
+
+/// `envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.UpgradeConfig`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradeConfig {
+    /// The `Upgrade` header's value, case-insensitive (`websocket`).
+    pub upgrade_type: String,
+}
+
+impl UpgradeConfig {
+    pub fn websocket() -> Self {
+        Self { upgrade_type: "websocket".to_owned() }
+    }
 }
 
 impl Packable for HttpConnectionManager {
@@ -295,6 +312,7 @@ mod tests {
             access_log: Vec::new(),
             normalize_path: None,
             merge_slashes: false,
+            upgrade_configs: Vec::new(),
         })
     }
 
@@ -309,6 +327,7 @@ mod tests {
             virtual_hosts: Vec::new(),
             ignore_port_in_host_matching: false,
             validate_clusters: None,
+            most_specific_header_mutations_wins: false,
         };
         let listener = Listener {
             name: "http".into(),

@@ -69,6 +69,7 @@ mod tests {
                 regex_rewrite: None,
                 host_rewrite_literal: None,
                 request_mirror_policies: Vec::new(),
+                retry_policy: None,
             }),
             request_headers_to_add: Vec::new(),
             request_headers_to_remove: Vec::new(),
@@ -116,6 +117,7 @@ mod tests {
             access_log: Vec::new(),
             normalize_path: None,
             merge_slashes: false,
+            upgrade_configs: Vec::new(),
         });
         assert_eq!(
             serde_json::to_value(&manager).unwrap(),

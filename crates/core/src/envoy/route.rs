@@ -26,6 +26,10 @@ pub struct RouteConfiguration {
     /// a backend that does not resolve deliberately names no existing cluster (and answers 500).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub validate_clusters: Option<bool>,
+    /// Apply the most specific header changes last, so they win: a backend's (its weighted
+    /// cluster's) over its route's. Envoy's default is the reverse.
+    #[serde(skip_serializing_if = "is_false")]
+    pub most_specific_header_mutations_wins: bool,
 }
 
 impl Packable for RouteConfiguration {
@@ -156,6 +160,17 @@ pub struct RouteAction {
     pub host_rewrite_literal: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub request_mirror_policies: Vec<RequestMirrorPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<RetryPolicy>,
+}
+
+/// `envoy.config.route.v3.RetryPolicy`, as a bound on each attempt only: `num_retries` 0 and
+/// no `retry_on`, so there is one attempt, and `per_try_timeout` bounds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RetryPolicy {
+    /// `google.protobuf.UInt32Value`.
+    pub num_retries: u32,
+    pub per_try_timeout: Duration,
 }
 
 impl RouteAction {
@@ -169,6 +184,7 @@ impl RouteAction {
             regex_rewrite: None,
             host_rewrite_literal: None,
             request_mirror_policies: Vec::new(),
+            retry_policy: None,
         }
     }
 }
@@ -202,6 +218,18 @@ pub struct FractionalPercent {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FractionalPercentDenominator {
     Hundred,
+    TenThousand,
+    Million,
+}
+
+impl FractionalPercentDenominator {
+    pub fn value(self) -> u64 {
+        match self {
+            Self::Hundred => 100,
+            Self::TenThousand => 10_000,
+            Self::Million => 1_000_000,
+        }
+    }
 }
 
 /// The oneof `cluster_specifier` of [`RouteAction`].
@@ -232,6 +260,16 @@ pub struct WeightedCluster {
 pub struct ClusterWeight {
     pub name: String,
     pub weight: u32,
+    /// Header changes of the requests sent to this cluster and of its responses (Gateway API's
+    /// filters on a backendRef).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub request_headers_to_add: Vec<HeaderValueOption>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub request_headers_to_remove: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_add: Vec<HeaderValueOption>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers_to_remove: Vec<String>,
 }
 
 /// `envoy.config.route.v3.RedirectAction`.

@@ -20,8 +20,8 @@ use serde::Serialize;
 
 pub use self::domain::Domain;
 pub use self::route::{
-    Action, Forward, Header, HeaderChanges, Mirror, PathMatch, PathModifier, Redirect, Route, StringMatch,
-    UnresolvedAnswer, ValueMatch, WeightedBackend,
+    Action, Forward, Fraction, Header, HeaderChanges, Mirror, PathMatch, PathModifier, Redirect, Route,
+    StringMatch, UnresolvedAnswer, ValueMatch, WeightedBackend,
 };
 
 /// What one fleet's proxies serve.
@@ -115,14 +115,15 @@ pub struct Backend {
     pub endpoints: Vec<Endpoint>,
 }
 
-/// The protocol the proxies speak to a backend's endpoints.
+/// The HTTP the proxies speak to a backend's endpoints, whatever the client spoke to the proxy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendProtocol {
-    /// HTTP/1.1, Envoy's default upstream protocol.
+    /// HTTP/1.1, Envoy's default upstream protocol (and the WebSocket upgrades it carries).
     #[default]
     Http1,
-    /// HTTP/2 in cleartext with prior knowledge (h2c): gRPC backends (a GRPCRoute's).
+    /// HTTP/2 in cleartext with prior knowledge, no upgrade from HTTP/1.1 (h2c): a GRPCRoute's
+    /// backends, and a Service port's `appProtocol: kubernetes.io/h2c`.
     Http2,
 }
 

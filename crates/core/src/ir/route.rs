@@ -107,6 +107,10 @@ pub struct Forward {
     /// How long a request may take; zero: without a limit. None: the proxy's default.
     #[serde(serialize_with = "super::print::duration", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// How long one attempt to a backend may take (Gateway API's `timeouts.backendRequest`);
+    /// zero: without a limit. None: as long as the request may.
+    #[serde(serialize_with = "super::print::duration", skip_serializing_if = "Option::is_none")]
+    pub backend_timeout: Option<Duration>,
     /// The `Host` the backend sees instead of the request's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_rewrite: Option<String>,
@@ -146,9 +150,23 @@ impl UnresolvedAnswer {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mirror {
     pub backend: String,
-    /// The share of the requests copied, 0 to 100. None: every request.
+    /// The share of the requests copied. None: every request.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub percent: Option<u32>,
+    pub share: Option<Fraction>,
+}
+
+/// `numerator` of every `denominator` (at least 1, and at least `numerator`): Gateway API's
+/// `percent` (of 100) or `fraction`, as given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Fraction {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl Fraction {
+    pub fn percent(percent: u32) -> Self {
+        Self { numerator: percent, denominator: 100 }
+    }
 }
 
 /// A backend ([`super::Backend`], by name) and its share of the requests.
@@ -156,6 +174,31 @@ pub struct Mirror {
 pub struct WeightedBackend {
     pub backend: String,
     pub weight: u32,
+    /// Changes to the headers of the requests sent to this backend (Gateway API's
+    /// `RequestHeaderModifier` on a backendRef), after the route's own.
+    #[serde(skip_serializing_if = "HeaderChanges::is_empty")]
+    pub request_headers: HeaderChanges,
+    /// Changes to the headers of this backend's responses (`ResponseHeaderModifier` on a
+    /// backendRef), after the route's own.
+    #[serde(skip_serializing_if = "HeaderChanges::is_empty")]
+    pub response_headers: HeaderChanges,
+}
+
+impl WeightedBackend {
+    /// `weight` of the requests to `backend`, their headers as the route leaves them.
+    pub fn new(backend: impl Into<String>, weight: u32) -> Self {
+        Self {
+            backend: backend.into(),
+            weight,
+            request_headers: HeaderChanges::default(),
+            response_headers: HeaderChanges::default(),
+        }
+    }
+
+    /// Whether the backend changes headers of its own.
+    pub fn changes_headers(&self) -> bool {
+        !self.request_headers.is_empty() || !self.response_headers.is_empty()
+    }
 }
 
 /// A new path: Gateway API's `HTTPPathModifier`.

@@ -104,8 +104,13 @@ fn check_virtual_hosts(
                                 mirror.backend
                             ));
                         }
-                        if mirror.percent.is_some_and(|percent| percent > 100) {
-                            problems.push(format!("{at}: mirror {} copies more than 100%", mirror.backend));
+                        if mirror.share.is_some_and(|share| {
+                            share.denominator == 0 || share.numerator > share.denominator
+                        }) {
+                            problems.push(format!(
+                                "{at}: mirror {} copies no share of 0 to 100%",
+                                mirror.backend
+                            ));
                         }
                     }
                     if let Some(PathModifier::ReplaceFullPath(path) | PathModifier::ReplacePrefixMatch(path)) =
@@ -146,10 +151,11 @@ mod tests {
             request_headers: HeaderChanges::default(),
             response_headers: HeaderChanges::default(),
             action: Action::Forward(Forward {
-                backends: vec![WeightedBackend { backend: backend.into(), weight: 1 }],
+                backends: vec![WeightedBackend::new(backend, 1)],
                 unresolved_weight: 0,
                 unresolved_answer: Default::default(),
                 timeout: None,
+                backend_timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,
                 mirrors: vec![],

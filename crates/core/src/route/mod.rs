@@ -80,6 +80,8 @@ pub struct Forward {
     pub backends: Vec<BackendRef>,
     /// How long a request may take; zero: without a limit. None: the proxy's default.
     pub timeout: Option<Duration>,
+    /// How long one attempt to a backend may take; zero: without a limit.
+    pub backend_timeout: Option<Duration>,
     pub host_rewrite: Option<String>,
     pub path_rewrite: Option<ir::PathModifier>,
     /// The mirrors whose backend resolves, in the order of the rule.
@@ -88,19 +90,22 @@ pub struct Forward {
     pub unresolved_answer: ir::UnresolvedAnswer,
 }
 
-/// A backendRef: the Service port it names, or why none, and its share of the requests.
+/// A backendRef: the Service port it names, or why none, its share of the requests, and the
+/// header changes of its own (Gateway API's filters on a backendRef).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendRef {
     pub backend: Result<ClusterKey, Unresolved>,
     pub weight: u32,
+    pub request_headers: ir::HeaderChanges,
+    pub response_headers: ir::HeaderChanges,
 }
 
 /// A backend that gets a copy of a share of the requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mirror {
     pub backend: ClusterKey,
-    /// 0 to 100; none: every request.
-    pub percent: Option<u32>,
+    /// None: every request.
+    pub share: Option<ir::Fraction>,
 }
 
 impl Route {
@@ -146,8 +151,9 @@ impl Route {
 }
 
 impl Forward {
-    /// The backends that resolve, each once (their weights summed) in the order of the rule,
-    /// weight 0 sending nothing; the weight of those that do not is answered 500.
+    /// The backends that resolve, each once with the same header changes (their weights
+    /// summed) in the order of the rule, weight 0 sending nothing; the weight of those that do
+    /// not is answered 500.
     fn to_ir(&self) -> ir::Forward {
         let mut backends: Vec<ir::WeightedBackend> = Vec::new();
         let mut unresolved_weight = 0u32;
@@ -155,12 +161,19 @@ impl Forward {
             // Validation bounds them (16 of at most 1_000_000); saturating all the same.
             match &reference.backend {
                 Ok(key) => {
-                    let name = key.cluster_name();
-                    match backends.iter_mut().find(|known| known.backend == name) {
+                    let weighted = ir::WeightedBackend {
+                        request_headers: reference.request_headers.clone(),
+                        response_headers: reference.response_headers.clone(),
+                        ..ir::WeightedBackend::new(key.cluster_name(), reference.weight)
+                    };
+                    let same = |known: &&mut ir::WeightedBackend| {
+                        known.backend == weighted.backend
+                            && known.request_headers == weighted.request_headers
+                            && known.response_headers == weighted.response_headers
+                    };
+                    match backends.iter_mut().find(same) {
                         Some(known) => known.weight = known.weight.saturating_add(reference.weight),
-                        None => {
-                            backends.push(ir::WeightedBackend { backend: name, weight: reference.weight })
-                        }
+                        None => backends.push(weighted),
                     }
                 }
                 Err(_) => unresolved_weight = unresolved_weight.saturating_add(reference.weight),
@@ -171,12 +184,13 @@ impl Forward {
             unresolved_weight,
             unresolved_answer: self.unresolved_answer,
             timeout: self.timeout,
+            backend_timeout: self.backend_timeout,
             host_rewrite: self.host_rewrite.clone(),
             path_rewrite: self.path_rewrite.clone(),
             mirrors: self
                 .mirrors
                 .iter()
-                .map(|mirror| ir::Mirror { backend: mirror.backend.cluster_name(), percent: mirror.percent })
+                .map(|mirror| ir::Mirror { backend: mirror.backend.cluster_name(), share: mirror.share })
                 .collect(),
         }
     }

@@ -29,9 +29,12 @@ pub fn rule(
                     .map(|(reference, backend)| BackendRef {
                         backend,
                         weight: u32::try_from(reference.weight).unwrap_or(0),
+                        request_headers: ir::HeaderChanges::default(),
+                        response_headers: ir::HeaderChanges::default(),
                     })
                     .collect(),
                 timeout: effective.request_timeout,
+                backend_timeout: effective.backend_request_timeout,
                 host_rewrite: rewrite.and_then(|r| r.hostname.clone()),
                 path_rewrite: rewrite.and_then(|r| r.path.as_ref()).and_then(path_modifier),
                 mirrors,

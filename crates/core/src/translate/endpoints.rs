@@ -74,8 +74,23 @@ fn backend_of(key: &ClusterKey, services: &[Arc<Service>], slices: &[&EndpointSl
     }
     ir::Backend {
         name: key.cluster_name(),
-        protocol: key.protocol,
+        protocol: key.protocol.max(port.map(protocol).unwrap_or_default()),
         endpoints: endpoints.into_iter().collect(),
+    }
+}
+
+/// The `appProtocol` of a Service port whose endpoints speak HTTP/2 in cleartext with prior
+/// knowledge (Kubernetes' standard name, as Gateway API's `HTTPRouteBackendProtocolH2C` uses it).
+pub const APP_PROTOCOL_H2C: &str = "kubernetes.io/h2c";
+
+/// Which HTTP the proxies speak to `port`'s endpoints: HTTP/2 for `kubernetes.io/h2c`, else
+/// HTTP/1.1. `kubernetes.io/ws` (WebSocket over HTTP/1.1) needs nothing more: every listener
+/// lets upgrades through. Other values (`http`, a vendor's) are HTTP/1.1 too, as Envoy Gateway
+/// reads them.
+fn protocol(port: &ServicePort) -> ir::BackendProtocol {
+    match port.app_protocol.as_deref() {
+        Some(APP_PROTOCOL_H2C) => ir::BackendProtocol::Http2,
+        _ => ir::BackendProtocol::Http1,
     }
 }
 
@@ -237,6 +252,26 @@ mod tests {
             "the target port defaults to the port"
         );
         assert_eq!(endpoint_port(&named_other, &service_port(Some("x"), 1, Some(IntOrString::Int(2)))), None);
+    }
+
+    /// The conformance suite's infra-backend-v1: its `kubernetes.io/h2c` port speaks HTTP/2,
+    /// its `kubernetes.io/ws` and plain ports HTTP/1.1.
+    #[test]
+    fn the_app_protocol_says_which_http_the_endpoints_speak() {
+        let with_app_protocol = |name, port, app_protocol: Option<&str>| ServicePort {
+            app_protocol: app_protocol.map(Into::into),
+            ..service_port(Some(name), port, Some(IntOrString::Int(3000)))
+        };
+        let services = [service(vec![
+            with_app_protocol("first-port", 8080, None),
+            with_app_protocol("second-port", 8081, Some(APP_PROTOCOL_H2C)),
+            with_app_protocol("third-port", 8082, Some("kubernetes.io/ws")),
+        ])];
+        let protocol = |port| backend(&key(port), &services, &[]).protocol;
+        assert_eq!(protocol(8080), ir::BackendProtocol::Http1);
+        assert_eq!(protocol(8081), ir::BackendProtocol::Http2);
+        assert_eq!(protocol(8082), ir::BackendProtocol::Http1);
+        assert_eq!(protocol(9999), ir::BackendProtocol::Http1, "no such port: no endpoints either");
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Clusters: one EDS cluster per backend, its endpoints served by EDS over the ADS stream under
-//! the cluster's own name.
+//! the cluster's own name, speaking the backend's HTTP: HTTP/1.1 (Envoy's default) or HTTP/2
+//! with prior knowledge ([`ir::BackendProtocol`]).
 
 use crate::envoy::{
-    Address, Cluster, ClusterLoadAssignment, ConfigSource, DiscoveryType, Duration, EdsClusterConfig, Empty,
-    ExplicitHttpConfig, HttpProtocolOptions, LbPolicy, ProtocolOptions,
+    Address, Cluster, ClusterLoadAssignment, ConfigSource, DiscoveryType, Duration, EdsClusterConfig,
+    LbPolicy, ProtocolOptions,
 };
 use crate::ir;
 
@@ -16,26 +17,16 @@ pub fn cluster(backend: &ir::Backend) -> Cluster {
         discovery_type: DiscoveryType::Eds,
         connect_timeout: CONNECT_TIMEOUT,
         lb_policy: Some(LbPolicy::RoundRobin),
-        typed_extension_protocol_options: protocol_options(backend.protocol),
+        typed_extension_protocol_options: match backend.protocol {
+            ir::BackendProtocol::Http1 => None,
+            ir::BackendProtocol::Http2 => Some(ProtocolOptions::http2()),
+        },
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: ConfigSource::ads(),
             service_name: backend.name.clone(),
         }),
         load_assignment: None,
         transport_socket: None,
-    }
-}
-
-/// Envoy speaks HTTP/1.1 to a cluster unless told otherwise; HTTP/2 is said explicitly (no
-/// ALPN to negotiate it over cleartext), as Envoy Gateway does for gRPC backends.
-fn protocol_options(protocol: ir::BackendProtocol) -> Option<ProtocolOptions> {
-    match protocol {
-        ir::BackendProtocol::Http1 => None,
-        ir::BackendProtocol::Http2 => Some(ProtocolOptions {
-            http: HttpProtocolOptions {
-                explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
-            },
-        }),
     }
 }
 
@@ -55,19 +46,21 @@ mod tests {
     use super::*;
 
     fn backend(protocol: ir::BackendProtocol) -> ir::Backend {
-        ir::Backend { name: "shop/grpc/8080/h2c".into(), protocol, endpoints: Vec::new() }
+        ir::Backend { name: "shop/grpc/8081".into(), endpoints: Vec::new(), protocol }
     }
 
+    /// An h2c backend's cluster speaks HTTP/2 with prior knowledge; any other keeps Envoy's
+    /// HTTP/1.1 (no protocol options at all).
     #[test]
-    fn http2_backends_are_clusters_told_to_speak_http2() {
-        let options = |protocol| {
-            serde_json::to_value(cluster(&backend(protocol))).unwrap()["typed_extension_protocol_options"]
-                .clone()
-        };
-        assert_eq!(options(ir::BackendProtocol::Http1), serde_json::Value::Null, "Envoy's default, HTTP/1.1");
+    fn an_h2c_backend_gets_http2_with_prior_knowledge() {
+        let h2c = serde_json::to_value(cluster(&backend(ir::BackendProtocol::Http2))).unwrap();
         assert_eq!(
-            options(ir::BackendProtocol::Http2)["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]["explicit_http_config"],
-            json!({"http2_protocol_options": {}})
+            h2c["typed_extension_protocol_options"],
+            json!({"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}}}})
         );
+        let http1 = serde_json::to_value(cluster(&backend(ir::BackendProtocol::Http1))).unwrap();
+        assert!(http1.get("typed_extension_protocol_options").is_none(), "{http1}");
     }
 }

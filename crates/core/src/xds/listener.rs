@@ -11,7 +11,7 @@ use super::tls;
 use crate::envoy::{
     AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
     HttpFilter, Listener, ListenerFilter, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString,
-    extension_names,
+    UpgradeConfig, extension_names,
 };
 use crate::ir;
 
@@ -80,6 +80,10 @@ fn http_connection_manager(listener: &ir::Listener, route_config_name: String) -
         // `//admin` must not slip past a match on `/admin`.
         normalize_path: Some(true),
         merge_slashes: true,
+        // WebSocket upgrades pass to every backend, as Envoy Gateway lets them (Gateway API's
+        // `kubernetes.io/ws` backends, `HTTPRouteBackendProtocolWebSocket`); a backend that
+        // speaks no WebSocket answers the upgrade request itself.
+        upgrade_configs: vec![UpgradeConfig::websocket()],
     }
 }
 

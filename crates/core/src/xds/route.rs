@@ -7,8 +7,9 @@ use crate::envoy::{
     Action, ClusterNotFoundResponseCode, ClusterSpecifier, ClusterWeight, DirectResponseAction,
     FractionalPercent, FractionalPercentDenominator, HeaderAppendAction, HeaderMatcher, HeaderValue,
     HeaderValueOption, PathSpecifier, QueryParameterMatcher, RedirectAction, RedirectPathRewrite,
-    RedirectResponseCode, RegexMatchAndSubstitute, RegexMatcher, RequestMirrorPolicy, Route, RouteAction,
-    RouteConfiguration, RouteMatch, RuntimeFractionalPercent, StringMatcher, VirtualHost, WeightedCluster,
+    RedirectResponseCode, RegexMatchAndSubstitute, RegexMatcher, RequestMirrorPolicy, RetryPolicy, Route,
+    RouteAction, RouteConfiguration, RouteMatch, RuntimeFractionalPercent, StringMatcher, VirtualHost,
+    WeightedCluster,
 };
 use crate::ir;
 
@@ -50,6 +51,8 @@ fn named_route_configuration(name: String, hosts: &[ir::VirtualHost]) -> RouteCo
         name,
         ignore_port_in_host_matching: true,
         validate_clusters: None,
+        // A backendRef's header filters are applied after its rule's: the backend's own win.
+        most_specific_header_mutations_wins: true,
     }
 }
 
@@ -128,17 +131,18 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
             let status = u32::from(forward.unresolved_answer.status());
             return Action::DirectResponse(DirectResponseAction { status });
         }
-        [only] if forward.unresolved_weight == 0 => ClusterSpecifier::Cluster(only.backend.clone()),
+        // Header changes of a backend's own are a weighted cluster's: one backend with some is
+        // a weighted cluster of one.
+        [only] if forward.unresolved_weight == 0 && !only.changes_headers() => {
+            ClusterSpecifier::Cluster(only.backend.clone())
+        }
         backends => {
-            let mut clusters: Vec<ClusterWeight> = backends
-                .iter()
-                .map(|weighted| ClusterWeight { name: weighted.backend.clone(), weight: weighted.weight })
-                .collect();
+            let mut clusters: Vec<ClusterWeight> = backends.iter().map(cluster_weight).collect();
             if forward.unresolved_weight > 0 {
-                clusters.push(ClusterWeight {
-                    name: INVALID_BACKEND_CLUSTER.to_owned(),
-                    weight: forward.unresolved_weight,
-                });
+                clusters.push(cluster_weight(&ir::WeightedBackend::new(
+                    INVALID_BACKEND_CLUSTER,
+                    forward.unresolved_weight,
+                )));
             }
             ClusterSpecifier::WeightedClusters(WeightedCluster { clusters })
         }
@@ -157,25 +161,63 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
                 ir::UnresolvedAnswer::Unavailable => ClusterNotFoundResponseCode::ServiceUnavailable,
             },
         ),
-        timeout: forward.timeout.map(Into::into),
+        // The request's bound is the route's; without one, a backend's bound is the route's
+        // too, so Envoy's default of 15 s cuts no longer attempt short.
+        timeout: forward.timeout.or(forward.backend_timeout).map(Into::into),
         prefix_rewrite,
         regex_rewrite,
         host_rewrite_literal: forward.host_rewrite.clone(),
         request_mirror_policies: forward.mirrors.iter().map(mirror_policy).collect(),
+        // Each attempt's bound (Envoy Gateway's mapping of `backendRequest` once retries exist):
+        // its 504 says the backend was too slow, while the route's bounds the whole request.
+        retry_policy: forward
+            .backend_timeout
+            .filter(|timeout| !timeout.is_zero())
+            .map(|timeout| RetryPolicy { num_retries: 0, per_try_timeout: timeout.into() }),
     })
+}
+
+/// A weighted backend as Envoy's weighted cluster, with its own header changes.
+fn cluster_weight(weighted: &ir::WeightedBackend) -> ClusterWeight {
+    let (request_headers_to_add, request_headers_to_remove) = header_changes(&weighted.request_headers);
+    let (response_headers_to_add, response_headers_to_remove) = header_changes(&weighted.response_headers);
+    ClusterWeight {
+        name: weighted.backend.clone(),
+        weight: weighted.weight,
+        request_headers_to_add,
+        request_headers_to_remove,
+        response_headers_to_add,
+        response_headers_to_remove,
+    }
 }
 
 /// A mirror as Envoy's policy; every request when no share is given.
 fn mirror_policy(mirror: &ir::Mirror) -> RequestMirrorPolicy {
     RequestMirrorPolicy {
         cluster: mirror.backend.clone(),
-        runtime_fraction: mirror.percent.map(|percent| RuntimeFractionalPercent {
-            default_value: FractionalPercent {
-                numerator: percent.min(100),
-                denominator: FractionalPercentDenominator::Hundred,
-            },
-        }),
+        runtime_fraction: mirror
+            .share
+            .map(|share| RuntimeFractionalPercent { default_value: fractional_percent(share) }),
     }
+}
+
+/// A share as Envoy's: over the smallest of its denominators (100, 10 000, 1 000 000) that
+/// holds it exactly (25/50 is 50/100, 1/3 is 333 333/1 000 000); else over a million, rounded to
+/// the nearest (off by at most half a millionth). Capped at the whole.
+fn fractional_percent(share: ir::Fraction) -> FractionalPercent {
+    use FractionalPercentDenominator::{Hundred, Million, TenThousand};
+    let (numerator, denominator) = (u64::from(share.numerator), u64::from(share.denominator.max(1)));
+    let over = |envoy: FractionalPercentDenominator| {
+        let scaled = numerator * envoy.value();
+        let exact = scaled.is_multiple_of(denominator);
+        let rounded = (scaled + denominator / 2) / denominator;
+        (exact, u32::try_from(rounded.min(envoy.value())).unwrap_or(u32::MAX))
+    };
+    let exactly = [Hundred, TenThousand].into_iter().find_map(|envoy| match over(envoy) {
+        (true, numerator) => Some(FractionalPercent { numerator, denominator: envoy }),
+        (false, _) => None,
+    });
+    exactly.unwrap_or_else(|| FractionalPercent { numerator: over(Million).1, denominator: Million })
 }
 
 fn redirect_action(redirect: &ir::Redirect, path: &ir::PathMatch) -> RedirectAction {
@@ -310,6 +352,7 @@ mod tests {
                     unresolved_weight: 1,
                     unresolved_answer,
                     timeout: None,
+                    backend_timeout: None,
                     host_rewrite: None,
                     path_rewrite: None,
                     mirrors: Vec::new(),
@@ -317,7 +360,7 @@ mod tests {
             };
             serde_json::to_value(route(&ir_route)).unwrap()
         };
-        let one = || vec![ir::WeightedBackend { backend: "shop/grpc/8080/h2c".into(), weight: 1 }];
+        let one = || vec![ir::WeightedBackend::new("shop/grpc/8080/h2c", 1)];
         assert_eq!(rendered(Vec::new(), ir::UnresolvedAnswer::Unavailable)["direct_response"]["status"], 503);
         assert_eq!(
             rendered(Vec::new(), ir::UnresolvedAnswer::InternalError)["direct_response"]["status"],
@@ -336,7 +379,10 @@ mod tests {
     #[test]
     fn response_headers_and_mirrors_are_rendered_on_the_route() {
         let header = |name: &str, value: &str| ir::Header { name: name.into(), value: value.into() };
-        let mirror = |backend: &str, percent| ir::Mirror { backend: backend.into(), percent };
+        let mirror = |backend: &str, percent: Option<u32>| ir::Mirror {
+            backend: backend.into(),
+            share: percent.map(ir::Fraction::percent),
+        };
         let ir_route = ir::Route {
             name: "shop/web/rule/0/match/0".into(),
             path: ir::PathMatch::Prefix("/".into()),
@@ -350,10 +396,11 @@ mod tests {
                 remove: vec!["x-remove".into()],
             },
             action: ir::Action::Forward(ir::Forward {
-                backends: vec![ir::WeightedBackend { backend: "shop/v1/80".into(), weight: 1 }],
+                backends: vec![ir::WeightedBackend::new("shop/v1/80", 1)],
                 unresolved_weight: 0,
                 unresolved_answer: Default::default(),
                 timeout: None,
+                backend_timeout: None,
                 host_rewrite: None,
                 path_rewrite: None,
                 mirrors: vec![
@@ -382,6 +429,65 @@ mod tests {
             ])
         );
         assert_eq!(rendered["route"]["cluster"], "shop/v1/80");
+    }
+
+    /// Gateway API's shares as Envoy's denominators hold them: exactly where one of 100, 10 000
+    /// or 1 000 000 does, else the nearest millionth.
+    #[test]
+    fn mirror_shares_take_the_smallest_exact_denominator() {
+        use FractionalPercentDenominator::{Hundred, Million, TenThousand};
+        let envoy = |numerator, denominator| fractional_percent(ir::Fraction { numerator, denominator });
+        let share = |numerator, denominator| FractionalPercent { numerator, denominator };
+        assert_eq!(envoy(25, 50), share(50, Hundred), "the suite's fraction: 50%");
+        assert_eq!(envoy(20, 100), share(20, Hundred));
+        assert_eq!(envoy(1, 8), share(1250, TenThousand));
+        assert_eq!(envoy(7, 1_000_000), share(7, Million));
+        assert_eq!(envoy(1, 3), share(333_333, Million), "rounded to the nearest millionth");
+        assert_eq!(envoy(2, 3), share(666_667, Million));
+        assert_eq!(envoy(0, 7), share(0, Hundred));
+        assert_eq!(envoy(9, 9), share(100, Hundred));
+    }
+
+    /// A backend's own header changes are its weighted cluster's, so a lone backend with some
+    /// is a weighted cluster of one; the rest keep the plain form.
+    #[test]
+    fn a_backends_header_changes_are_its_weighted_clusters() {
+        let header = |name: &str, value: &str| ir::Header { name: name.into(), value: value.into() };
+        let with_headers = ir::WeightedBackend {
+            request_headers: ir::HeaderChanges { set: vec![header("backend", "v1")], ..Default::default() },
+            response_headers: ir::HeaderChanges { remove: vec!["server".into()], ..Default::default() },
+            ..ir::WeightedBackend::new("shop/v1/80", 1)
+        };
+        let forward = |backends| {
+            ir::Action::Forward(ir::Forward {
+                backends,
+                unresolved_weight: 0,
+                unresolved_answer: Default::default(),
+                timeout: None,
+                backend_timeout: None,
+                host_rewrite: None,
+                path_rewrite: None,
+                mirrors: Vec::new(),
+            })
+        };
+        let rendered = |backends| {
+            serde_json::to_value(action(&forward(backends), &ir::PathMatch::Prefix("/".into()))).unwrap()
+        };
+        assert_eq!(
+            rendered(vec![with_headers.clone()])["route"],
+            serde_json::json!({"weighted_clusters": {"clusters": [{"name": "shop/v1/80", "weight": 1,
+                "request_headers_to_add": [{"header": {"key": "backend", "value": "v1"}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
+                "response_headers_to_remove": ["server"]}]}})
+        );
+        assert_eq!(
+            rendered(vec![ir::WeightedBackend::new("shop/v1/80", 1)])["route"],
+            serde_json::json!({"cluster": "shop/v1/80"})
+        );
+        let two = rendered(vec![with_headers, ir::WeightedBackend::new("shop/v2/80", 3)]);
+        assert_eq!(
+            two["route"]["weighted_clusters"]["clusters"][1],
+            serde_json::json!({"name": "shop/v2/80", "weight": 3})
+        );
     }
 
     #[test]

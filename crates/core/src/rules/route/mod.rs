@@ -45,6 +45,8 @@ pub struct EffectiveRule {
     pub backend_refs: Vec<EffectiveBackendRef>,
     /// `timeouts.request`, when set and readable (zero: no timeout).
     pub request_timeout: Option<Duration>,
+    /// `timeouts.backendRequest`, when set and readable (zero: no timeout).
+    pub backend_request_timeout: Option<Duration>,
 }
 
 /// A defaulted match.
@@ -233,6 +235,10 @@ impl<'a> RuleView<'a> {
                 .timeouts
                 .and_then(|timeouts| timeouts.request.as_deref())
                 .and_then(|request| format::gateway_duration(request).ok()),
+            backend_request_timeout: self
+                .timeouts
+                .and_then(|timeouts| timeouts.backend_request.as_deref())
+                .and_then(|backend_request| format::gateway_duration(backend_request).ok()),
         }
     }
 }

@@ -11,8 +11,8 @@ use super::{BackendView, FilterView, RuleView};
 use crate::api::route::{
     EnvoyRoute, FilterType, HeaderMatch, HeaderModifier, MAX_HOSTNAMES, MAX_LIST_ITEMS,
     MAX_MATCHES_PER_ROUTE, MAX_MATCHES_PER_RULE, MAX_PARENT_REFS, MAX_RULES, MAX_WEIGHT, ParentReference,
-    PathMatchType, PathModifier, PathModifierType, QueryParamMatch, RequestRedirect, RouteMatch, UrlRewrite,
-    ValueMatchType,
+    PathMatchType, PathModifier, PathModifierType, QueryParamMatch, RequestRedirect, RouteMatch,
+    RouteTimeouts, UrlRewrite, ValueMatchType,
 };
 
 /// Every error and warning of an EnvoyRoute.
@@ -146,10 +146,8 @@ impl Check {
         for (k, backend) in rule.backend_refs.iter().enumerate() {
             self.backend_ref(&format!("{path}.backendRefs[{k}]"), backend);
         }
-        if let Some(request) = rule.timeouts.and_then(|timeouts| timeouts.request.as_deref())
-            && let Err(reason) = format::gateway_duration(request)
-        {
-            self.errors.push(FieldError::invalid(format!("{path}.timeouts.request"), request, reason));
+        if let Some(timeouts) = rule.timeouts {
+            self.timeouts(&format!("{path}.timeouts"), timeouts);
         }
         let redirects = rule.filters.iter().any(|f| f.filter_type == FilterType::RequestRedirect);
         if rule.backend_refs.is_empty() && !redirects {
@@ -159,6 +157,31 @@ impl Check {
         } else if !rule.backend_refs.is_empty() && rule.backend_refs.iter().all(|b| b.weight == Some(0)) {
             self.warnings.push(format!(
                 "{path}.backendRefs: every weight is 0: matching requests are answered with 500"
+            ));
+        }
+    }
+
+    /// Each a Gateway API duration, and `backendRequest` no longer than `request` (the API's
+    /// own rule; `request: 0s` is no limit).
+    fn timeouts(&mut self, path: &str, timeouts: &RouteTimeouts) {
+        let mut duration = |field: &str, value: Option<&str>| {
+            let value = value?;
+            format::gateway_duration(value)
+                .map_err(|reason| {
+                    self.errors.push(FieldError::invalid(format!("{path}.{field}"), value, reason))
+                })
+                .ok()
+        };
+        let request = duration("request", timeouts.request.as_deref());
+        let backend_request = duration("backendRequest", timeouts.backend_request.as_deref());
+        if let (Some(request), Some(backend_request)) = (request, backend_request)
+            && !request.is_zero()
+            && backend_request > request
+        {
+            self.errors.push(FieldError::invalid(
+                format!("{path}.backendRequest"),
+                timeouts.backend_request.clone().unwrap_or_default(),
+                "backendRequest timeout cannot be longer than request timeout",
             ));
         }
     }
@@ -602,6 +625,23 @@ mod tests {
                 "spec.rules[0].filters[0].requestHeaderModifier.add[0].value: Invalid value: \"a\\nb\": must be printable ASCII characters, words separated by a single space or tab"
             ]
         );
+    }
+
+    /// Gateway API's own rule: a backend's attempt may not outlast the request, unless the
+    /// request has no limit (`0s`).
+    #[test]
+    fn backend_request_timeouts_fit_in_the_request() {
+        let spec = |timeouts: serde_json::Value| json!({"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": backend(), "timeouts": timeouts}]});
+        assert!(verdict(spec(json!({"backendRequest": "500ms"}))).is_ok());
+        assert!(verdict(spec(json!({"request": "1s", "backendRequest": "1s"}))).is_ok());
+        assert!(verdict(spec(json!({"request": "0s", "backendRequest": "1h"}))).is_ok(), "0s: no limit");
+        assert_eq!(
+            errors(spec(json!({"request": "1s", "backendRequest": "2s"}))),
+            [
+                "spec.rules[0].timeouts.backendRequest: Invalid value: \"2s\": backendRequest timeout cannot be longer than request timeout"
+            ]
+        );
+        assert_eq!(errors(spec(json!({"backendRequest": "1d"}))).len(), 1, "not a Gateway API duration");
     }
 
     #[test]

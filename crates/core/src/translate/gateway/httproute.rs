@@ -2,7 +2,8 @@
 //! EnvoyRoute's shape, so the rule engine judges and defaults them ([`RuleView`]) in the same
 //! words; the filters EnvoyRoute does not have are read beside them ([`super::filters`]), the
 //! filters the operator does not implement refuse the route, and its backends resolve by
-//! Gateway API's rules (Services of other namespaces where a ReferenceGrant allows it).
+//! Gateway API's rules (Services of other namespaces where a ReferenceGrant allows it), each
+//! with the header changes of its own filters.
 
 use std::sync::Arc;
 
@@ -91,7 +92,19 @@ pub fn read_rules(
         let (extensions, unresolved) =
             filters::read_rule(&format!("spec.rules[{i}]"), rule, resolve, &mut problems);
         unresolved_mirrors.extend(unresolved);
-        rules.push(route::rule(&view.effective(), backends, extensions.response_headers, extensions.mirrors));
+        let mut read =
+            route::rule(&view.effective(), backends, extensions.response_headers, extensions.mirrors);
+        if let route::Action::Forward(forward) = &mut read.action {
+            // The rule engine reads no backendRef's filters: their header changes join here.
+            for (k, (backend, reference)) in
+                forward.backends.iter_mut().zip(served_backend_refs(rule)).enumerate()
+            {
+                let path = format!("spec.rules[{i}].backendRefs[{k}]");
+                (backend.request_headers, backend.response_headers) =
+                    filters::read_backend(&path, reference, &mut problems);
+            }
+        }
+        rules.push(read);
     }
     if rules.is_empty() {
         rules.push(route::rule(&RuleView::default().effective(), Vec::new(), Default::default(), Vec::new()));
@@ -148,11 +161,6 @@ fn rule_view<'a>(path: &str, rule: &'a HTTPRouteRule, problems: &mut Vec<String>
             view
         })
         .collect();
-    for (k, backend) in rule.backend_refs.iter().enumerate() {
-        if !backend.filters.is_empty() {
-            problems.push(format!("{path}.backendRefs[{k}].filters: filters per backend are not supported"));
-        }
-    }
     RuleView {
         matches: &rule.matches,
         filters,

@@ -666,8 +666,11 @@ spec:
         }
     };
     let v2 = "gateway-conformance-infra/infra-backend-v2/8080".to_owned();
-    assert_eq!(mirrors("rule/0/match/0"), [ir::Mirror { backend: v2.clone(), percent: None }]);
-    assert_eq!(mirrors("rule/1/match/0"), [ir::Mirror { backend: v2.clone(), percent: Some(35) }]);
+    assert_eq!(mirrors("rule/0/match/0"), [ir::Mirror { backend: v2.clone(), share: None }]);
+    assert_eq!(
+        mirrors("rule/1/match/0"),
+        [ir::Mirror { backend: v2.clone(), share: Some(ir::Fraction::percent(35)) }]
+    );
     let backends: Vec<(&str, usize)> =
         gateway.ir.backends.iter().map(|b| (b.name.as_str(), b.endpoints.len())).collect();
     assert_eq!(
