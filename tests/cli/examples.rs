@@ -389,3 +389,28 @@ fn the_examples_ask_for_little_enough_cpu_for_a_laptop_cluster() {
         "the examples ask for {total}m CPU (budget {BUDGET_MILLICPU}m): {asks:?}"
     );
 }
+
+/// README's conformance command for the Gateway profiles passes the suite exactly the features
+/// every GatewayClass's status says the operator supports (GEP-2162), so the suite runs the
+/// same tests whether it is given the list or infers it.
+#[test]
+fn the_readme_claims_the_features_the_gateway_classes_say() {
+    use envoy_operator_core::translate::gateway::features::SUPPORTED_FEATURES;
+
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let command = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("--conformance-profiles=GATEWAY-HTTP"))
+        .expect("README shows the conformance command for GATEWAY-HTTP");
+    let list = command
+        .split("--supported-features=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the command passes --supported-features=");
+    let mut claimed: Vec<&str> = list.split(',').collect();
+    claimed.sort_unstable();
+    assert_eq!(claimed, SUPPORTED_FEATURES, "README's --supported-features= and the classes' status differ");
+}

@@ -159,6 +159,12 @@ async fn an_accepted_class_gets_its_gateways_fleet_and_every_status_follows_each
         })
     })
     .await;
+    // Its supported features (GEP-2162), which the status schema lets through: the list the
+    // conformance suite infers what to run from.
+    let features = api.get(&class_path("ours")).expect("the class")["status"]["supportedFeatures"].clone();
+    let named: Vec<&str> =
+        features.as_array().into_iter().flatten().filter_map(|f| f["name"].as_str()).collect();
+    assert_eq!(named, envoy_operator_core::translate::gateway::features::SUPPORTED_FEATURES);
 
     // The fleet: an Envoy named `<gateway>-<class>`, labelled with the Gateway and owned by it,
     // its privileged port mapped to an unprivileged one.

@@ -60,6 +60,16 @@ pub struct ParametersReference {
 pub struct GatewayClassStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The Gateway API features the class's implementation supports (GEP-2162), sorted by
+    /// name: what the conformance suite runs when it is given no features of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supported_features: Vec<SupportedFeature>,
+}
+
+/// One feature of [`GatewayClassStatus::supported_features`], by its conformance name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SupportedFeature {
+    pub name: String,
 }
 
 /// Where traffic enters: listeners on ports, served by a fleet of the operator's proxies.

@@ -10,6 +10,7 @@
 //! instead of from EnvoyRoutes.
 //!
 //! - [`class`]: the classes naming the operator, and their fleets' template (`parametersRef`);
+//!   [`features`]: the features it supports, in every class's status;
 //! - [`listeners`]: each listener judged (protocol, port, route kinds, certificates, conflicts);
 //! - [`httproute`]: an HTTPRoute read once into the route model, and [`filters`]: its filters
 //!   the rule engine does not know (response headers, mirrors); [`grpcroute`]: a GRPCRoute,
@@ -24,6 +25,7 @@
 pub mod attach;
 pub mod class;
 pub mod conditions;
+pub mod features;
 pub mod filters;
 pub mod fleet;
 pub mod grants;

@@ -24,7 +24,10 @@ fn conditions(
 /// A GatewayClass's status.
 pub fn class_status(class: &GatewayClass, outcome: &ClassOutcome, now: &Time) -> GatewayClassStatus {
     let before = class.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-    GatewayClassStatus { conditions: conditions(&outcome.conditions, before, outcome.generation, now) }
+    GatewayClassStatus {
+        conditions: conditions(&outcome.conditions, before, outcome.generation, now),
+        supported_features: super::features::supported_features(),
+    }
 }
 
 /// A Gateway's status: its addresses, conditions, and one entry per listener of the spec.
