@@ -92,6 +92,7 @@ async fn one_run_process_holds_one_watch_per_resource() {
     let gateway_api = [
         ("gatewayclasses", 1),
         ("gateways", 1),
+        ("grpcroutes", 1),
         ("httproutes", 1),
         ("namespaces", 1),
         ("referencegrants", 1),
