@@ -30,7 +30,8 @@ pub fn cluster(backend: &ir::Backend) -> Cluster {
 /// ALPN to negotiate it over cleartext), as Envoy Gateway does for gRPC backends.
 fn protocol_options(protocol: ir::BackendProtocol) -> Option<ProtocolOptions> {
     match protocol {
-        ir::BackendProtocol::Http1 => None,
+        // TCP (a TLS passthrough's backends): no HTTP options at all.
+        ir::BackendProtocol::Http1 | ir::BackendProtocol::Tcp => None,
         ir::BackendProtocol::Http2 => Some(ProtocolOptions {
             http: HttpProtocolOptions {
                 explicit_http_config: ExplicitHttpConfig { http2_protocol_options: Empty {} },
