@@ -125,7 +125,7 @@ pub(super) async fn discover(client: &Client) -> Discovery {
 /// it does not serve at all (the standard channel has no `v1alpha2`) is not an error, only no.
 async fn served_kind(client: &Client, kind: &Needed) -> bool {
     match served_resources(client, &kind.api_version).await {
-        Ok(resources) => resources.iter().any(|plural| *plural == kind.plural),
+        Ok(resources) => resources.contains(&kind.plural),
         Err(reason) => {
             info!(%reason, "could not ask whether the API server serves {} ({}): they are not watched", kind.plural, kind.api_version);
             false
