@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::api::gateway::{
+    GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant, TLSRoute,
+};
 use kube::{Client, Resource};
 use tracing::{info, warn};
 
@@ -33,13 +35,22 @@ impl GatewayApi {
 }
 
 /// What discovery found: whether the Gateway API is on, and which of the kinds the operator
-/// serves when they are there (GRPCRoute) are served too. The Gateway controller needs only
+/// serves when they are there (GRPCRoute, TLSRoute) are served too. The Gateway controller needs only
 /// the four kinds of [`GatewayApi::On`]; each optional kind is watched only where it is served.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Discovery {
     pub api: GatewayApi,
     /// Whether GRPCRoutes (`v1`) are served, and the Gateway API is on.
     pub grpc_routes: bool,
+    /// Whether TLSRoutes (`v1alpha2`, the experimental channel) are served, and the Gateway
+    /// API is on.
+    pub tls_routes: bool,
+}
+
+impl Discovery {
+    fn off(reason: String) -> Self {
+        Self { api: GatewayApi::Off(reason), grpc_routes: false, tls_routes: false }
+    }
 }
 
 /// One kind the operator reads: its `apiVersion` and its resource's plural name.
@@ -54,12 +65,14 @@ fn needed<K: Resource<DynamicType = ()>>() -> Needed {
 
 /// Asks the API server (discovery, which every authenticated client may read) whether it
 /// serves GatewayClasses, Gateways, HTTPRoutes (`gateway.networking.k8s.io/v1`) and
-/// ReferenceGrants (`v1beta1`), and then GRPCRoutes (`v1`); logs once when it does not, and
-/// why.
+/// ReferenceGrants (`v1beta1`), and then GRPCRoutes (`v1`) and TLSRoutes (`v1alpha2`); logs
+/// once when it does not, and why (an optional kind missing, once, as information).
 pub(super) async fn discover(client: &Client) -> Discovery {
     let needed =
         [needed::<GatewayClass>(), needed::<Gateway>(), needed::<HTTPRoute>(), needed::<ReferenceGrant>()];
+    let tls = self::needed::<TLSRoute>();
     let mut versions: Vec<&str> = needed.iter().map(|kind| kind.api_version.as_str()).collect();
+    versions.sort_unstable();
     versions.dedup();
     let mut served = Vec::new();
     for version in versions {
@@ -67,7 +80,7 @@ pub(super) async fn discover(client: &Client) -> Discovery {
             Ok(resources) => served.extend(resources.into_iter().map(|plural| (version.to_owned(), plural))),
             Err(reason) => {
                 warn!(%reason, "the Gateway controller is OFF: the API server could not tell whether it serves the Gateway API; restart the operator to ask again");
-                return Discovery { api: GatewayApi::Off(reason), grpc_routes: false };
+                return Discovery::off(reason);
             }
         }
     }
@@ -89,7 +102,14 @@ pub(super) async fn discover(client: &Client) -> Discovery {
                 grpc.api_version
             );
         }
-        return Discovery { api: GatewayApi::On, grpc_routes };
+        let tls_routes = served_kind(client, &tls).await;
+        if !tls_routes {
+            info!(
+                "the API server does not serve tlsroutes ({}, the experimental channel): TLSRoutes are not watched",
+                tls.api_version
+            );
+        }
+        return Discovery { api: GatewayApi::On, grpc_routes, tls_routes };
     }
     let reason = format!("the API server does not serve {}", missing.join(", "));
     // None of it is a cluster without the Gateway API, as many are; some of it, a broken or
@@ -98,7 +118,19 @@ pub(super) async fn discover(client: &Client) -> Discovery {
         true => info!(%reason, "the Gateway controller is off: {FIX}"),
         false => warn!(%reason, "the Gateway controller is OFF: {FIX}"),
     }
-    Discovery { api: GatewayApi::Off(reason), grpc_routes: false }
+    Discovery::off(reason)
+}
+
+/// Whether the API server serves `kind`, in a version none of the needed kinds is in: a version
+/// it does not serve at all (the standard channel has no `v1alpha2`) is not an error, only no.
+async fn served_kind(client: &Client, kind: &Needed) -> bool {
+    match served_resources(client, &kind.api_version).await {
+        Ok(resources) => resources.contains(&kind.plural),
+        Err(reason) => {
+            info!(%reason, "could not ask whether the API server serves {} ({}): they are not watched", kind.plural, kind.api_version);
+            false
+        }
+    }
 }
 
 /// What to do about a missing Gateway API.

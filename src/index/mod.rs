@@ -17,7 +17,9 @@ mod watched;
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
-use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use envoy_operator_core::api::gateway::{
+    GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant, TLSRoute,
+};
 use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
@@ -57,6 +59,7 @@ pub struct Index {
     gateways: OnceLock<Watched<Gateway>>,
     http_routes: OnceLock<Watched<HTTPRoute>>,
     grpc_routes: OnceLock<Watched<GRPCRoute>>,
+    tls_routes: OnceLock<Watched<TLSRoute>>,
     reference_grants: OnceLock<Watched<ReferenceGrant>>,
     namespaces: OnceLock<Watched<Namespace>>,
     tls_secrets: OnceLock<Watched<Secret>>,
@@ -83,6 +86,7 @@ impl Index {
             gateways: OnceLock::new(),
             http_routes: OnceLock::new(),
             grpc_routes: OnceLock::new(),
+            tls_routes: OnceLock::new(),
             reference_grants: OnceLock::new(),
             namespaces: OnceLock::new(),
             tls_secrets: OnceLock::new(),
@@ -167,6 +171,15 @@ impl Index {
         let served = self.gateway_api.get().is_some_and(|discovery| discovery.grpc_routes);
         served.then(|| {
             self.grpc_routes.get_or_init(|| self.watch(watcher::Config::default(), strip_metadata_of))
+        })
+    }
+
+    /// The TLSRoutes, where the API server serves them (the experimental channel), as
+    /// [`Self::grpc_routes_if_served`].
+    pub fn tls_routes_if_served(&self) -> Option<&Watched<TLSRoute>> {
+        let served = self.gateway_api.get().is_some_and(|discovery| discovery.tls_routes);
+        served.then(|| {
+            self.tls_routes.get_or_init(|| self.watch(watcher::Config::default(), strip_metadata_of))
         })
     }
 
@@ -255,6 +268,9 @@ impl Index {
             kind.listed().await?;
         }
         if let Some(kind) = self.grpc_routes.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.tls_routes.get() {
             kind.listed().await?;
         }
         if let Some(kind) = self.reference_grants.get() {

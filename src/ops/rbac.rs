@@ -66,11 +66,16 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         // replica) and the status writers (leader), with server-side apply.
         rule(
             GATEWAY_GROUP,
-            &["gateways", "httproutes", "grpcroutes", "referencegrants"],
+            &["gateways", "httproutes", "grpcroutes", "tlsroutes", "referencegrants"],
             &[],
             &["list", "watch"],
         ),
-        rule(GATEWAY_GROUP, &["gateways/status", "httproutes/status", "grpcroutes/status"], &[], &["patch"]),
+        rule(
+            GATEWAY_GROUP,
+            &["gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status"],
+            &[],
+            &["patch"],
+        ),
     ]
 }
 

@@ -222,6 +222,25 @@ async fn without_the_gateway_api_the_index_says_it_is_off_and_why() {
     assert!(partial.requests().is_empty(), "discovery only: no watch was opened");
 }
 
+/// TLSRoutes are the experimental channel's: with the standard channel alone the Gateway API
+/// is on and they are not watched (their `v1alpha2` is not even served); with it, they are.
+#[tokio::test]
+async fn tls_routes_are_watched_only_where_the_experimental_channel_serves_them() {
+    let standard = FakeApi::new();
+    standard.install_gateway_api();
+    let index = Index::new(standard.client(), None);
+    assert_eq!(*index.gateway_api().await, GatewayApi::On, "TLSRoute is not required");
+    assert!(index.tls_routes_if_served().is_none());
+    assert!(index.grpc_routes_if_served().is_some());
+
+    let experimental = FakeApi::new();
+    experimental.install_gateway_api_experimental();
+    let index = Index::new(experimental.client(), None);
+    assert!(index.tls_routes_if_served().is_none(), "not before discovery has answered");
+    assert_eq!(*index.gateway_api().await, GatewayApi::On);
+    assert!(index.tls_routes_if_served().is_some());
+}
+
 /// GRPCRoutes are optional: without their CRD the Gateway API is on all the same, and they are
 /// not watched; with it, they are.
 #[tokio::test]

@@ -123,8 +123,9 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
 
     // The Gateway API, installed: a GatewayClass of the operator's, a Gateway of it (whose fleet
     // the operator applies, then deletes once the Gateway moves to another class) and routes
-    // on it (an HTTPRoute, a GRPCRoute), whose statuses it writes.
-    api.install_gateway_api();
+    // on it (an HTTPRoute, a GRPCRoute, a TLSRoute of the experimental channel), whose statuses
+    // it writes.
+    api.install_gateway_api_experimental();
     api.put(
         GATEWAY_CLASS,
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
@@ -133,7 +134,9 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     let gateway = |class: &str| {
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                "metadata": {"name": "public", "namespace": ns},
-               "spec": {"gatewayClassName": class, "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})
+               "spec": {"gatewayClassName": class, "listeners": [
+                   {"name": "http", "port": 80, "protocol": "HTTP"},
+                   {"name": "tls", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}]}})
     };
     let gateway_path = path("gateway.networking.k8s.io/v1", ns, "gateways", "public");
     api.put(&gateway_path, gateway("envoy-operator"));
@@ -150,6 +153,14 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
                "metadata": {"name": "api", "namespace": ns},
                "spec": {"parentRefs": [{"name": "public"}], "hostnames": ["api.example.com"],
+                        "rules": [{"backendRefs": [{"name": "edge", "port": 80}]}]}}),
+    );
+    let tls_route_path = path("gateway.networking.k8s.io/v1alpha2", ns, "tlsroutes", "passthrough");
+    api.put(
+        &tls_route_path,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
+               "metadata": {"name": "passthrough", "namespace": ns},
+               "spec": {"parentRefs": [{"name": "public"}], "hostnames": ["db.example.com"],
                         "rules": [{"backendRefs": [{"name": "edge", "port": 80}]}]}}),
     );
 
@@ -234,6 +245,7 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
     api.wait_for("the Gateway's status", HANG_GUARD, has_status(gateway_path.clone(), "conditions")).await;
     api.wait_for("the HTTPRoute's status", HANG_GUARD, has_status(http_route_path.clone(), "parents")).await;
     api.wait_for("the GRPCRoute's status", HANG_GUARD, has_status(grpc_route_path.clone(), "parents")).await;
+    api.wait_for("the TLSRoute's status", HANG_GUARD, has_status(tls_route_path.clone(), "parents")).await;
     let fleet_path = path("example.com/v1", ns, "envoys", "public-envoy-operator");
     api.wait_for("the Gateway's fleet", HANG_GUARD, exists(fleet_path.clone())).await;
     api.put(&gateway_path, gateway("someone-else"));

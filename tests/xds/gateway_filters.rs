@@ -193,6 +193,7 @@ fn fleet(route: Value, backends: &[&RecordingBackend]) -> ir::Fleet {
         gateways: &gateways,
         routes: &routes,
         grpc_routes: &[],
+        tls_routes: &[],
         grants: &[],
         namespaces: &[],
         services: &services,

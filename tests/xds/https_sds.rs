@@ -133,6 +133,7 @@ fn fleet(backend: SocketAddr, a: &Issued, b: &Issued) -> ir::Fleet {
                 server("a", ir::Domain::Exact("a.example.test".into()), "shop/a"),
                 server("other", ir::Domain::Any, "shop/b"),
             ],
+            passthrough: Vec::new(),
         }],
         backends: vec![ir::Backend {
             name: BACKEND.into(),

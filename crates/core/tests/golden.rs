@@ -147,8 +147,16 @@ fn envoyroute(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
 /// The Gateway API door: the whole translation; and the IRs. Every Envoy of the input is both
 /// a possible fleet and a possible class parameter, as `render --xds` passes them.
 fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
-    let kinds =
-        ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "Namespace", "Service"];
+    let kinds = [
+        "GatewayClass",
+        "Gateway",
+        "HTTPRoute",
+        "GRPCRoute",
+        "TLSRoute",
+        "ReferenceGrant",
+        "Namespace",
+        "Service",
+    ];
     check_kinds(objects, &[&kinds[..], &["EndpointSlice", "Secret", "Envoy", "Rejection"]].concat());
     let tls: Vec<Value> = objects.iter().filter(|o| o["type"] == "kubernetes.io/tls").cloned().collect();
     let envoys = of_kind(objects, "Envoy");
@@ -157,6 +165,7 @@ fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
         gateways: &of_kind(objects, "Gateway"),
         routes: &of_kind(objects, "HTTPRoute"),
         grpc_routes: &of_kind(objects, "GRPCRoute"),
+        tls_routes: &of_kind(objects, "TLSRoute"),
         grants: &of_kind(objects, "ReferenceGrant"),
         namespaces: &of_kind(objects, "Namespace"),
         services: &of_kind(objects, "Service"),

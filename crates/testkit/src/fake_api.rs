@@ -206,8 +206,7 @@ impl FakeApi {
     /// (`v1beta1`); with the rules their schemas set on `status` ([`gateway_api_schema`]), so
     /// that a status a real API server would refuse is refused here too.
     pub fn install_gateway_api(&self) {
-        let group = "gateway.networking.k8s.io";
-        for (kind, plural, scope, versions, schema) in [
+        self.install_gateway_api_crds([
             (
                 "GatewayClass",
                 "gatewayclasses",
@@ -226,7 +225,27 @@ impl FakeApi {
             // Standard channel since v1.1; its status is HTTPRoute's (`RouteStatus`).
             ("GRPCRoute", "grpcroutes", "Namespaced", &["v1"][..], gateway_api_schema::http_route()),
             ("ReferenceGrant", "referencegrants", "Namespaced", &["v1beta1"][..], json!({"type": "object"})),
-        ] {
+        ]);
+    }
+
+    /// [`Self::install_gateway_api`], and the experimental channel's TLSRoute (`v1alpha2`):
+    /// only where a test asks, as a cluster has it only where its admin installed that channel.
+    pub fn install_gateway_api_experimental(&self) {
+        self.install_gateway_api();
+        self.install_gateway_api_crds([(
+            "TLSRoute",
+            "tlsroutes",
+            "Namespaced",
+            &["v1alpha2"][..],
+            gateway_api_schema::tls_route(),
+        )]);
+    }
+
+    /// Stores a CRD of the Gateway API's group per `(kind, plural, scope, versions, status
+    /// schema)`, the first version the stored one.
+    fn install_gateway_api_crds<const N: usize>(&self, kinds: [(&str, &str, &str, &[&str], Value); N]) {
+        let group = "gateway.networking.k8s.io";
+        for (kind, plural, scope, versions, schema) in kinds {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|version| {

@@ -127,6 +127,11 @@ pub fn gateway() -> Value {
 
 /// `HTTPRouteStatus`: `parents`, each naming its parent and its controller, with at least one
 /// condition.
+/// TLSRoute's (`v1alpha2`): Gateway API's `RouteStatus`, the same as HTTPRoute's.
+pub fn tls_route() -> Value {
+    http_route()
+}
+
 pub fn http_route() -> Value {
     with_status(json!({
         "type": "object",

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute};
+use envoy_operator_core::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, TLSRoute};
 use envoy_operator_core::translate::gateway::{
     ClassOutcome, GatewayOutcome, GatewayTranslation, RouteOutcome,
 };
@@ -77,6 +77,11 @@ pub fn routes(before: &GatewayTranslation, after: &GatewayTranslation) -> Vec<Ob
 /// GRPCRoutes whose outcome appeared, changed or went.
 pub fn grpc_routes(before: &GatewayTranslation, after: &GatewayTranslation) -> Vec<ObjectRef<GRPCRoute>> {
     routes_of(&before.grpc_routes, &after.grpc_routes)
+}
+
+/// TLSRoutes whose outcome appeared, changed or went.
+pub fn tls_routes(before: &GatewayTranslation, after: &GatewayTranslation) -> Vec<ObjectRef<TLSRoute>> {
+    routes_of(&before.tls_routes, &after.tls_routes)
 }
 
 fn routes_of<K: kube::Resource<DynamicType = ()>>(

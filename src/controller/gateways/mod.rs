@@ -1,8 +1,10 @@
-//! The Gateway API controllers: GatewayClasses, Gateways, HTTPRoutes and GRPCRoutes get the status the
-//! translation judged ([`envoy_operator_core::translate::gateway`], run by the publisher,
-//! [`crate::xds::publish::gateways`]); each Gateway gets its fleet, an `Envoy` ([`fleets`]).
+//! The Gateway API controllers: GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes and TLSRoutes
+//! get the status the translation judged ([`envoy_operator_core::translate::gateway`], run by
+//! the publisher, [`crate::xds::publish::gateways`]); each Gateway gets its fleet, an `Envoy`
+//! ([`fleets`]).
 //!
-//! Four kube-runtime controllers, one per kind (GRPCRoutes' only where they are served), over the index's caches. Each reconciles an
+//! Five kube-runtime controllers, one per kind (GRPCRoutes' and TLSRoutes' only where they are
+//! served), over the index's caches. Each reconciles an
 //! object when it changes and when its outcome in a new translation does ([`changes`]); the
 //! Gateway's also when its fleet Envoy changes (drift is taken back). A status is written only
 //! when it differs from the cached one ([`status`]), and only for the object's current
@@ -26,7 +28,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::api::gateway::{GROUP, GRPCRoute, Gateway, GatewayClass, GatewayRoute, HTTPRoute};
+use envoy_operator_core::api::gateway::{
+    GROUP, GRPCRoute, Gateway, GatewayClass, GatewayRoute, HTTPRoute, TLSRoute,
+};
 use envoy_operator_core::names::CONTROLLER_NAME;
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -147,21 +151,37 @@ pub fn controllers(
 
     // Only where the API server serves GRPCRoutes: elsewhere their watch would fail forever.
     let grpc_route_controller = index.grpc_routes_if_served().map(|grpc_routes| {
-        Controller::for_shared_stream(parents(grpc_routes, shared), grpc_routes.store().clone())
+        Controller::for_shared_stream(parents(grpc_routes, shared.clone()), grpc_routes.store().clone())
             .reconcile_on(changes::changes(outcomes.subscribe(), changes::grpc_routes))
-            .with_config(config)
-            .graceful_shutdown_on(shutdown)
-            .run(route::reconcile::<GRPCRoute>, route::error_policy::<GRPCRoute>, ctx)
+            .with_config(config.clone())
+            .graceful_shutdown_on(shutdown.clone())
+            .run(route::reconcile::<GRPCRoute>, route::error_policy::<GRPCRoute>, ctx.clone())
             .for_each(|result| async move { log_result("GRPCRoute", result) })
     });
 
+    // Only where the API server serves TLSRoutes (the experimental channel's CRDs).
+    let tls_route_controller = index.tls_routes_if_served().map(|tls_routes| {
+        Controller::for_shared_stream(parents(tls_routes, shared), tls_routes.store().clone())
+            .reconcile_on(changes::changes(outcomes.subscribe(), changes::tls_routes))
+            .with_config(config)
+            .graceful_shutdown_on(shutdown)
+            .run(route::reconcile::<TLSRoute>, route::error_policy::<TLSRoute>, ctx)
+            .for_each(|result| async move { log_result("TLSRoute", result) })
+    });
+
     async move {
-        let grpc_route_controller = async move {
-            if let Some(controller) = grpc_route_controller {
+        let optional = |controller: Option<_>| async move {
+            if let Some(controller) = controller {
                 controller.await;
             }
         };
-        tokio::join!(class_controller, gateway_controller, route_controller, grpc_route_controller);
+        tokio::join!(
+            class_controller,
+            gateway_controller,
+            route_controller,
+            optional(grpc_route_controller.map(futures::FutureExt::boxed)),
+            optional(tls_route_controller.map(futures::FutureExt::boxed)),
+        );
     }
 }
 

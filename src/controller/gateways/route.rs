@@ -1,4 +1,4 @@
-//! A route (HTTPRoute, GRPCRoute) attached to Gateways of the operator's classes gets, in
+//! A route (HTTPRoute, GRPCRoute, TLSRoute) attached to Gateways of the operator's classes gets, in
 //! `status.parents`, one entry per such parentRef, with the operator's `controllerName` and the
 //! `Accepted` and `ResolvedRefs` the translation judged. Other controllers' entries are kept as
 //! they are; the operator's entries for parents that are no longer its own are dropped. One
@@ -8,7 +8,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use envoy_operator_core::api::gateway::{
-    GROUP, GRPCRoute, Gateway, GatewayRoute, HTTPRoute, ParentReference,
+    GROUP, GRPCRoute, Gateway, GatewayRoute, HTTPRoute, ParentReference, TLSRoute,
 };
 use envoy_operator_core::children::status::now;
 use envoy_operator_core::names::CONTROLLER_NAME;
@@ -54,6 +54,13 @@ impl RouteKind for GRPCRoute {
     const KIND: &'static str = "GRPCRoute";
     fn outcomes(translation: &GatewayTranslation) -> &[RouteOutcome] {
         &translation.grpc_routes
+    }
+}
+
+impl RouteKind for TLSRoute {
+    const KIND: &'static str = "TLSRoute";
+    fn outcomes(translation: &GatewayTranslation) -> &[RouteOutcome] {
+        &translation.tls_routes
     }
 }
 

@@ -30,6 +30,7 @@ use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::Tl
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, Secret,
     SubjectAltNameMatcher, TlsCertificate, UpstreamTlsContext, common_tls_context, secret,
@@ -291,9 +292,34 @@ fn filter_chain(from: &m::FilterChain) -> FilterChain {
                     m::NetworkFilterConfig::HttpConnectionManager(manager) => {
                         pack_any(http_connection_manager(manager))
                     }
+                    m::NetworkFilterConfig::TcpProxy(proxy) => pack_any(tcp_proxy(proxy)),
                 })),
             })
             .collect(),
+        ..Default::default()
+    }
+}
+
+fn tcp_proxy(from: &m::TcpProxy) -> TcpProxy {
+    let cluster_specifier = match &from.cluster_specifier {
+        m::TcpProxyClusters::Cluster(name) => tcp_proxy::ClusterSpecifier::Cluster(name.clone()),
+        m::TcpProxyClusters::WeightedClusters(weighted) => {
+            tcp_proxy::ClusterSpecifier::WeightedClusters(tcp_proxy::WeightedCluster {
+                clusters: weighted
+                    .clusters
+                    .iter()
+                    .map(|cluster| tcp_proxy::weighted_cluster::ClusterWeight {
+                        name: cluster.name.clone(),
+                        weight: cluster.weight,
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+        }
+    };
+    TcpProxy {
+        stat_prefix: from.stat_prefix.clone(),
+        cluster_specifier: Some(cluster_specifier),
         ..Default::default()
     }
 }
@@ -629,6 +655,68 @@ mod tests {
         assert!(keys_at("code") < keys_at("method") && keys_at("method") < keys_at("start_time"));
     }
 
+    /// A TLS passthrough listener of the core's rendering, as the server encodes it: the TLS
+    /// inspector, and a TCP proxy per chain, to one cluster or several by weight.
+    #[test]
+    fn a_passthrough_listener_survives_the_copy() {
+        use envoy_operator_core::ir;
+        use envoy_operator_core::xds::resources;
+
+        let weighted = |backend: &str, weight| ir::WeightedBackend { backend: backend.into(), weight };
+        let fleet = ir::Fleet {
+            listeners: vec![ir::Listener {
+                name: "tls-443".into(),
+                port: 10443,
+                access_log: true,
+                virtual_hosts: Vec::new(),
+                tls_servers: Vec::new(),
+                passthrough: vec![
+                    ir::PassthroughServer {
+                        name: "ns/a".into(),
+                        server_names: vec![ir::Domain::Exact("a.example.test".into())],
+                        backends: vec![weighted("ns/a/443/tcp", 1)],
+                        unresolved_weight: 0,
+                    },
+                    ir::PassthroughServer {
+                        name: "ns/b".into(),
+                        server_names: vec![ir::Domain::Exact("b.example.test".into())],
+                        backends: vec![weighted("ns/a/443/tcp", 1), weighted("ns/b/443/tcp", 9)],
+                        unresolved_weight: 0,
+                    },
+                ],
+            }],
+            ..Default::default()
+        };
+        let converted = listener(&resources(&fleet).listeners[0]);
+        let Some(listener_filter::ConfigType::TypedConfig(inspector)) =
+            &converted.listener_filters[0].config_type
+        else {
+            panic!("a typed config");
+        };
+        assert_eq!(inspector.type_url, type_urls::TLS_INSPECTOR);
+        let proxy_of = |chain: &FilterChain| {
+            assert_eq!(chain.filters[0].name, "envoy.filters.network.tcp_proxy");
+            assert_eq!(chain.transport_socket, None, "TLS passes through");
+            let Some(filter::ConfigType::TypedConfig(any)) = &chain.filters[0].config_type else {
+                panic!("a typed config");
+            };
+            assert_eq!(any.type_url, type_urls::TCP_PROXY);
+            TcpProxy::decode(any.value.as_slice()).unwrap()
+        };
+        let [a, b] = &converted.filter_chains[..] else { panic!("two chains") };
+        assert_eq!(b.filter_chain_match.as_ref().unwrap().server_names, ["b.example.test"]);
+        let a = proxy_of(a);
+        assert_eq!(a.stat_prefix, "tls-443");
+        assert_eq!(a.cluster_specifier, Some(tcp_proxy::ClusterSpecifier::Cluster("ns/a/443/tcp".into())));
+        let Some(tcp_proxy::ClusterSpecifier::WeightedClusters(weighted)) = proxy_of(b).cluster_specifier
+        else {
+            panic!("weighted clusters");
+        };
+        let weights: Vec<(&str, u32)> =
+            weighted.clusters.iter().map(|c| (c.name.as_str(), c.weight)).collect();
+        assert_eq!(weights, [("ns/a/443/tcp", 1), ("ns/b/443/tcp", 9)]);
+    }
+
     /// An HTTPS listener of the core's rendering, as the server encodes it: the TLS inspector,
     /// a chain per server name with its SDS certificates over ADS, and the secrets with their
     /// keys inline; the snapshot knows the listener's route configurations and certificates.
@@ -658,6 +746,7 @@ mod tests {
                     server("a", ir::Domain::Exact("a.example.test".into()), "ns/a"),
                     server("other", ir::Domain::Any, "ns/b"),
                 ],
+                passthrough: Vec::new(),
             }],
             backends: Vec::new(),
             secrets: vec![tls_secret("ns/a"), tls_secret("ns/b")],

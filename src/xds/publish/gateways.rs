@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use envoy_operator_core::api::Envoy;
 use envoy_operator_core::api::gateway::{
-    GRPCRoute, GRPCRouteSpec, Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant,
+    GRPCRoute, GRPCRouteSpec, Gateway, GatewayClass, HTTPRoute, HTTPRouteSpec, ReferenceGrant, TLSRoute,
+    TLSRouteSpec,
 };
 use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::names::{CONTROLLER_NAME, GATEWAY_LABEL, SERVICE_NAME_LABEL};
@@ -91,6 +92,8 @@ pub struct GatewayCaches {
     pub routes: Store<HTTPRoute>,
     /// Listed and empty where the API server does not serve GRPCRoutes.
     pub grpc_routes: Store<GRPCRoute>,
+    /// Listed and empty where the API server does not serve TLSRoutes.
+    pub tls_routes: Store<TLSRoute>,
     pub grants: Store<ReferenceGrant>,
     pub namespaces: Store<Namespace>,
     pub services: Store<Service>,
@@ -110,6 +113,7 @@ impl GatewayCaches {
         self.gateways.wait_until_ready().await?;
         self.routes.wait_until_ready().await?;
         self.grpc_routes.wait_until_ready().await?;
+        self.tls_routes.wait_until_ready().await?;
         self.grants.wait_until_ready().await?;
         self.namespaces.wait_until_ready().await?;
         self.services.wait_until_ready().await?;
@@ -143,11 +147,13 @@ fn statuses_from_index_with(
     endpoint_slices: Store<EndpointSlice>,
 ) -> (GatewayCaches, SelectAll<BoxStream<'static, ()>>) {
     let grpc_routes = index.grpc_routes_if_served();
+    let tls_routes = index.tls_routes_if_served();
     let caches = GatewayCaches {
         classes: index.gateway_classes().store().clone(),
         gateways: index.gateways().store().clone(),
         routes: index.http_routes().store().clone(),
         grpc_routes: grpc_routes.map_or_else(super::inputs::listed_empty, |watched| watched.store().clone()),
+        tls_routes: tls_routes.map_or_else(super::inputs::listed_empty, |watched| watched.store().clone()),
         grants: index.reference_grants().store().clone(),
         namespaces: index.namespaces().store().clone(),
         services: index.services().store().clone(),
@@ -162,6 +168,9 @@ fn statuses_from_index_with(
     changed.push(ticks(index.http_routes().changes()));
     if let Some(grpc_routes) = grpc_routes {
         changed.push(ticks(grpc_routes.changes()));
+    }
+    if let Some(tls_routes) = tls_routes {
+        changed.push(ticks(tls_routes.changes()));
     }
     changed.push(ticks(index.reference_grants().changes()));
     changed.push(ticks(index.namespaces().changes()));
@@ -211,6 +220,7 @@ struct Named {
     gateways: Store<Gateway>,
     routes: Store<HTTPRoute>,
     grpc_routes: Store<GRPCRoute>,
+    tls_routes: Store<TLSRoute>,
 }
 
 impl From<&GatewayCaches> for Named {
@@ -220,6 +230,7 @@ impl From<&GatewayCaches> for Named {
             gateways: caches.gateways.clone(),
             routes: caches.routes.clone(),
             grpc_routes: caches.grpc_routes.clone(),
+            tls_routes: caches.tls_routes.clone(),
         }
     }
 }
@@ -229,6 +240,7 @@ impl Named {
     fn service(&self, namespace: &str, name: &str) -> bool {
         self.routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
             || self.grpc_routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
+            || self.tls_routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
             || self.gateways.find(|gateway| named::names_fleet(gateway, namespace, name)).is_some()
     }
 
@@ -269,6 +281,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     let classes = caches.classes.state();
     let routes = caches.routes.state();
     let grpc_routes = caches.grpc_routes.state();
+    let tls_routes = caches.tls_routes.state();
     let rejected = outputs.isolation.as_ref().map(Isolation::rejections).unwrap_or_default();
     // No class names the operator (a cluster whose Gateways are another controller's): nothing
     // to translate, whatever else changed, so the other caches are not even read.
@@ -278,6 +291,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             gateways: &caches.gateways.state(),
             routes: &routes,
             grpc_routes: &grpc_routes,
+            tls_routes: &tls_routes,
             grants: &caches.grants.state(),
             namespaces: &caches.namespaces.state(),
             services: &caches.services.state(),
@@ -311,7 +325,8 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
                     Ok(snapshot) => {
                         let version = cache.set(key.clone(), snapshot);
                         if let Some(isolation) = &outputs.isolation {
-                            let carried = carried(outcome, &translation, &routes, &grpc_routes);
+                            let kinds = Kinds { http: &routes, grpc: &grpc_routes, tls: &tls_routes };
+                            let carried = carried(outcome, &translation, &kinds);
                             isolation.record(
                                 &key,
                                 &version,
@@ -349,15 +364,22 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
 enum CarriedSpec<'a> {
     Http(&'a HTTPRouteSpec),
     Grpc(&'a GRPCRouteSpec),
+    Tls(&'a TLSRouteSpec),
 }
 
-/// The routes (HTTPRoutes, GRPCRoutes) a version of `gateway`'s fleet carries: those a parent
-/// of the Gateway accepted, as they are now.
+/// The route objects of every kind, as the caches hold them now.
+struct Kinds<'a> {
+    http: &'a [Arc<HTTPRoute>],
+    grpc: &'a [Arc<GRPCRoute>],
+    tls: &'a [Arc<TLSRoute>],
+}
+
+/// The routes (HTTPRoutes, GRPCRoutes, TLSRoutes) a version of `gateway`'s fleet carries:
+/// those a parent of the Gateway accepted, as they are now.
 fn carried<'a>(
     gateway: &GatewayOutcome,
     translation: &GatewayTranslation,
-    routes: &'a [Arc<HTTPRoute>],
-    grpc_routes: &'a [Arc<GRPCRoute>],
+    kinds: &Kinds<'a>,
 ) -> Vec<(RouteId, Option<i64>, CarriedSpec<'a>)> {
     let on_gateway = |outcome: &&RouteOutcome| {
         outcome.parents.iter().any(|parent| {
@@ -369,27 +391,35 @@ fn carried<'a>(
         outcomes.iter().filter(on_gateway).map(|o| (o.namespace.clone(), o.name.clone())).collect()
     };
     let (http, grpc) = (accepted(&translation.routes), accepted(&translation.grpc_routes));
+    let tls = accepted(&translation.tls_routes);
     let is_in = |set: &BTreeSet<(String, String)>, metadata: &ObjectMeta| {
         set.contains(&(
             metadata.namespace.clone().unwrap_or_default(),
             metadata.name.clone().unwrap_or_default(),
         ))
     };
-    let http_routes = routes.iter().filter(|route| is_in(&http, &route.metadata)).filter_map(|route| {
+    let http_routes = kinds.http.iter().filter(|route| is_in(&http, &route.metadata)).filter_map(|route| {
         Some((
             RouteId::of("HTTPRoute", &route.metadata)?,
             route.metadata.generation,
             CarriedSpec::Http(&route.spec),
         ))
     });
-    let grpc_routes = grpc_routes.iter().filter(|route| is_in(&grpc, &route.metadata)).filter_map(|route| {
+    let grpc_routes = kinds.grpc.iter().filter(|route| is_in(&grpc, &route.metadata)).filter_map(|route| {
         Some((
             RouteId::of("GRPCRoute", &route.metadata)?,
             route.metadata.generation,
             CarriedSpec::Grpc(&route.spec),
         ))
     });
-    http_routes.chain(grpc_routes).collect()
+    let tls_routes = kinds.tls.iter().filter(|route| is_in(&tls, &route.metadata)).filter_map(|route| {
+        Some((
+            RouteId::of("TLSRoute", &route.metadata)?,
+            route.metadata.generation,
+            CarriedSpec::Tls(&route.spec),
+        ))
+    });
+    http_routes.chain(grpc_routes).chain(tls_routes).collect()
 }
 
 /// Whether `key` is the key of an Envoy that is a Gateway's fleet.
@@ -487,6 +517,7 @@ mod tests {
                 gateways,
                 routes,
                 grpc_routes: crate::xds::publish::inputs::listed_empty(),
+                tls_routes: crate::xds::publish::inputs::listed_empty(),
                 grants,
                 namespaces,
                 services,

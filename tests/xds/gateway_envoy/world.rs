@@ -136,6 +136,17 @@ impl GatewayWorld {
     pub async fn start(backends: &[(&str, &Backend)], objects: &[(String, Value)]) -> Self {
         let api = FakeApi::new();
         api.install_gateway_api();
+        Self::start_on(api, backends, objects).await
+    }
+
+    /// [`Self::start`] with the experimental channel's CRDs too (TLSRoute).
+    pub async fn start_experimental(backends: &[(&str, &Backend)], objects: &[(String, Value)]) -> Self {
+        let api = FakeApi::new();
+        api.install_gateway_api_experimental();
+        Self::start_on(api, backends, objects).await
+    }
+
+    async fn start_on(api: FakeApi, backends: &[(&str, &Backend)], objects: &[(String, Value)]) -> Self {
         api.put(
             &format!("/apis/{GATEWAY_API}/gatewayclasses/{CLASS}"),
             json!({"apiVersion": GATEWAY_API, "kind": "GatewayClass",

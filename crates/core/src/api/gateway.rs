@@ -1,6 +1,6 @@
 //! The Gateway API kinds the operator reads and whose status it writes: `GatewayClass`,
-//! `Gateway`, `HTTPRoute`, `GRPCRoute` (`gateway.networking.k8s.io/v1`) and `ReferenceGrant`
-//! (`v1beta1`).
+//! `Gateway`, `HTTPRoute`, `GRPCRoute` (`gateway.networking.k8s.io/v1`), `ReferenceGrant`
+//! (`v1beta1`) and `TLSRoute` (`v1alpha2`, experimental channel).
 //!
 //! Written here rather than taken from the `gateway-api` crate: its releases are built on
 //! another major version of kube and k8s-openapi than ours (0.22: kube 4, k8s-openapi 0.28),
@@ -455,11 +455,57 @@ pub struct GRPCBackendRef {
     pub filters: Vec<GRPCRouteFilter>,
 }
 
+/// TLS connections passed through, chosen by SNI, from Gateways' TLS listeners (`tls.mode:
+/// Passthrough`) to Services: Gateway API's `TLSRoute` (experimental channel, `v1alpha2`). Its
+/// status is HTTPRoute's.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1alpha2",
+    kind = "TLSRoute",
+    namespaced,
+    status = "HTTPRouteStatus",
+    schema = "disabled",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TLSRouteSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parent_refs: Vec<ParentReference>,
+    /// The SNI names it serves; empty: every name its listener serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<TLSRouteRule>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TLSRouteRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Gateway API's `BackendRef`: a backend and its weight, no filters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend_refs: Vec<WeightedBackendRef>,
+}
+
+/// Gateway API's `BackendRef`: a backend and its share of the connections.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedBackendRef {
+    #[serde(flatten)]
+    pub backend: BackendObjectReference,
+    /// Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
+
 /// What the operator reads alike of every route kind of Gateway API it serves (HTTPRoute,
-/// GRPCRoute): its parents, its status, the backends it names.
+/// GRPCRoute, TLSRoute): its parents, its status, the backends it names.
 pub trait GatewayRoute {
     fn parent_refs(&self) -> &[ParentReference];
-    /// `status`; both kinds' is HTTPRoute's shape (Gateway API's `RouteStatus`).
+    /// `status`; every kind's is HTTPRoute's shape (Gateway API's `RouteStatus`).
     fn route_status(&self) -> Option<&HTTPRouteStatus>;
     /// Every backend its rules send requests to or mirror them to.
     fn backend_references(&self) -> Vec<&BackendObjectReference>;
@@ -506,6 +552,18 @@ impl GatewayRoute for GRPCRoute {
             }
         }
         references
+    }
+}
+
+impl GatewayRoute for TLSRoute {
+    fn parent_refs(&self) -> &[ParentReference] {
+        &self.spec.parent_refs
+    }
+    fn route_status(&self) -> Option<&HTTPRouteStatus> {
+        self.status.as_ref()
+    }
+    fn backend_references(&self) -> Vec<&BackendObjectReference> {
+        self.spec.rules.iter().flat_map(|rule| &rule.backend_refs).map(|backend| &backend.backend).collect()
     }
 }
 

@@ -5,4 +5,5 @@ pub const HTTP_CONNECTION_MANAGER: &str = "envoy.filters.network.http_connection
 pub const ROUTER: &str = "envoy.filters.http.router";
 pub const STDOUT_ACCESS_LOG: &str = "envoy.access_loggers.stdout";
 pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
+pub const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 pub const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";

@@ -37,9 +37,11 @@ impl Listener {
     /// snapshot's consistency and orders its pushes by them; it learns them here, from the
     /// model, since the encoded listener hides them in an `Any`.
     pub fn ads_route_configurations(&self) -> Vec<&str> {
-        let managers = self.filter_chains.iter().flat_map(|chain| &chain.filters).map(|filter| {
-            let NetworkFilterConfig::HttpConnectionManager(manager) = &filter.typed_config;
-            manager
+        let managers = self.filter_chains.iter().flat_map(|chain| &chain.filters).filter_map(|filter| {
+            match &filter.typed_config {
+                NetworkFilterConfig::HttpConnectionManager(manager) => Some(manager),
+                NetworkFilterConfig::TcpProxy(_) => None,
+            }
         });
         let names: BTreeSet<&str> = managers
             .filter_map(|manager| match &manager.route_specifier {
@@ -150,20 +152,63 @@ impl Filter {
             typed_config: NetworkFilterConfig::HttpConnectionManager(manager),
         }
     }
+
+    pub fn tcp_proxy(proxy: TcpProxy) -> Self {
+        Self {
+            name: extension_names::TCP_PROXY.to_owned(),
+            typed_config: NetworkFilterConfig::TcpProxy(proxy),
+        }
+    }
 }
 
 /// The `google.protobuf.Any` of a network filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NetworkFilterConfig {
     HttpConnectionManager(HttpConnectionManager),
+    TcpProxy(TcpProxy),
 }
 
 impl Serialize for NetworkFilterConfig {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Self::HttpConnectionManager(manager) => packed(manager, serializer),
+            Self::TcpProxy(proxy) => packed(proxy, serializer),
         }
     }
+}
+
+/// `envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy`: the connection's bytes to a
+/// cluster, or to one of several by weight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TcpProxy {
+    pub stat_prefix: String,
+    #[serde(flatten)]
+    pub cluster_specifier: TcpProxyClusters,
+}
+
+impl Packable for TcpProxy {
+    const TYPE_URL: &'static str = type_urls::TCP_PROXY;
+}
+
+/// The oneof `cluster_specifier` of [`TcpProxy`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TcpProxyClusters {
+    Cluster(String),
+    WeightedClusters(TcpWeightedClusters),
+}
+
+/// `envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TcpWeightedClusters {
+    pub clusters: Vec<TcpClusterWeight>,
+}
+
+/// `envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TcpClusterWeight {
+    pub name: String,
+    pub weight: u32,
 }
 
 /// `envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager`.

@@ -22,6 +22,8 @@ pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets
 /// `envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager`.
 pub const HTTP_CONNECTION_MANAGER: &str =
     "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
+/// `envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy`.
+pub const TCP_PROXY: &str = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
 /// `envoy.extensions.filters.http.router.v3.Router`.
 pub const ROUTER: &str = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
 /// `envoy.extensions.access_loggers.stream.v3.StdoutAccessLog`.

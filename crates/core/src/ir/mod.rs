@@ -36,8 +36,9 @@ pub struct Fleet {
     pub secrets: Vec<TlsSecret>,
 }
 
-/// A listener: one port of the fleet's proxies, serving plain HTTP ([`Listener::virtual_hosts`])
-/// or, when [`Listener::tls_servers`] is not empty, HTTPS.
+/// A listener: one port of the fleet's proxies, serving plain HTTP ([`Listener::virtual_hosts`]),
+/// HTTPS when [`Listener::tls_servers`] is not empty, or TLS passed through untouched when
+/// [`Listener::passthrough`] is not empty (at most one of the three on a listener).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Listener {
     /// Unique in the fleet: the Envoy's port name.
@@ -54,6 +55,32 @@ pub struct Listener {
     /// sorted by name. Empty for plain HTTP.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tls_servers: Vec<TlsServer>,
+    /// TLS passthrough: where each connection goes, chosen by the name the client asks for
+    /// (SNI), sorted by name. A name no server claims is refused: there is nothing to fall
+    /// back to that could read the connection.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passthrough: Vec<PassthroughServer>,
+}
+
+/// The TLS connections of a passthrough listener asking for some names, sent whole (TLS and
+/// all, undecrypted) to backends by weight: a TLSRoute's rule on a Gateway listener.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PassthroughServer {
+    /// Unique in the listener: `<namespace>/<route>`.
+    pub name: String,
+    /// The SNI names it takes, sorted, each once, never empty; no two servers of a listener
+    /// share one (Envoy refuses alike filter chains).
+    pub server_names: Vec<Domain>,
+    /// Backends of [`BackendProtocol::Tcp`], each once, weights above 0.
+    pub backends: Vec<WeightedBackend>,
+    /// The total weight of the backendRefs that do not resolve: their share of the connections
+    /// is closed, as Gateway API asks. Never 0 when there is no backend.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unresolved_weight: u32,
+}
+
+fn is_zero(weight: &u32) -> bool {
+    *weight == 0
 }
 
 /// One HTTPS server of a listener (a Gateway listener with `protocol: HTTPS` and `tls.mode:
@@ -106,7 +133,7 @@ pub struct VirtualHost {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Backend {
     /// Unique, and stable while the Service port exists: `<namespace>/<service>/<port>`, with
-    /// `/h2c` after it for [`BackendProtocol::Http2`].
+    /// `/h2c` after it for [`BackendProtocol::Http2`], `/tcp` for [`BackendProtocol::Tcp`].
     pub name: String,
     /// How the proxies speak to it; HTTP/1.1 is not printed.
     #[serde(skip_serializing_if = "BackendProtocol::is_http1")]
@@ -125,6 +152,9 @@ pub enum BackendProtocol {
     /// HTTP/2 in cleartext with prior knowledge, no upgrade from HTTP/1.1 (h2c): a GRPCRoute's
     /// backends, and a Service port's `appProtocol: kubernetes.io/h2c`.
     Http2,
+    /// Bytes, not requests: the backends of a TLS passthrough (a TLSRoute's), which see the
+    /// client's TLS untouched.
+    Tcp,
 }
 
 impl BackendProtocol {

@@ -131,6 +131,8 @@ pub enum UnresolvedAnswer {
     InternalError,
     /// 503: gRPC's `UNAVAILABLE`, GRPCRoute's.
     Unavailable,
+    /// Closed unanswered: a TLSRoute's connections, which the proxies never read.
+    Closed,
 }
 
 impl UnresolvedAnswer {
@@ -141,7 +143,8 @@ impl UnresolvedAnswer {
     pub fn status(self) -> u16 {
         match self {
             Self::InternalError => 500,
-            Self::Unavailable => 503,
+            // Closed never reaches an HTTP route; were it to, 503 says the same.
+            Self::Unavailable | Self::Closed => 503,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Action, Fleet, Listener, PathModifier, Redirect, VirtualHost};
+use super::{Action, BackendProtocol, Fleet, Listener, PathModifier, Redirect, VirtualHost};
 
 impl Fleet {
     /// Every broken invariant, in words naming where: names unique where the rendering keys by
@@ -13,6 +13,12 @@ impl Fleet {
     pub fn validate(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         let backends: BTreeSet<&str> = self.backends.iter().map(|b| b.name.as_str()).collect();
+        let tcp_backends: BTreeSet<&str> = self
+            .backends
+            .iter()
+            .filter(|b| b.protocol == BackendProtocol::Tcp)
+            .map(|b| b.name.as_str())
+            .collect();
         let secrets: BTreeSet<&str> = self.secrets.iter().map(|s| s.name.as_str()).collect();
         sorted_unique("listeners", self.listeners.iter().map(|l| l.name.as_str()), &mut problems);
         sorted_unique("backends", self.backends.iter().map(|b| b.name.as_str()), &mut problems);
@@ -26,6 +32,7 @@ impl Fleet {
                 ));
             }
             check_listener(listener, &backends, &secrets, &mut problems);
+            check_passthrough(listener, &tcp_backends, &mut problems);
         }
         for backend in &self.backends {
             let endpoints = backend.endpoints.iter();
@@ -66,6 +73,50 @@ fn check_listener(
             problems.push(format!("{at}: certificate {certificate} is not among the fleet's secrets"));
         }
         check_virtual_hosts(&at, &server.virtual_hosts, backends, problems);
+    }
+}
+
+/// A passthrough listener: nothing HTTP on it, its servers' names disjoint (Envoy refuses
+/// alike filter chains), every backend a TCP one of the fleet.
+fn check_passthrough(listener: &Listener, tcp_backends: &BTreeSet<&str>, problems: &mut Vec<String>) {
+    if listener.passthrough.is_empty() {
+        return;
+    }
+    let at = format!("listener {}", listener.name);
+    if !listener.virtual_hosts.is_empty() || !listener.tls_servers.is_empty() {
+        problems.push(format!("{at}: TLS passthrough beside HTTP virtual hosts or TLS servers"));
+    }
+    sorted_unique(
+        &format!("{at}: passthrough servers"),
+        listener.passthrough.iter().map(|s| s.name.as_str()),
+        problems,
+    );
+    let mut claimed = BTreeSet::new();
+    for server in &listener.passthrough {
+        let at = format!("{at}, passthrough server {}", server.name);
+        if server.server_names.is_empty() {
+            problems.push(format!("{at}: no server name"));
+        }
+        if !server.server_names.windows(2).all(|pair| pair[0] < pair[1]) {
+            problems.push(format!("{at}: server names not sorted or repeated"));
+        }
+        for name in &server.server_names {
+            if !claimed.insert(name) {
+                problems.push(format!("{at}: server name {name} is another server's"));
+            }
+        }
+        if server.backends.is_empty() && server.unresolved_weight == 0 {
+            problems.push(format!("{at}: no backend, and no share to close"));
+        }
+        for backend in &server.backends {
+            if backend.weight == 0 {
+                problems.push(format!("{at}: backend {} has weight 0", backend.backend));
+            }
+            if !tcp_backends.contains(backend.backend.as_str()) {
+                problems
+                    .push(format!("{at}: backend {} is not among the fleet's TCP backends", backend.backend));
+            }
+        }
     }
 }
 
@@ -168,6 +219,7 @@ mod tests {
                 access_log: true,
                 virtual_hosts: vec![VirtualHost { domain: Domain::Any, routes: vec![route("shop/web/80")] }],
                 tls_servers: vec![],
+                passthrough: vec![],
             }],
             backends: vec![Backend {
                 name: "shop/web/80".into(),
@@ -191,6 +243,41 @@ mod tests {
                 "listener http, virtual host *, route shop/web/rule/0/match/0: backend shop/web/80 is not among the fleet's".to_owned(),
                 "listener http: port 8080 is another listener's".to_owned(),
                 "listener http, virtual host *, route shop/web/rule/0/match/0: backend shop/web/80 is not among the fleet's".to_owned(),
+            ])
+        );
+    }
+
+    #[test]
+    fn passthrough_servers_take_disjoint_names_to_tcp_backends_only() {
+        let server = |name: &str, names: &[&str], backend: &str| PassthroughServer {
+            name: name.into(),
+            server_names: names.iter().map(|n| Domain::Exact((*n).into())).collect(),
+            backends: vec![WeightedBackend { backend: backend.into(), weight: 1 }],
+            unresolved_weight: 0,
+        };
+        let mut fleet = fleet();
+        let tcp =
+            Backend { name: "shop/tls/443/tcp".into(), protocol: BackendProtocol::Tcp, endpoints: vec![] };
+        fleet.backends.insert(0, tcp);
+        fleet.listeners.push(Listener {
+            name: "tls-443".into(),
+            port: 8443,
+            access_log: true,
+            virtual_hosts: vec![],
+            tls_servers: vec![],
+            passthrough: vec![
+                server("shop/a", &["a.example.com"], "shop/tls/443/tcp"),
+                server("shop/b", &["b.example.com"], "shop/tls/443/tcp"),
+            ],
+        });
+        assert_eq!(fleet.validate(), Ok(()));
+        let passthrough = &mut fleet.listeners[1].passthrough;
+        passthrough[1] = server("shop/b", &["a.example.com"], "shop/web/80");
+        assert_eq!(
+            fleet.validate(),
+            Err(vec![
+                "listener tls-443, passthrough server shop/b: server name a.example.com is another server's".to_owned(),
+                "listener tls-443, passthrough server shop/b: backend shop/web/80 is not among the fleet's TCP backends".to_owned(),
             ])
         );
     }

@@ -18,6 +18,7 @@ use super::{discovery_responses, response};
 use crate::api::Envoy;
 use crate::api::gateway::{
     GROUP, GRPCRoute, Gateway, GatewayClass, GatewayRoute, HTTPRoute, ParentReference, ReferenceGrant,
+    TLSRoute,
 };
 use crate::names::CONTROLLER_NAME;
 use crate::route::conditions::ConditionState;
@@ -35,6 +36,7 @@ pub struct GatewayObjects {
     pub gateways: Vec<Arc<Gateway>>,
     pub routes: Vec<Arc<HTTPRoute>>,
     pub grpc_routes: Vec<Arc<GRPCRoute>>,
+    pub tls_routes: Vec<Arc<TLSRoute>>,
     pub grants: Vec<Arc<ReferenceGrant>>,
     pub namespaces: Vec<Arc<Namespace>>,
     /// `kubernetes.io/tls` Secrets only (what the operator reads).
@@ -60,6 +62,7 @@ impl GatewayObjects {
             && self.gateways.is_empty()
             && self.routes.is_empty()
             && self.grpc_routes.is_empty()
+            && self.tls_routes.is_empty()
             && self.grants.is_empty()
     }
 
@@ -75,6 +78,7 @@ impl GatewayObjects {
             gateways: &self.gateways,
             routes: &self.routes,
             grpc_routes: &self.grpc_routes,
+            tls_routes: &self.tls_routes,
             grants: &self.grants,
             namespaces: &namespaces,
             services,
@@ -115,7 +119,8 @@ impl GatewayObjects {
             }
         }
         let routes = (self.routes.iter().map(|route| ("HTTPRoute", &route.metadata, route.parent_refs())))
-            .chain(self.grpc_routes.iter().map(|route| ("GRPCRoute", &route.metadata, route.parent_refs())));
+            .chain(self.grpc_routes.iter().map(|route| ("GRPCRoute", &route.metadata, route.parent_refs())))
+            .chain(self.tls_routes.iter().map(|route| ("TLSRoute", &route.metadata, route.parent_refs())));
         for (kind, metadata, parent_refs) in routes {
             let (namespace, name) = namespace_and_name(metadata);
             let mut missing: Vec<String> = parent_refs
@@ -153,6 +158,7 @@ impl GatewayObjects {
         let used = (self.gateways.iter().map(|g| &g.metadata))
             .chain(self.routes.iter().map(|r| &r.metadata))
             .chain(self.grpc_routes.iter().map(|r| &r.metadata))
+            .chain(self.tls_routes.iter().map(|r| &r.metadata))
             .chain(self.grants.iter().map(|g| &g.metadata))
             .chain(self.secrets.iter().map(|s| &s.metadata))
             .filter_map(|metadata| metadata.namespace.clone());
@@ -177,7 +183,11 @@ pub fn documents(translation: &GatewayTranslation) -> Vec<GatewayDocument> {
         .gateways
         .iter()
         .map(|outcome| {
-            let kinds = [("HTTPRoute", &translation.routes), ("GRPCRoute", &translation.grpc_routes)];
+            let kinds = [
+                ("HTTPRoute", &translation.routes),
+                ("GRPCRoute", &translation.grpc_routes),
+                ("TLSRoute", &translation.tls_routes),
+            ];
             let mut routes: Vec<(&'static str, String, ParentOutcome)> = kinds
                 .into_iter()
                 .flat_map(|(kind, routes)| routes.iter().map(move |route| (kind, route)))

@@ -27,7 +27,7 @@ use crate::translate::envoyroute::{Inputs, RouteStatus, Translation, translate};
 use crate::xds::Resources;
 
 use self::gateway::{GatewayDocument, GatewayObjects};
-use crate::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
+use crate::api::gateway::{GRPCRoute, Gateway, GatewayClass, HTTPRoute, ReferenceGrant, TLSRoute};
 use crate::names::TLS_SECRET_TYPE;
 
 /// The objects of the manifests a translation reads, defaulted and checked as the API server
@@ -124,6 +124,7 @@ impl Manifests {
             GatewayKind::Gateway => objects.gateways.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Route => objects.routes.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::GrpcRoute => objects.grpc_routes.push(Arc::new(typed(object, kind_name)?)),
+            GatewayKind::TlsRoute => objects.tls_routes.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Grant => objects.grants.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Namespace => objects.namespaces.push(Arc::new(typed(object, kind_name)?)),
             GatewayKind::Secret => {
@@ -198,6 +199,7 @@ enum GatewayKind {
     Gateway,
     Route,
     GrpcRoute,
+    TlsRoute,
     Grant,
     Namespace,
     Secret,
@@ -211,6 +213,7 @@ impl GatewayKind {
             "Gateway" if Gateway::api_version(&()) == api_version => Some(Self::Gateway),
             "HTTPRoute" if HTTPRoute::api_version(&()) == api_version => Some(Self::Route),
             "GRPCRoute" if GRPCRoute::api_version(&()) == api_version => Some(Self::GrpcRoute),
+            "TLSRoute" if TLSRoute::api_version(&()) == api_version => Some(Self::TlsRoute),
             "ReferenceGrant" if ReferenceGrant::api_version(&()) == api_version => Some(Self::Grant),
             "Namespace" if api_version == "v1" => Some(Self::Namespace),
             "Secret" if api_version == "v1" => Some(Self::Secret),
@@ -224,6 +227,7 @@ impl GatewayKind {
             Self::Gateway => "Gateway",
             Self::Route => "HTTPRoute",
             Self::GrpcRoute => "GRPCRoute",
+            Self::TlsRoute => "TLSRoute",
             Self::Grant => "ReferenceGrant",
             Self::Namespace => "Namespace",
             Self::Secret => "Secret",

@@ -25,12 +25,13 @@ pub struct ClusterKey {
 
 impl ClusterKey {
     /// The cluster's name, also the EDS service name: `<namespace>/<service>/<port>`, and
-    /// `/h2c` after it for HTTP/2. Stable, and unique since Kubernetes names never contain `/`.
+    /// `/h2c` after it for HTTP/2, `/tcp` for TCP. Stable, and unique since Kubernetes names never contain `/`.
     pub fn cluster_name(&self) -> String {
         let base = format!("{}/{}/{}", self.namespace, self.service, self.port);
         match self.protocol {
             ir::BackendProtocol::Http1 => base,
             ir::BackendProtocol::Http2 => format!("{base}/h2c"),
+            ir::BackendProtocol::Tcp => format!("{base}/tcp"),
         }
     }
 

@@ -133,6 +133,29 @@ impl Route {
         })
     }
 
+    /// Where a connection the route takes whole (TLS passthrough) goes: the backends that
+    /// resolve of all its rules (a TLSRoute's rules have no matches, so none is preferred),
+    /// each once, weights summed, in the order of the rules; and the total weight of those
+    /// that do not.
+    pub fn passthrough_backends(&self) -> (Vec<ir::WeightedBackend>, u32) {
+        let mut backends: Vec<ir::WeightedBackend> = Vec::new();
+        let mut unresolved_weight = 0u32;
+        let forwards = self.rules.iter().filter_map(|rule| match &rule.action {
+            Action::Forward(forward) => Some(forward.to_ir()),
+            Action::Redirect(_) => None,
+        });
+        for forward in forwards {
+            unresolved_weight = unresolved_weight.saturating_add(forward.unresolved_weight);
+            for backend in forward.backends {
+                match backends.iter_mut().find(|known| known.backend == backend.backend) {
+                    Some(known) => known.weight = known.weight.saturating_add(backend.weight),
+                    None => backends.push(backend),
+                }
+            }
+        }
+        (backends, unresolved_weight)
+    }
+
     /// The Service ports the route sends requests to, or copies of them, each once.
     pub fn used_clusters(&self) -> Vec<&ClusterKey> {
         let mut used: Vec<&ClusterKey> = Vec::new();

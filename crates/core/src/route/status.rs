@@ -35,8 +35,11 @@ pub fn resolved_refs_answered(
     answer: UnresolvedAnswer,
 ) -> ConditionState {
     let answered = match answer {
-        UnresolvedAnswer::InternalError => "500",
-        UnresolvedAnswer::Unavailable => "gRPC status UNAVAILABLE (HTTP 503)",
+        UnresolvedAnswer::InternalError => "their share of the requests is answered with 500",
+        UnresolvedAnswer::Unavailable => {
+            "their share of the requests is answered with gRPC status UNAVAILABLE (HTTP 503)"
+        }
+        UnresolvedAnswer::Closed => "their share of the connections is closed",
     };
     match unresolved.first() {
         None => ConditionState {
@@ -49,10 +52,7 @@ pub fn resolved_refs_answered(
             ConditionState {
                 status: false,
                 reason: first.reason,
-                message: format!(
-                    "{}; their share of the requests is answered with {answered}",
-                    messages.join("; ")
-                ),
+                message: format!("{}; {answered}", messages.join("; ")),
             }
         }
     }

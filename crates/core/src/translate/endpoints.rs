@@ -74,7 +74,12 @@ fn backend_of(key: &ClusterKey, services: &[Arc<Service>], slices: &[&EndpointSl
     }
     ir::Backend {
         name: key.cluster_name(),
-        protocol: key.protocol.max(port.map(protocol).unwrap_or_default()),
+        // A GRPCRoute's (HTTP/2) and a TLSRoute's (TCP) backends speak what their route kind
+        // needs; an HTTPRoute's, what its Service port's appProtocol says.
+        protocol: match (key.protocol, port) {
+            (ir::BackendProtocol::Http1, Some(port)) => protocol(port),
+            (by_route_kind, _) => by_route_kind,
+        },
         endpoints: endpoints.into_iter().collect(),
     }
 }

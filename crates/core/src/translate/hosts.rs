@@ -181,6 +181,7 @@ mod tests {
                 access_log: false,
                 virtual_hosts: if on.contains(&name.as_str()) { virtual_hosts(routes) } else { Vec::new() },
                 tls_servers: Vec::new(),
+                passthrough: Vec::new(),
             })
             .collect();
         listeners.iter().map(route_configuration).collect()

@@ -18,7 +18,8 @@ pub fn cluster(backend: &ir::Backend) -> Cluster {
         connect_timeout: CONNECT_TIMEOUT,
         lb_policy: Some(LbPolicy::RoundRobin),
         typed_extension_protocol_options: match backend.protocol {
-            ir::BackendProtocol::Http1 => None,
+            // TCP (a TLS passthrough's backends): no HTTP options at all.
+            ir::BackendProtocol::Http1 | ir::BackendProtocol::Tcp => None,
             ir::BackendProtocol::Http2 => Some(ProtocolOptions::http2()),
         },
         eds_cluster_config: Some(EdsClusterConfig {

@@ -2,12 +2,13 @@
 //! taking its routes by RDS over the ADS stream (the route configuration of the listener's
 //! name). HTTPS: the TLS inspector reads the name the client asks for (SNI), and each TLS
 //! server has its own filter chain for that name, terminating TLS with its certificates and
-//! routing by its own route configuration ([`tls::route_configuration_name`]). Unless the fleet
-//! turns it off, every connection manager writes a JSON access log.
+//! routing by its own route configuration ([`tls::route_configuration_name`]). TLS passthrough:
+//! [`passthrough`]. Unless the fleet turns it off, every connection manager writes a JSON
+//! access log.
 
 use std::collections::BTreeMap;
 
-use super::tls;
+use super::{passthrough, tls};
 use crate::envoy::{
     AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
     HttpFilter, Listener, ListenerFilter, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString,
@@ -39,6 +40,9 @@ pub const ACCESS_LOG_FIELDS: [(&str, &str); 18] = [
 ];
 
 pub fn listener(listener: &ir::Listener) -> Listener {
+    if !listener.passthrough.is_empty() {
+        return passthrough::listener(listener);
+    }
     let address = Address::socket("0.0.0.0", u32::from(listener.port));
     if listener.tls_servers.is_empty() {
         let manager = http_connection_manager(listener, listener.name.clone());

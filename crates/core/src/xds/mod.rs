@@ -4,10 +4,12 @@
 //! - [`listener`]: a listener per IR listener, routed by RDS (per TLS server, for HTTPS);
 //! - [`route`]: its route configurations, virtual hosts and routes;
 //! - [`tls`]: the TLS servers' filter chains, certificates (SDS) and secrets;
+//! - [`passthrough`]: a TLS passthrough listener, a TCP proxy per server name chosen by SNI;
 //! - [`cluster`]: an EDS cluster and its assignment per backend.
 
 pub mod cluster;
 pub mod listener;
+pub mod passthrough;
 pub mod route;
 pub mod tls;
 
@@ -109,6 +111,7 @@ mod tests {
             access_log: false,
             virtual_hosts: Vec::new(),
             tls_servers: servers,
+            passthrough: Vec::new(),
         }
     }
 
@@ -123,6 +126,7 @@ mod tests {
             access_log: true,
             virtual_hosts: Vec::new(),
             tls_servers: Vec::new(),
+            passthrough: Vec::new(),
         };
         let servers = vec![
             server("any", Domain::Any, &["shop/fallback"]),

@@ -34,6 +34,10 @@ pub fn route_configuration(listener: &ir::Listener) -> RouteConfiguration {
 /// listener's ([`route_configuration`]); for HTTPS, one per TLS server with a filter chain
 /// ([`tls::route_configuration_name`]).
 pub fn route_configurations(listener: &ir::Listener) -> Vec<RouteConfiguration> {
+    // TLS passed through is never read as HTTP: nothing to route.
+    if !listener.passthrough.is_empty() {
+        return Vec::new();
+    }
     if listener.tls_servers.is_empty() {
         return vec![route_configuration(listener)];
     }
@@ -158,7 +162,9 @@ fn action(action: &ir::Action, path: &ir::PathMatch) -> Action {
         cluster_not_found_response_code: (forward.unresolved_weight > 0).then_some(
             match forward.unresolved_answer {
                 ir::UnresolvedAnswer::InternalError => ClusterNotFoundResponseCode::InternalServerError,
-                ir::UnresolvedAnswer::Unavailable => ClusterNotFoundResponseCode::ServiceUnavailable,
+                ir::UnresolvedAnswer::Unavailable | ir::UnresolvedAnswer::Closed => {
+                    ClusterNotFoundResponseCode::ServiceUnavailable
+                }
             },
         ),
         // The request's bound is the route's; without one, a backend's bound is the route's

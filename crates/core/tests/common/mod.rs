@@ -71,7 +71,10 @@ pub fn static_resources(resources: &Resources) -> StaticResources {
         .map(|listener| {
             let mut listener = listener.clone();
             for filter in listener.filter_chains.iter_mut().flat_map(|chain| chain.filters.iter_mut()) {
-                let NetworkFilterConfig::HttpConnectionManager(manager) = &mut filter.typed_config;
+                // A TCP proxy has no routes to inline.
+                let NetworkFilterConfig::HttpConnectionManager(manager) = &mut filter.typed_config else {
+                    continue;
+                };
                 if let RouteSpecifier::Rds(rds) = &manager.route_specifier
                     && let Some(routes) =
                         resources.route_configurations.iter().find(|r| r.name == rds.route_config_name)

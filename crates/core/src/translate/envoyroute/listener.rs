@@ -23,6 +23,7 @@ pub fn listener(port: &ServicePort, access_log: bool) -> Option<ir::Listener> {
         access_log,
         virtual_hosts: Vec::new(),
         tls_servers: Vec::new(),
+        passthrough: Vec::new(),
     })
 }
 

@@ -24,7 +24,10 @@ use crate::ir::{self, Domain};
 /// The route kinds HTTP and HTTPS listeners take, in the order `supportedKinds` lists them.
 pub const HTTP_ROUTE: &str = "HTTPRoute";
 pub const GRPC_ROUTE: &str = "GRPCRoute";
-const HTTP_KINDS: [&str; 2] = [HTTP_ROUTE, GRPC_ROUTE];
+const HTTP_KINDS: &[&str] = &[HTTP_ROUTE, GRPC_ROUTE];
+/// The route kind TLS (passthrough) listeners take.
+pub const TLS_ROUTE: &str = "TLSRoute";
+const TLS_KINDS: &[&str] = &[TLS_ROUTE];
 /// The type of the Secrets a listener's certificates come from.
 use crate::names::TLS_SECRET_TYPE;
 /// Ports below this one are privileged: listeners on them bind [`PRIVILEGED_PORT_OFFSET`]
@@ -37,6 +40,8 @@ pub const PRIVILEGED_PORT_OFFSET: i32 = 10000;
 pub enum Protocol {
     Http,
     Https,
+    /// `TLS` in mode `Passthrough`: connections sent on by SNI, never decrypted.
+    Tls,
 }
 
 impl Protocol {
@@ -44,6 +49,7 @@ impl Protocol {
         match protocol {
             "HTTP" => Some(Self::Http),
             "HTTPS" => Some(Self::Https),
+            "TLS" => Some(Self::Tls),
             _ => None,
         }
     }
@@ -53,6 +59,15 @@ impl Protocol {
         match self {
             Self::Http => "http",
             Self::Https => "https",
+            Self::Tls => "tls",
+        }
+    }
+
+    /// The route kinds its listeners take.
+    fn kinds(self) -> &'static [&'static str] {
+        match self {
+            Self::Http | Self::Https => HTTP_KINDS,
+            Self::Tls => TLS_KINDS,
         }
     }
 }
@@ -142,7 +157,7 @@ fn judge_one(
         accepted = state(
             false,
             REASON_UNSUPPORTED_PROTOCOL,
-            format!("protocol {:?} is not supported: HTTP and HTTPS are", listener.protocol),
+            format!("protocol {:?} is not supported: HTTP, HTTPS and TLS are", listener.protocol),
         );
     } else if container_port == ADMIN_PORT || container_port == READINESS_PORT {
         accepted = state(
@@ -161,6 +176,19 @@ fn judge_one(
             false,
             REASON_UNSUPPORTED_PROTOCOL,
             format!("tls.mode {mode:?} is not supported on an HTTPS listener: it terminates TLS (Terminate)"),
+        );
+    } else if protocol == Some(Protocol::Tls)
+        && let mode = listener.tls.as_ref().and_then(|tls| tls.mode.as_deref()).unwrap_or("Terminate")
+        && mode != "Passthrough"
+    {
+        // TLS terminated in front of TCP backends would be TLSRoute's extended `Terminate`
+        // mode: not implemented. Its routes attach nowhere rather than to plain TCP.
+        accepted = state(
+            false,
+            REASON_UNSUPPORTED_PROTOCOL,
+            format!(
+                "tls.mode {mode:?} is not supported on a TLS listener: it passes TLS through (Passthrough); HTTPS terminates it"
+            ),
         );
     }
     let (certificates, certificate_problem) = match protocol {
@@ -196,18 +224,17 @@ fn route_kinds(
     allowed: Option<&api::AllowedRoutes>,
 ) -> (Vec<RouteGroupKind>, Option<ConditionState>) {
     let group_kind = |kind: &str| RouteGroupKind { group: Some(GROUP.to_owned()), kind: kind.to_owned() };
-    if protocol.is_none() {
-        return (Vec::new(), None);
-    }
+    let Some(protocol) = protocol else { return (Vec::new(), None) };
+    let kinds = protocol.kinds();
     let asked = allowed.map(|allowed| allowed.kinds.as_slice()).unwrap_or_default();
     if asked.is_empty() {
-        return (HTTP_KINDS.iter().map(|kind| group_kind(kind)).collect(), None);
+        return (kinds.iter().map(|kind| group_kind(kind)).collect(), None);
     }
     let mut supported: Vec<RouteGroupKind> = Vec::new();
     let mut unsupported = Vec::new();
     for kind in asked {
         let group = kind.group.as_deref().unwrap_or(GROUP);
-        if group == GROUP && HTTP_KINDS.contains(&kind.kind.as_str()) {
+        if group == GROUP && kinds.contains(&kind.kind.as_str()) {
             if !supported.iter().any(|known| known.kind == kind.kind) {
                 supported.push(group_kind(&kind.kind));
             }
@@ -224,8 +251,10 @@ fn route_kinds(
             false,
             REASON_INVALID_ROUTE_KINDS,
             format!(
-                "route kinds not supported: {} (supported: {HTTP_ROUTE}.{GROUP}, {GRPC_ROUTE}.{GROUP})",
-                unsupported.join(", ")
+                "route kinds not supported on protocol {}: {} (supported: {})",
+                protocol.scheme().to_uppercase(),
+                unsupported.join(", "),
+                kinds.iter().map(|kind| format!("{kind}.{GROUP}")).collect::<Vec<_>>().join(", ")
             ),
         )
     });
@@ -359,7 +388,14 @@ fn mark_conflicts(listeners: &mut [JudgedListener]) {
                 listeners[i].conflicted = state(
                     true,
                     REASON_PROTOCOL_CONFLICT,
-                    format!("listeners with different protocols share port {port}"),
+                    if protocols == BTreeSet::from([Protocol::Https, Protocol::Tls]) {
+                        // Possible by SNI (Envoy Gateway does it); not implemented yet.
+                        format!(
+                            "listeners with different protocols share port {port}: an HTTPS and a TLS passthrough listener are not served on one port, give them each their own"
+                        )
+                    } else {
+                        format!("listeners with different protocols share port {port}")
+                    },
                 );
             }
             continue;

@@ -3,7 +3,8 @@
 //! each host with the routes of the listener a request for it belongs to (the one with the
 //! most specific matching hostname), so routes of a less specific listener never answer for a
 //! more specific one's hostname. An HTTPS port has one TLS server per listener, chosen by SNI,
-//! each with its own listener's routes. In a host, routes are ordered by their matches alone
+//! each with its own listener's routes. A TLS (passthrough) port has a TCP proxy per TLSRoute,
+//! chosen by the names it serves ([`passthrough_servers`]). In a host, routes are ordered by their matches alone
 //! ([`HostnameOrder::Ignored`]), as Gateway API orders matches across HTTPRoutes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,8 +46,13 @@ pub fn fleet(
             access_log,
             virtual_hosts: Vec::new(),
             tls_servers: Vec::new(),
+            passthrough: Vec::new(),
         };
         match first.protocol {
+            Some(Protocol::Tls) => {
+                let served: Vec<&Served> = indices.iter().flat_map(|&i| routes_of(i)).collect();
+                listener.passthrough = passthrough_servers(&served);
+            }
             Some(Protocol::Https) => {
                 for &i in indices {
                     let served = &listeners[i];
@@ -80,6 +86,39 @@ pub fn fleet(
         .flat_map(|served| served.route.used_clusters().into_iter().cloned())
         .collect();
     ir::Fleet { listeners: ir_listeners, backends: endpoints::backends(&used, services, slices), secrets }
+}
+
+/// The passthrough servers of a TLS port: one per TLSRoute attached to a listener on it, taking
+/// the names it serves there (on every such listener), to the backends of its rules. A name two
+/// routes serve goes to the older (Gateway API's order between routes), as Envoy takes a name
+/// to one chain only; a route left with no name has no server. A route whose backends all
+/// weigh 0 has none either: no chain takes its names, and their connections are closed.
+fn passthrough_servers(served: &[&Served]) -> Vec<ir::PassthroughServer> {
+    let mut by_route: BTreeMap<(bool, Option<k8s_openapi::jiff::Timestamp>, String), BTreeSet<Domain>> =
+        BTreeMap::new();
+    let mut routes: BTreeMap<String, &Served> = BTreeMap::new();
+    for route in served {
+        let name = format!("{}/{}", route.route.namespace, route.route.name);
+        let age = (route.route.created.is_none(), route.route.created, name.clone());
+        let names = by_route.entry(age).or_default();
+        if route.hostnames.is_empty() {
+            names.insert(Domain::Any);
+        }
+        names.extend(route.hostnames.iter().map(|hostname| Domain::of_hostname(hostname)));
+        routes.insert(name, route);
+    }
+    let mut claimed: BTreeSet<Domain> = BTreeSet::new();
+    let mut servers: Vec<ir::PassthroughServer> = by_route
+        .into_iter()
+        .filter_map(|((_, _, name), names)| {
+            let server_names: Vec<Domain> = names.into_iter().filter(|n| claimed.insert(n.clone())).collect();
+            let (backends, unresolved_weight) = routes[&name].route.passthrough_backends();
+            (!server_names.is_empty() && (!backends.is_empty() || unresolved_weight > 0))
+                .then_some(ir::PassthroughServer { name, server_names, backends, unresolved_weight })
+        })
+        .collect();
+    servers.sort_by(|a, b| a.name.cmp(&b.name));
+    servers
 }
 
 /// The virtual hosts of a plain-HTTP port shared by listeners (their domain, and the routes

@@ -1,5 +1,5 @@
-//! The Gateway API door: GatewayClasses naming the operator, their Gateways, the HTTPRoutes
-//! and GRPCRoutes attached to them and the ReferenceGrants that allow references across namespaces,
+//! The Gateway API door: GatewayClasses naming the operator, their Gateways, the HTTPRoutes,
+//! GRPCRoutes and TLSRoutes attached to them and the ReferenceGrants that allow references across namespaces,
 //! translated into the same IR as Envoys and EnvoyRoutes ([`crate::ir`]) through the same route
 //! model ([`crate::route`]), with every object's status, in one pass over the whole cluster
 //! (Gateways take routes, backends and certificates from other namespaces).
@@ -14,7 +14,8 @@
 //! - [`listeners`]: each listener judged (protocol, port, route kinds, certificates, conflicts);
 //! - [`httproute`]: an HTTPRoute read once into the route model, and [`filters`]: its filters
 //!   the rule engine does not know (response headers, mirrors); [`grpcroute`]: a GRPCRoute,
-//!   said in HTTPRoute's shape and read by the same reader;
+//!   said in HTTPRoute's shape and read by the same reader; [`tlsroute`]: a TLSRoute, its
+//!   backendRefs read alike, served as TLS passthrough by SNI;
 //! - [`kinds`]: an HTTPRoute and a GRPCRoute sharing a hostname on a listener, the older kept;
 //! - [`attach`] and [`hostnames`]: which listeners a route's parentRef attaches it to, and the
 //!   hostnames it serves on each; [`selector`] and [`grants`] for namespaces and references;
@@ -39,6 +40,7 @@ pub mod named;
 pub mod pass;
 pub mod selector;
 pub mod status;
+pub mod tlsroute;
 
 #[cfg(test)]
 mod tests;
@@ -52,7 +54,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::api::Envoy;
 use crate::api::gateway::{
-    self as api, GRPCRoute, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant,
+    self as api, GRPCRoute, Gateway, GatewayClass, HTTPRoute, ParentReference, ReferenceGrant, TLSRoute,
 };
 use crate::ir;
 use crate::route::conditions::ConditionState;
@@ -66,6 +68,8 @@ pub struct GatewayInputs<'a> {
     pub routes: &'a [Arc<HTTPRoute>],
     /// Empty where the API server does not serve GRPCRoutes.
     pub grpc_routes: &'a [Arc<GRPCRoute>],
+    /// Empty where the API server does not serve TLSRoutes (experimental channel).
+    pub tls_routes: &'a [Arc<TLSRoute>],
     pub grants: &'a [Arc<ReferenceGrant>],
     /// For `allowedRoutes.namespaces.from: Selector`.
     pub namespaces: &'a [Arc<Namespace>],
@@ -98,6 +102,9 @@ pub struct GatewayTranslation {
     /// Every GRPCRoute with a parentRef to one of those Gateways, sorted by namespace and name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub grpc_routes: Vec<RouteOutcome>,
+    /// Every TLSRoute with a parentRef to one of those Gateways, sorted by namespace and name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tls_routes: Vec<RouteOutcome>,
 }
 
 /// A GatewayClass's conditions.

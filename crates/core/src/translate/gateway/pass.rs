@@ -1,5 +1,5 @@
-//! The pass: GatewayClasses, then their Gateways' listeners, then every HTTPRoute's and
-//! GRPCRoute's parentRefs naming them (the two kinds' hostname conflicts settled per listener,
+//! The pass: GatewayClasses, then their Gateways' listeners, then every HTTPRoute's,
+//! GRPCRoute's and TLSRoute's parentRefs naming them (the two kinds' hostname conflicts settled per listener,
 //! [`kinds`]), then each Gateway's IR, resources and conditions from what attached.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,12 +12,12 @@ use super::conditions::{
     judged, state,
 };
 use super::kinds::{self, Attachment};
-use super::listeners::{self, GRPC_ROUTE, JudgedListener};
+use super::listeners::{self, GRPC_ROUTE, JudgedListener, TLS_ROUTE};
 use super::{
     ClassOutcome, GatewayInputs, GatewayOutcome, GatewayTranslation, ListenerOutcome, ParentOutcome,
     RouteOutcome, fleet, merge,
 };
-use super::{grpcroute, httproute};
+use super::{grpcroute, httproute, tlsroute};
 use crate::api::Envoy;
 use crate::api::gateway::{Gateway, ParentReference};
 use crate::route::Route;
@@ -82,26 +82,34 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
         let read_route = || grpcroute::read(route, inputs.services, inputs.grants);
         route_outcome(&object, read_route, &mut gateways, &mut read, &mut outcomes, inputs);
     }
+    for route in inputs.tls_routes.iter() {
+        let object = RouteObject { metadata: &route.metadata, parent_refs: &route.spec.parent_refs };
+        let read_route = || tlsroute::read(route, inputs.services, inputs.grants);
+        route_outcome(&object, read_route, &mut gateways, &mut read, &mut outcomes, inputs);
+    }
     for gateway in &mut gateways {
         kinds::settle_conflicts(gateway, &read, &mut outcomes);
     }
     let gateway_outcomes = gateways.iter().map(|gateway| gateway_outcome(gateway, &read, inputs)).collect();
-    let (mut routes, mut grpc_routes) = (Vec::new(), Vec::new());
+    let (mut routes, mut grpc_routes, mut tls_routes) = (Vec::new(), Vec::new(), Vec::new());
     for (route, outcome) in read.iter().zip(outcomes) {
         match route.kind {
             GRPC_ROUTE => grpc_routes.push(outcome),
+            TLS_ROUTE => tls_routes.push(outcome),
             _ => routes.push(outcome),
         }
     }
     let by_name = |a: &RouteOutcome, b: &RouteOutcome| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));
     routes.sort_by(by_name);
     grpc_routes.sort_by(by_name);
+    tls_routes.sort_by(by_name);
 
     GatewayTranslation {
         classes: classes.into_iter().map(|(outcome, _)| outcome).collect(),
         gateways: gateway_outcomes,
         routes,
         grpc_routes,
+        tls_routes,
     }
 }
 

@@ -207,6 +207,7 @@ impl World {
             gateways: &self.gateways,
             routes: &self.routes,
             grpc_routes: &[],
+            tls_routes: &[],
             grants: &self.grants,
             namespaces: &self.namespaces,
             services: &self.services,
