@@ -569,3 +569,66 @@ async fn a_fleet_of_the_gateways_earlier_name_goes_once_the_new_one_is_ready() {
     .await;
     controllers.stop().await;
 }
+
+/// GatewayInfrastructure (conformance v1.3.0): a Gateway with `spec.infrastructure` is
+/// accepted at its generation, and the Service and pod template its fleet makes carry its
+/// labels and annotations and Gateway API's gateway-name label, which the suite lists them by.
+/// One whose labels take a key the operator sets is refused with a reason, and gets no fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateways_infrastructure_labels_and_annotations_reach_its_fleets_service_and_pods() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    let infra = gateway_path(NS, "gateway-with-infrastructure-metadata");
+    let mut with_infrastructure = gateway("ours");
+    with_infrastructure["spec"]["infrastructure"] = json!({"labels": {"label-key": "label-value"}, "annotations": {"annotation-key": "annotation-value"}});
+    api.put(&infra, with_infrastructure);
+    let refused = gateway_path(NS, "takes-our-keys");
+    let mut taking = gateway("ours");
+    taking["spec"]["infrastructure"] = json!({"labels": {"app.kubernetes.io/instance": "other"}});
+    api.put(&refused, taking);
+    let controllers = Controllers::start(&api, None);
+
+    until(&api, "the Gateway Accepted at its generation", |api| {
+        api.get(&infra).is_some_and(|gateway| {
+            condition(&gateway["status"]["conditions"], "Accepted") == expect("True", "Accepted", 1)
+        })
+    })
+    .await;
+    let fleet_name = "gateway-with-infrastructure-metadata-ours";
+    let carries_all = |object: &Value, annotations_at: &str| {
+        let labels = &object["metadata"]["labels"];
+        let annotations = object.pointer(annotations_at).cloned().unwrap_or_default();
+        labels["label-key"] == "label-value"
+            && labels["gateway.networking.k8s.io/gateway-name"] == "gateway-with-infrastructure-metadata"
+            && annotations["annotation-key"] == "annotation-value"
+    };
+    until(&api, "the fleet's Service with the Gateway's labels and annotations", |api| {
+        api.get(&service_path(NS, fleet_name))
+            .is_some_and(|service| carries_all(&service, "/metadata/annotations"))
+    })
+    .await;
+    until(&api, "the fleet's pod template with them", |api| {
+        api.get(&deployment_path(NS, fleet_name)).is_some_and(|deployment| {
+            let template = &deployment["spec"]["template"];
+            carries_all(template, "/metadata/annotations")
+                && template["metadata"]["labels"]["app.kubernetes.io/instance"] == fleet_name
+        })
+    })
+    .await;
+    let status = api.get(&infra).expect("the Gateway")["status"].clone();
+    for condition in status["conditions"].as_array().expect("conditions") {
+        assert_eq!(condition["observedGeneration"], 1, "{condition}");
+    }
+
+    until(&api, "the Gateway taking the operator's label refused", |api| {
+        api.get(&refused).is_some_and(|gateway| {
+            condition(&gateway["status"]["conditions"], "Accepted").is_some_and(
+                |(status, reason, generation)| status == "False" && reason == "Invalid" && generation == 1,
+            ) && gateway["status"]["conditions"].to_string().contains("app.kubernetes.io/instance")
+        })
+    })
+    .await;
+    assert!(api.get(&envoy_path(NS, "takes-our-keys-ours")).is_none(), "no fleet for a refused Gateway");
+    controllers.stop().await;
+}

@@ -76,6 +76,12 @@ pub const FLEET_LABEL: &str = "envoy-operator.example.com/fleet";
 /// from the Gateway API translation, never from EnvoyRoutes.
 pub const GATEWAY_LABEL: &str = "envoy-operator.example.com/gateway";
 
+/// The operator's own label and annotation domain: every key of it is the operator's to set.
+pub const OPERATOR_DOMAIN: &str = "envoy-operator.example.com";
+/// Gateway API's label (GEP-1762) naming the Gateway on every object that runs it: the fleet's
+/// Envoy, Deployment, pods, Service and ConfigMaps.
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+
 /// The Service fleets reach the operator's xDS server through, and its port.
 pub const XDS_SERVICE: &str = "envoy-operator-xds";
 pub const XDS_PORT: u16 = 18000;

@@ -5,6 +5,8 @@
 // Several `printcolumn(...)` entries repeat `type_ = …` by design.
 #![allow(clippy::duplicated_attributes)]
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -137,6 +139,29 @@ pub struct EnvoySpec {
     /// upstream host, request id, route…). Defaults to true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_log: Option<bool>,
+
+    /// Labels and annotations added to every object the fleet is made of: its Deployment and
+    /// pods, Service and ConfigMaps (a Gateway's `spec.infrastructure`). Keys the operator sets
+    /// itself are refused: `app.kubernetes.io/name`, `app.kubernetes.io/instance`,
+    /// `app.kubernetes.io/managed-by` and any of the domain `envoy-operator.example.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_metadata: Option<ChildMetadata>,
+}
+
+/// Labels and annotations for the objects of a fleet.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildMetadata {
+    /// Labels, at most 16: a key is an optional DNS subdomain prefix and `/`, then a name of at
+    /// most 63 characters; a value has at most 63 characters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub labels: BTreeMap<String, String>,
+
+    /// Annotations, at most 16, keyed as labels are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// Where the xDS server is: Envoy reaches it through a static cluster of this name.

@@ -13,6 +13,8 @@
 //! so an object using a feature the operator does not implement is still read, and reported
 //! as such in its status, rather than failing the watch.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
@@ -92,6 +94,24 @@ pub struct GatewaySpec {
     /// Addresses the user asks for; the operator assigns none of its own choosing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<GatewaySpecAddress>,
+    /// Labels and annotations for the objects that run the Gateway (its fleet's pods, Service,
+    /// Deployment and ConfigMaps), and a reference to settings of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<GatewayInfrastructure>,
+}
+
+/// A Gateway's `spec.infrastructure`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayInfrastructure {
+    /// At most 8, by the API's schema.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// At most 8, by the API's schema.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<LocalObjectReference>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

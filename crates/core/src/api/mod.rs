@@ -7,7 +7,9 @@ pub mod gateway;
 pub mod patterns;
 pub mod route;
 
-pub use envoy::{Envoy, EnvoySpec, EnvoyStatus, EnvoyXdsStatus, ServicePort, ServiceType, XdsServer};
+pub use envoy::{
+    ChildMetadata, Envoy, EnvoySpec, EnvoyStatus, EnvoyXdsStatus, ServicePort, ServiceType, XdsServer,
+};
 pub use foo::{Foo, FooSpec, FooStatus};
 pub use route::{EnvoyRoute, EnvoyRouteSpec, EnvoyRouteStatus};
 

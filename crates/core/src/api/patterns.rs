@@ -8,6 +8,10 @@ pub const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9](
 /// RFC 1123 label, as Service names and other single-segment names.
 pub const DNS1123_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
+/// The name part of a label or annotation key, and a non-empty label value: at most 63
+/// alphanumerics, `-`, `_` and `.`, starting and ending with an alphanumeric.
+pub const QUALIFIED_NAME: &str = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$";
+
 /// IANA service name, as container and Service port names.
 pub const IANA_SVC_NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 

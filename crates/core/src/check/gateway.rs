@@ -263,6 +263,7 @@ fn parent_gateways(route: &HTTPRoute, route_namespace: &str) -> Vec<Arc<Gateway>
                         gateway_class_name: "check".to_owned(),
                         listeners: vec![listener],
                         addresses: Vec::new(),
+                        infrastructure: None,
                     },
                 );
                 gateway.metadata.namespace = Some(namespace);

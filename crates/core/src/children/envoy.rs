@@ -139,10 +139,28 @@ pub fn desired_children(
     {
         data.insert(CA_SDS_KEY.to_owned(), ca_sds_file(ca_pem, &trust.control_plane.host));
     }
+    // `spec.childMetadata` (a Gateway's `spec.infrastructure`) goes on every child and the pods,
+    // under the operator's own labels and annotations: validation refuses the keys it sets, and
+    // where one slips through (an Envoy the webhook never saw), the operator's value wins, so
+    // the selectors and watches keep finding what they made.
+    let child_metadata = envoy.spec.child_metadata.clone().unwrap_or_default();
+    let with_labels = |own: BTreeMap<String, String>| {
+        let mut labels = child_metadata.labels.clone();
+        labels.extend(own);
+        labels
+    };
+    let with_annotations = |own: BTreeMap<String, String>| {
+        let mut annotations = child_metadata.annotations.clone();
+        annotations.extend(own);
+        annotations
+    };
+    let child_annotations =
+        (!child_metadata.annotations.is_empty()).then(|| with_annotations(BTreeMap::new()));
     let meta = |name: &str| ObjectMeta {
         name: Some(name.to_owned()),
         namespace: envoy.namespace(),
-        labels: Some(labels::envoy_labels(&instance)),
+        labels: Some(with_labels(labels::envoy_labels(&instance))),
+        annotations: child_annotations.clone(),
         owner_references: envoy.controller_owner_ref(&()).map(|owner: OwnerReference| vec![owner]),
         ..Default::default()
     };
@@ -164,11 +182,11 @@ pub fn desired_children(
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels::envoy_labels(&instance)),
+                    labels: Some(with_labels(labels::envoy_labels(&instance))),
                     annotations: Some({
                         let mut annotations = scrape_annotations();
                         annotations.insert(labels::CONFIG_HASH_ANNOTATION.to_owned(), config_hash.clone());
-                        annotations
+                        with_annotations(annotations)
                     }),
                     ..Default::default()
                 }),
@@ -356,6 +374,61 @@ mod tests {
 
     fn json(value: &impl serde::Serialize) -> Value {
         serde_json::to_value(value).unwrap()
+    }
+
+    /// `spec.childMetadata` reaches every child and the pods (what a Gateway's
+    /// `spec.infrastructure` becomes), and never displaces a label the operator selects by.
+    #[test]
+    fn child_metadata_goes_on_every_child_and_the_pods_under_the_operators_own_keys() {
+        let mut raw = raw_envoy("edge-envoy");
+        raw.spec.xds = None;
+        raw.spec.child_metadata = Some(crate::api::ChildMetadata {
+            labels: BTreeMap::from([
+                ("team".to_owned(), "edge".to_owned()),
+                (labels::ENVOY_INSTANCE_KEY.to_owned(), "hijack".to_owned()),
+            ]),
+            annotations: BTreeMap::from([
+                ("example.com/trace".to_owned(), "on".to_owned()),
+                ("prometheus.io/scrape".to_owned(), "false".to_owned()),
+            ]),
+        });
+        let trust = ControlPlaneTrust {
+            control_plane: ControlPlane { host: "xds.example".into(), port: 18000 },
+            ca_pem: None,
+        };
+        let children = desired_children(&defaulted(raw), Some(&trust));
+        let ca_config_map = children.ca_config_map.as_ref().expect("a fleet of the operator's control plane");
+        let template = children.deployment.spec.as_ref().unwrap().template.metadata.clone().unwrap();
+        let metas = [
+            ("ConfigMap", &children.config_map.metadata),
+            ("CA ConfigMap", &ca_config_map.metadata),
+            ("Deployment", &children.deployment.metadata),
+            ("Service", &children.service.metadata),
+            ("pod template", &template),
+        ];
+        for (what, meta) in metas {
+            let labels = meta.labels.clone().unwrap_or_default();
+            let annotations = meta.annotations.clone().unwrap_or_default();
+            assert_eq!(labels.get("team").map(String::as_str), Some("edge"), "{what}: {labels:?}");
+            assert_eq!(
+                labels.get(labels::ENVOY_INSTANCE_KEY).map(String::as_str),
+                Some("edge-envoy"),
+                "{what}: the operator's selector label wins"
+            );
+            assert_eq!(annotations.get("example.com/trace").map(String::as_str), Some("on"), "{what}");
+        }
+        let pod_annotations = template.annotations.unwrap();
+        assert_eq!(pod_annotations["prometheus.io/scrape"], "true", "the operator's annotation wins");
+        assert!(pod_annotations.contains_key(labels::CONFIG_HASH_ANNOTATION));
+        let selector = children.service.spec.unwrap().selector.unwrap();
+        assert_eq!(selector, labels::envoy_selector("edge-envoy"), "the selector is the operator's alone");
+    }
+
+    #[test]
+    fn without_child_metadata_the_children_carry_only_the_operators_labels() {
+        let children = desired_children(&envoy("edge-envoy"), None);
+        assert_eq!(children.service.metadata.labels, Some(labels::envoy_labels("edge-envoy")));
+        assert_eq!(children.service.metadata.annotations, None);
     }
 
     #[test]

@@ -150,6 +150,9 @@ impl Rules for Envoy {
         }
 
         validate_ports(&mut errors, &spec.ports);
+        if let Some(child_metadata) = &spec.child_metadata {
+            errors.0.extend(child_metadata_errors(child_metadata, "spec.childMetadata").0);
+        }
         if let Some(resources) = &spec.resources {
             validate_resources(&mut errors, resources);
         }
@@ -160,6 +163,58 @@ impl Rules for Envoy {
 
         errors.into_result().map(|()| warnings)
     }
+}
+
+/// Labels, and annotations, a fleet's objects may be given (the CRD's `maxProperties`).
+pub const MAX_CHILD_METADATA: usize = 16;
+
+/// Label keys the operator sets on a fleet's objects and selects its pods by: a user's value
+/// would move pods out of their Deployment, Service or watch.
+const OPERATOR_LABEL_KEYS: [&str; 3] = [
+    crate::children::labels::ENVOY_NAME_KEY,
+    crate::children::labels::ENVOY_INSTANCE_KEY,
+    names::MANAGED_BY_KEY,
+];
+
+/// Whether `key` is one the operator sets on a fleet's objects: of its own domain, or a label
+/// it selects by.
+pub fn operator_key(key: &str, label: bool) -> bool {
+    let domain = key.split_once('/').map(|(prefix, _)| prefix);
+    domain.is_some_and(|domain| {
+        domain == names::OPERATOR_DOMAIN || domain.ends_with(&format!(".{}", names::OPERATOR_DOMAIN))
+    }) || (label && OPERATOR_LABEL_KEYS.contains(&key))
+}
+
+/// What is wrong with labels and annotations meant for a fleet's objects, at `path`
+/// (`<path>.labels`, `<path>.annotations`): more than [`MAX_CHILD_METADATA`], keys or label
+/// values the API server would refuse, keys the operator sets itself.
+pub fn child_metadata_errors(metadata: &crate::api::ChildMetadata, path: &str) -> FieldErrors {
+    let mut errors = FieldErrors::default();
+    for (field, map, label) in
+        [("labels", &metadata.labels, true), ("annotations", &metadata.annotations, false)]
+    {
+        let path = format!("{path}.{field}");
+        if map.len() > MAX_CHILD_METADATA {
+            errors.push(FieldError::forbidden(
+                path.as_str(),
+                format!("must have at most {MAX_CHILD_METADATA} items"),
+            ));
+        }
+        for (key, value) in map {
+            let at = format!("{path}[{key}]");
+            check_format(&mut errors, &at, key, format::qualified_name(key));
+            if label {
+                check_format(&mut errors, &at, value, format::label_value(value));
+            }
+            if operator_key(key, label) {
+                errors.push(FieldError::forbidden(
+                    at.as_str(),
+                    format!("{key} is set by the operator on the fleet's objects"),
+                ));
+            }
+        }
+    }
+    errors
 }
 
 /// Listener ports an Envoy may expose (the CRD's `maxItems`).
@@ -410,6 +465,48 @@ mod tests {
         let errors = crate::rules::defaulted(long).validate(None).unwrap_err();
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["metadata.name"], "{errors}");
+    }
+
+    #[test]
+    fn child_metadata_may_not_take_the_operators_keys_nor_break_the_api_servers_rules() {
+        let spec = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| EnvoySpec {
+            child_metadata: Some(crate::api::ChildMetadata {
+                labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+                annotations: annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            }),
+            ..Default::default()
+        };
+        let fine = envoy(spec(
+            &[("team", "edge"), ("example.com/tier", ""), ("gateway.networking.k8s.io/gateway-name", "gw")],
+            &[("example.com/trace", "any text at all"), ("prometheus.io/scrape", "false")],
+        ));
+        assert!(fine.validate(None).is_ok(), "{:?}", fine.validate(None));
+        let refused = [
+            (
+                "spec.childMetadata.labels[app.kubernetes.io/instance]",
+                spec(&[("app.kubernetes.io/instance", "x")], &[]),
+            ),
+            (
+                "spec.childMetadata.labels[x.envoy-operator.example.com/y]",
+                spec(&[("x.envoy-operator.example.com/y", "x")], &[]),
+            ),
+            (
+                "spec.childMetadata.annotations[envoy-operator.example.com/config-hash]",
+                spec(&[], &[("envoy-operator.example.com/config-hash", "0")]),
+            ),
+            ("spec.childMetadata.labels[team]", spec(&[("team", "two words")], &[])),
+            ("spec.childMetadata.labels[-team]", spec(&[("-team", "x")], &[])),
+            ("spec.childMetadata.annotations[Example.com/x]", spec(&[], &[("Example.com/x", "x")])),
+        ];
+        for (path, spec) in refused {
+            let errors = envoy(spec).validate(None).expect_err(path);
+            assert!(errors.iter().any(|error| error.to_string().starts_with(path)), "{path}: {errors}");
+        }
+        let many: Vec<(String, String)> =
+            (0..=MAX_CHILD_METADATA).map(|i| (format!("k{i}"), String::new())).collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let errors = envoy(spec(&many, &[])).validate(None).expect_err("too many labels");
+        assert!(errors.to_string().contains("must have at most 16 items"), "{errors}");
     }
 
     #[test]

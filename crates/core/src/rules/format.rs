@@ -23,6 +23,7 @@ static PATH_CHARACTERS: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::PA
 static REPLACEMENT_PATH: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::REPLACEMENT_PATH));
 static GATEWAY_DURATION: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::GATEWAY_DURATION));
 static API_GROUP: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::API_GROUP));
+static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::QUALIFIED_NAME));
 static KIND: LazyLock<Regex> = LazyLock::new(|| compiled(patterns::KIND));
 
 /// An RFC 1123 subdomain, as most Kubernetes object names.
@@ -35,6 +36,44 @@ pub fn dns1123_subdomain(value: &str) -> Vec<String> {
         reasons.push(format!(
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{}')",
             patterns::DNS1123_SUBDOMAIN
+        ));
+    }
+    reasons
+}
+
+/// A label or annotation key: an optional RFC 1123 subdomain prefix and `/`, then a name of at
+/// most 63 characters (the API server's "qualified name").
+pub fn qualified_name(value: &str) -> Vec<String> {
+    let (prefix, name) = match value.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, value),
+    };
+    let mut reasons = Vec::new();
+    if let Some(prefix) = prefix {
+        reasons.extend(dns1123_subdomain(prefix).into_iter().map(|reason| format!("prefix part {reason}")));
+    }
+    if name.len() > 63 {
+        reasons.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !QUALIFIED_NAME.is_match(name) {
+        reasons.push(format!(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc', regex used for validation is '{}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            patterns::QUALIFIED_NAME
+        ));
+    }
+    reasons
+}
+
+/// A label value: empty, or at most 63 characters as a key's name part.
+pub fn label_value(value: &str) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if value.len() > 63 {
+        reasons.push("must be no more than 63 characters".to_owned());
+    }
+    if !value.is_empty() && !QUALIFIED_NAME.is_match(value) {
+        reasons.push(format!(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (regex used for validation is '{}')",
+            patterns::QUALIFIED_NAME
         ));
     }
     reasons

@@ -14,10 +14,11 @@ use sha2::{Digest, Sha256};
 
 use super::listeners::JudgedListener;
 use crate::api::gateway::{Gateway, GatewayStatusAddress};
-use crate::api::{Envoy, EnvoySpec, ServicePort, ServiceType};
+use crate::api::{ChildMetadata, Envoy, EnvoySpec, ServicePort, ServiceType};
 use crate::children::status::{DEGRADED, REASON_INVALID_SPEC, REASON_RESOURCE_EXISTS};
-use crate::names::{GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_KEY};
-use crate::rules::{MAX_LABEL_VALUE, Rules, defaulted};
+use crate::names::{GATEWAY_LABEL, GATEWAY_NAME_LABEL, MANAGED_BY, MANAGED_BY_KEY};
+use crate::rules::envoy::child_metadata_errors;
+use crate::rules::{FieldError, MAX_LABEL_VALUE, Rules, defaulted};
 
 /// `status.addresses` types.
 pub const IP_ADDRESS: &str = "IPAddress";
@@ -86,6 +87,7 @@ pub fn desired(
             "the Gateway's name is longer than {MAX_LABEL_VALUE} characters: it cannot label its fleet ({GATEWAY_LABEL})"
         ));
     }
+    let child_metadata = child_metadata(gateway)?;
     let fleet_name = name_of(gateway);
     let template = template.map(|envoy| &envoy.spec);
     let envoy = Envoy {
@@ -94,6 +96,7 @@ pub fn desired(
             namespace: gateway.metadata.namespace.clone(),
             labels: Some(BTreeMap::from([
                 (GATEWAY_LABEL.to_owned(), name.clone()),
+                (GATEWAY_NAME_LABEL.to_owned(), name.clone()),
                 (MANAGED_BY_KEY.to_owned(), MANAGED_BY.to_owned()),
             ])),
             owner_references: Some(vec![OwnerReference {
@@ -116,6 +119,7 @@ pub fn desired(
             service_type: template.and_then(|t| t.service_type).or(Some(ServiceType::LoadBalancer)),
             resources: template.and_then(|t| t.resources.clone()),
             access_log: template.and_then(|t| t.access_log),
+            child_metadata: Some(child_metadata),
             ..Default::default()
         },
         status: None,
@@ -127,6 +131,41 @@ pub fn desired(
             errors.message("Envoy", &fleet_name)
         )),
     }
+}
+
+/// Labels, and annotations, `spec.infrastructure` may hold (the API's `maxProperties`).
+pub const MAX_INFRASTRUCTURE_METADATA: usize = 8;
+
+/// What every object of `gateway`'s fleet carries of it: Gateway API's gateway-name label
+/// (GEP-1762) and `spec.infrastructure`'s labels and annotations. An error says why those
+/// cannot be used: more than the API allows, keys or label values the API server would refuse
+/// on the objects (the API's schema checks them too, but a Gateway stored before it did, or
+/// under a looser CRD, must not make every apply of its fleet fail), or keys the operator sets.
+pub fn child_metadata(gateway: &Gateway) -> Result<ChildMetadata, String> {
+    let name = gateway.metadata.name.clone().unwrap_or_default();
+    let infrastructure = gateway.spec.infrastructure.clone().unwrap_or_default();
+    let given = ChildMetadata { labels: infrastructure.labels, annotations: infrastructure.annotations };
+    let mut errors = child_metadata_errors(&given, "spec.infrastructure");
+    for (field, count) in [("labels", given.labels.len()), ("annotations", given.annotations.len())] {
+        if count > MAX_INFRASTRUCTURE_METADATA {
+            errors.push(FieldError::forbidden(
+                format!("spec.infrastructure.{field}"),
+                format!("must have at most {MAX_INFRASTRUCTURE_METADATA} items"),
+            ));
+        }
+    }
+    if given.labels.contains_key(GATEWAY_NAME_LABEL) {
+        errors.push(FieldError::forbidden(
+            format!("spec.infrastructure.labels[{GATEWAY_NAME_LABEL}]"),
+            format!("{GATEWAY_NAME_LABEL} is set by the operator on the fleet's objects"),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(format!("spec.infrastructure cannot be carried to the fleet's objects: {errors}"));
+    }
+    let mut labels = given.labels;
+    labels.insert(GATEWAY_NAME_LABEL.to_owned(), name);
+    Ok(ChildMetadata { labels, annotations: given.annotations })
 }
 
 /// The Envoy of the fleet's name ([`name_of`]) in the Gateway's namespace, if any: its fleet, or

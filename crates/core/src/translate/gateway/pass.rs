@@ -8,8 +8,8 @@ use super::attach::{attach, gateway_namespace};
 use super::class::{self, AcceptedClass};
 use super::conditions::{
     ACCEPTED, CONFLICTED, PROGRAMMED, REASON_ACCEPTED, REASON_ADDRESS_NOT_ASSIGNED, REASON_INVALID,
-    REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED, REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS,
-    judged, state,
+    REASON_INVALID_PARAMETERS, REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED,
+    REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS, judged, state,
 };
 use super::kinds::{self, Attachment};
 use super::listeners::{self, GRPC_ROUTE, JudgedListener, TLS_ROUTE};
@@ -206,6 +206,19 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &Gate
             false,
             REASON_UNSUPPORTED_ADDRESS,
             "spec.addresses is not supported: the Gateway's addresses are its fleet's Service's",
+        )
+    } else if let Some(reference) =
+        gateway.spec.infrastructure.as_ref().and_then(|infrastructure| infrastructure.parameters_ref.as_ref())
+    {
+        // Gateway API: a parametersRef the implementation cannot use makes the Gateway
+        // `InvalidParameters`, rather than serving it without what it asked for.
+        state(
+            false,
+            REASON_INVALID_PARAMETERS,
+            format!(
+                "spec.infrastructure.parametersRef ({} {}) is not supported: a Gateway's fleet takes its settings from its GatewayClass's parametersRef",
+                reference.kind, reference.name
+            ),
         )
     } else if let Err(Some(message)) = &desired {
         state(false, REASON_INVALID, message.clone())
