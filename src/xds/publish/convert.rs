@@ -662,7 +662,7 @@ mod tests {
         use envoy_operator_core::ir;
         use envoy_operator_core::xds::resources;
 
-        let weighted = |backend: &str, weight| ir::WeightedBackend { backend: backend.into(), weight };
+        let weighted = |backend: &str, weight| ir::WeightedBackend::new(backend, weight);
         let fleet = ir::Fleet {
             listeners: vec![ir::Listener {
                 name: "tls-443".into(),

@@ -252,7 +252,7 @@ mod tests {
         let server = |name: &str, names: &[&str], backend: &str| PassthroughServer {
             name: name.into(),
             server_names: names.iter().map(|n| Domain::Exact((*n).into())).collect(),
-            backends: vec![WeightedBackend { backend: backend.into(), weight: 1 }],
+            backends: vec![WeightedBackend::new(backend, 1)],
             unresolved_weight: 0,
         };
         let mut fleet = fleet();

@@ -87,7 +87,7 @@ mod tests {
             server_names: names,
             backends: backends
                 .iter()
-                .map(|(backend, weight)| ir::WeightedBackend { backend: (*backend).into(), weight: *weight })
+                .map(|(backend, weight)| ir::WeightedBackend::new(*backend, *weight))
                 .collect(),
             unresolved_weight: 0,
         }

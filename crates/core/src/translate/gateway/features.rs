@@ -11,6 +11,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GRPCRoute",
     "Gateway",
     "GatewayHTTPListenerIsolation",
+    "GatewayInfrastructurePropagation",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRouteBackendProtocolH2C",
@@ -31,6 +32,9 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    // Served only where the API server serves TLSRoutes (the experimental channel's CRDs), as
+    // the GATEWAY-TLS profile needs them to run at all.
+    "TLSRoute",
 ];
 
 /// [`SUPPORTED_FEATURES`] as a GatewayClass's status holds them.

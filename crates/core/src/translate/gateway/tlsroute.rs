@@ -93,10 +93,7 @@ mod tests {
         let (weights, unresolved_weight) = read.passthrough_backends();
         assert_eq!(
             weights,
-            [
-                ir::WeightedBackend { backend: "shop/a/443/tcp".into(), weight: 3 },
-                ir::WeightedBackend { backend: "shop/b/443/tcp".into(), weight: 1 },
-            ]
+            [ir::WeightedBackend::new("shop/a/443/tcp", 3), ir::WeightedBackend::new("shop/b/443/tcp", 1),]
         );
         assert_eq!(unresolved_weight, 1, "the share of the backendRef that does not resolve");
         let ConditionState { status, reason, message } = &read.resolved_refs;
