@@ -535,45 +535,37 @@ fn mirrored(request_mirror: Option<&RequestMirror>) -> Option<&BackendObjectRefe
     request_mirror.map(|mirror| &mirror.backend_ref)
 }
 
-impl GatewayRoute for HTTPRoute {
-    fn parent_refs(&self) -> &[ParentReference] {
-        &self.spec.parent_refs
-    }
-    fn route_status(&self) -> Option<&HTTPRouteStatus> {
-        self.status.as_ref()
-    }
-    fn backend_references(&self) -> Vec<&BackendObjectReference> {
-        let mut references = Vec::new();
-        for rule in &self.spec.rules {
-            references.extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
-            for backend in &rule.backend_refs {
-                references.push(&backend.backend);
-                references.extend(backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+/// HTTPRoute and GRPCRoute: the same fields under their own filter and backendRef types (a
+/// macro, as the two have no trait in common to be generic over).
+macro_rules! route_with_filters {
+    ($kind:ty) => {
+        impl GatewayRoute for $kind {
+            fn parent_refs(&self) -> &[ParentReference] {
+                &self.spec.parent_refs
+            }
+            fn route_status(&self) -> Option<&HTTPRouteStatus> {
+                self.status.as_ref()
+            }
+            fn backend_references(&self) -> Vec<&BackendObjectReference> {
+                let mut references = Vec::new();
+                for rule in &self.spec.rules {
+                    references
+                        .extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
+                    for backend in &rule.backend_refs {
+                        references.push(&backend.backend);
+                        references.extend(
+                            backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())),
+                        );
+                    }
+                }
+                references
             }
         }
-        references
-    }
+    };
 }
 
-impl GatewayRoute for GRPCRoute {
-    fn parent_refs(&self) -> &[ParentReference] {
-        &self.spec.parent_refs
-    }
-    fn route_status(&self) -> Option<&HTTPRouteStatus> {
-        self.status.as_ref()
-    }
-    fn backend_references(&self) -> Vec<&BackendObjectReference> {
-        let mut references = Vec::new();
-        for rule in &self.spec.rules {
-            references.extend(rule.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
-            for backend in &rule.backend_refs {
-                references.push(&backend.backend);
-                references.extend(backend.filters.iter().filter_map(|f| mirrored(f.request_mirror.as_ref())));
-            }
-        }
-        references
-    }
-}
+route_with_filters!(HTTPRoute);
+route_with_filters!(GRPCRoute);
 
 impl GatewayRoute for TLSRoute {
     fn parent_refs(&self) -> &[ParentReference] {
