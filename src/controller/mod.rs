@@ -70,12 +70,23 @@ pub enum Error {
 
     #[error("issuing the fleet's xDS client certificate: {0}")]
     Identity(String),
+
+    #[error("the Service {name:?} cannot take its cluster IP: {message}")]
+    AddressNotUsable { name: String, message: String },
 }
 
 impl Error {
     /// Every [`metric_label`](Self::metric_label).
-    pub const METRIC_LABELS: [&str; 7] =
-        ["conflict", "api", "name_clash", "missing_metadata", "cache_unavailable", "client", "identity"];
+    pub const METRIC_LABELS: [&str; 8] = [
+        "conflict",
+        "api",
+        "name_clash",
+        "missing_metadata",
+        "cache_unavailable",
+        "client",
+        "identity",
+        "address_not_usable",
+    ];
 
     /// A short, fixed label for metrics.
     pub fn metric_label(&self) -> &'static str {
@@ -87,6 +98,7 @@ impl Error {
             Self::CacheUnavailable(_) => "cache_unavailable",
             Self::Client(_) => "client",
             Self::Identity(_) => "identity",
+            Self::AddressNotUsable { .. } => "address_not_usable",
         }
     }
 }

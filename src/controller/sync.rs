@@ -26,7 +26,7 @@ use envoy_operator_core::names::{EVENT_REPORTER, FIELD_MANAGER, FLEET_LABEL, STA
 use envoy_operator_core::rules::{Defaulted, Rules, defaulted};
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{self, Action};
@@ -222,6 +222,52 @@ where
     info!(parent = parent.kind, namespace = %parent.namespace, name = %parent.name, child = kind, child_name = %name, created = current.is_none(), "applied child");
     strip_metadata(applied.meta_mut());
     Ok(Ensured::Applied(Arc::new(applied)))
+}
+
+/// Makes the fleet's Service match `desired`. A Service's cluster IP cannot change, so one of
+/// ours holding another than the `spec.serviceClusterIP` asked for is deleted and created
+/// again. A cluster IP the API server refuses (outside the cluster's Service range, or held by
+/// another Service) is the blocker it answers with, in its words.
+async fn ensure_service(
+    ctx: &Context,
+    parent: &Parent<'_>,
+    envoy: &Envoy,
+    desired: &Service,
+) -> Result<std::result::Result<Ensured<Service>, Blocker>> {
+    let name = desired.name_any();
+    let wanted = desired.spec.as_ref().and_then(|spec| spec.cluster_ip.as_deref());
+    let mut current = find(ctx, &ctx.stores.services, parent, &name).await?;
+    let held = current
+        .as_deref()
+        .filter(|service| controlled_by(*service, parent.uid))
+        .and_then(|service| service.spec.as_ref()?.cluster_ip.clone())
+        .filter(|ip| !ip.is_empty() && ip != "None");
+    if let (Some(wanted), Some(held), Some(service)) = (wanted, held, current.as_deref())
+        && held != wanted
+    {
+        let api: Api<Service> = Api::namespaced(ctx.client.clone(), &parent.namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: service.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {}
+            Err(error) if is_status(&error, 404) => {}
+            Err(error) => return Err(api_error("delete", "Service", &name)(error)),
+        }
+        ctx.metrics.wrote("Service", "delete");
+        info!(namespace = %parent.namespace, name = %parent.name, service = %name, %held, %wanted, "deleted the fleet's Service to recreate it with another cluster IP");
+        publish(ctx, envoy, report::service_replaced(&name, &held, wanted)).await;
+        current = None;
+    }
+    match ensure_found(ctx, parent, desired, current).await {
+        Err(Error::Api { source: kube::Error::Api(status), .. })
+            if wanted.is_some() && status.code == 422 && status.message.contains("clusterIP") =>
+        {
+            Ok(Err(Blocker::AddressNotUsable { message: status.message }))
+        }
+        ensured => ensured.map(Ok),
+    }
 }
 
 /// The children in `store` this parent controls other than `keep`: left behind by a rename.
@@ -688,7 +734,23 @@ async fn sync_envoy(envoy: Arc<Envoy>, ctx: Arc<Context>) -> Result<Action> {
     };
     let service = match &deployment {
         Some(Ensured::Current(_) | Ensured::Applied(_)) => {
-            Some(ensure(&ctx, &stores.services, &parent, &children.service).await?)
+            match ensure_service(&ctx, &parent, envoy.as_ref(), &children.service).await? {
+                Ok(ensured) => Some(ensured),
+                Err(blocker) => {
+                    let status = with_xds(status::envoy_status(
+                        &defaulted,
+                        selector,
+                        None,
+                        None,
+                        Some(&blocker),
+                        &now,
+                    ));
+                    publish(&ctx, envoy.as_ref(), report::address_not_usable(&blocker)).await;
+                    write_status::<Envoy, _>(&ctx, &parent, current_status, &status).await?;
+                    let (name, message) = (children.service.name_any(), blocker.message().to_owned());
+                    return Err(Error::AddressNotUsable { name, message });
+                }
+            }
         }
         _ => None,
     };

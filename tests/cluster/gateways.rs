@@ -632,3 +632,114 @@ async fn a_gateways_infrastructure_labels_and_annotations_reach_its_fleets_servi
     assert!(api.get(&envoy_path(NS, "takes-our-keys-ours")).is_none(), "no fleet for a refused Gateway");
     controllers.stop().await;
 }
+
+/// The Gateway's `status.addresses`, as `(type, value)`.
+fn status_addresses(gateway: &Value) -> Vec<(String, String)> {
+    let addresses = gateway["status"]["addresses"].as_array().cloned().unwrap_or_default();
+    addresses
+        .iter()
+        .map(|a| {
+            (
+                a["type"].as_str().unwrap_or_default().to_owned(),
+                a["value"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// GatewayStaticAddresses (conformance v1.3.0), its three steps with the addresses README's
+/// conformance command gives: an address of a type no implementation supports keeps the Gateway
+/// from being accepted; without it, an address outside the Service range (192.0.2.1) and a
+/// usable one (10.96.0.200) cannot both be had (`AddressNotUsable`); with the usable one alone
+/// the fleet's Service takes it as its cluster IP and it is the Gateway's only address. Between
+/// the suite's steps, one more: the outside address alone, which the in-memory API server
+/// refuses as kube-apiserver does, is `AddressNotUsable` in the API server's words; replaced by
+/// the usable one, the Service is created again with it (a cluster IP cannot change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateways_static_address_is_its_services_cluster_ip_or_says_why_it_is_not_usable() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(&class_path("ours"), class(CONTROLLER_NAME));
+    let path = gateway_path(NS, "gateway-static-addresses");
+    let mut static_addresses = gateway("ours");
+    static_addresses["spec"]["addresses"] = json!([
+        {"type": "test/fake-invalid-type", "value": "fake address teehee!"},
+        {"type": "IPAddress", "value": "192.0.2.1"},
+        {"type": "IPAddress", "value": "10.96.0.200"}]);
+    api.put(&path, static_addresses);
+    let controllers = Controllers::start(&api, None);
+    let has = |api: &FakeApi, type_: &str, status: &str, reason: &str, generation: i64| {
+        api.get(&path).is_some_and(|gateway| {
+            condition(&gateway["status"]["conditions"], type_) == expect(status, reason, generation)
+        })
+    };
+
+    until(&api, "the Gateway with an unsupported address not accepted", |api| {
+        has(api, "Accepted", "False", "UnsupportedAddress", 1)
+    })
+    .await;
+    let fleet_name = "gateway-static-addresses-ours";
+    assert!(api.get(&envoy_path(NS, fleet_name)).is_none(), "no fleet for a Gateway not accepted");
+
+    change_spec(&api, &path, |spec| {
+        spec["addresses"].as_array_mut().expect("addresses").remove(0);
+    });
+    until(&api, "accepted, not programmed: two addresses", |api| {
+        has(api, "Accepted", "True", "Accepted", 2) && has(api, "Programmed", "False", "AddressNotUsable", 2)
+    })
+    .await;
+    let deployment = deployment_path(NS, fleet_name);
+    until(&api, "the fleet's Deployment", |api| api.get(&deployment).is_some()).await;
+    let mut ready = api.get(&deployment).expect("the Deployment");
+    let generation = ready["metadata"]["generation"].clone();
+    ready["status"] = json!({"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
+                             "readyReplicas": 1, "availableReplicas": 1});
+    api.put(&deployment, ready);
+
+    change_spec(&api, &path, |spec| spec["addresses"] = json!([{"type": "IPAddress", "value": "192.0.2.1"}]));
+    until(&api, "the address the API server refuses: AddressNotUsable in its words", |api| {
+        has(api, "Programmed", "False", "AddressNotUsable", 3)
+            && api.get(&path).is_some_and(|gateway| {
+                gateway["status"]["conditions"].to_string().contains("is not in the valid range")
+            })
+    })
+    .await;
+    assert!(status_addresses(&api.get(&path).expect("the Gateway")).is_empty());
+    assert!(
+        has_event(&api, "Envoy", fleet_name, "Warning", "AddressNotUsable", "192.0.2.1"),
+        "the fleet says why in a Warning event"
+    );
+
+    change_spec(&api, &path, |spec| {
+        spec["addresses"] = json!([{"type": "IPAddress", "value": "10.96.0.200"}])
+    });
+    until(&api, "accepted and programmed with the usable address", |api| {
+        has(api, "Accepted", "True", "Accepted", 4)
+            && has(api, "Programmed", "True", "Programmed", 4)
+            && api.get(&path).is_some_and(|gateway| {
+                status_addresses(&gateway) == [("IPAddress".to_owned(), "10.96.0.200".to_owned())]
+            })
+    })
+    .await;
+    let service = api.get(&service_path(NS, fleet_name)).expect("the fleet's Service");
+    assert_eq!(service["spec"]["clusterIP"], "10.96.0.200");
+    let gateway = api.get(&path).expect("the Gateway");
+    let listener = &gateway["status"]["listeners"][0];
+    assert_eq!(listener["name"], "http");
+    assert_eq!(condition(&listener["conditions"], "Accepted").map(|c| c.0), Some("True".to_owned()));
+    assert_eq!(condition(&listener["conditions"], "ResolvedRefs").map(|c| c.0), Some("True".to_owned()));
+
+    // Another usable address: the Service cannot change its cluster IP, so it is made again.
+    change_spec(&api, &path, |spec| spec["addresses"] = json!([{"value": "10.96.0.201"}]));
+    until(&api, "the Service made again with the new address", |api| {
+        api.get(&service_path(NS, fleet_name))
+            .is_some_and(|service| service["spec"]["clusterIP"] == "10.96.0.201")
+            && has(api, "Programmed", "True", "Programmed", 5)
+            && api.get(&path).is_some_and(|gateway| {
+                status_addresses(&gateway) == [("IPAddress".to_owned(), "10.96.0.201".to_owned())]
+            })
+    })
+    .await;
+    assert!(has_event(&api, "Envoy", fleet_name, "Normal", "ReplacedService", "10.96.0.201"));
+    controllers.stop().await;
+}

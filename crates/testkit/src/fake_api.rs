@@ -10,7 +10,8 @@
 //! JSON merge, JSON Patch with `test`) and DELETE; the `status` subresource; and records every
 //! request, with whether its object existed, so tests can check requests against RBAC. It does
 //! no defaulting or garbage collection, and validates only what is written to a `status`
-//! subresource, against the schema of a stored CustomResourceDefinition that has one. Of
+//! subresource, against the schema of a stored CustomResourceDefinition that has one, and a
+//! Service's cluster IP as the API server allocates it ([`service_ips`]). Of
 //! admission, it does only what the `NamespaceLifecycle` plugin does to a namespace being
 //! deleted ([`FakeApi::terminate_namespace`]): a create in it is refused (403
 //! `NamespaceTerminating`).
@@ -34,7 +35,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 pub use crate::api_path::Target;
-use crate::{gateway_api_schema, schema};
+use crate::{gateway_api_schema, schema, service_ips};
 
 type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -330,6 +331,21 @@ impl FakeApi {
             .then(|| format!("{} {:?} is invalid: {}", target.resource, target.name, errors.join("; ")))
     }
 
+    /// Why storing `object` as the Service `target` is refused (422 Invalid), as the API
+    /// server refuses a cluster IP ([`service_ips`]); `None` for anything else.
+    fn service_ip_refusal(&self, state: &State, target: &Target, object: &Value) -> Option<String> {
+        if !(target.group.is_empty() && target.resource == "services" && target.subresource.is_none()) {
+            return None;
+        }
+        let key = target.key();
+        let others = state
+            .objects
+            .iter()
+            .filter(|(other, _)| other.0.is_empty() && other.1 == "services" && **other != key);
+        let name = target.name.as_deref().unwrap_or_default();
+        service_ips::refusal(name, object, state.objects.get(&key), others.map(|(_, service)| service))
+    }
+
     /// Waits until `condition` holds for the stored objects, polling (bounded by `guard`).
     pub async fn wait_for(&self, what: &str, guard: Duration, condition: impl Fn(&FakeApi) -> bool) {
         let deadline = tokio::time::Instant::now() + guard;
@@ -529,6 +545,9 @@ impl FakeApi {
                 if let Some(refused) = terminating(&state, &target) {
                     return refused;
                 }
+                if let Some(why) = self.service_ip_refusal(&state, &target, &sent) {
+                    return invalid(&why);
+                }
                 let stored = self.store(&mut state, &target, sent, "ADDED");
                 ok(StatusCode::CREATED, &stored)
             }
@@ -540,7 +559,10 @@ impl FakeApi {
                 if expected.is_some_and(|v| Some(v) != current["metadata"]["resourceVersion"].as_str()) {
                     return status(StatusCode::CONFLICT, "Conflict", "the object has been modified");
                 }
-                if let Some(why) = self.status_refusal(&state, &target, &sent, Some(&current)) {
+                if let Some(why) = self
+                    .status_refusal(&state, &target, &sent, Some(&current))
+                    .or_else(|| self.service_ip_refusal(&state, &target, &sent))
+                {
                     return invalid(&why);
                 }
                 let stored = self.store(&mut state, &target, sent, "MODIFIED");
@@ -577,7 +599,10 @@ impl FakeApi {
                     }
                 };
                 let before = state.objects.get(&target.key());
-                if let Some(why) = self.status_refusal(&state, &target, &patched, before) {
+                if let Some(why) = self
+                    .status_refusal(&state, &target, &patched, before)
+                    .or_else(|| self.service_ip_refusal(&state, &target, &patched))
+                {
                     return invalid(&why);
                 }
                 let kind = if existed { "MODIFIED" } else { "ADDED" };

@@ -29,6 +29,7 @@ pub mod mock;
 pub mod pod_host;
 pub mod rbac;
 pub mod schema;
+pub mod service_ips;
 mod timing;
 pub mod xds;
 

@@ -127,6 +127,14 @@ pub struct EnvoySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_type: Option<ServiceType>,
 
+    /// The cluster IP the Service asks for: an address of the cluster's Service range no
+    /// other Service holds (the API server refuses any other, and the fleet then says why in
+    /// its `Degraded` condition). A Service's cluster IP cannot change: changing this field
+    /// replaces the Service. Without it the API server picks one.
+    #[serde(default, rename = "serviceClusterIP", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 45))]
+    pub service_cluster_ip: Option<String>,
+
     /// Compute resources of each Envoy container. Defaults to requests of 100m CPU and
     /// 64Mi memory and a limit of 256Mi memory. `claims` is not supported: the fleet's pods
     /// declare no resource claims to refer to.

@@ -200,6 +200,7 @@ pub fn desired_children(
         metadata: meta(&fleet),
         spec: Some(ServiceSpec {
             type_: Some(spec.service_type.as_str().to_owned()),
+            cluster_ip: envoy.spec.service_cluster_ip.clone(),
             selector: Some(labels::envoy_selector(&instance)),
             ports: Some(
                 spec.ports

@@ -86,6 +86,29 @@ pub fn invalid_spec(blocker: &Blocker) -> Notice {
     }
 }
 
+/// The Warning event for a Service cluster IP the API server refuses.
+pub fn address_not_usable(blocker: &Blocker) -> Notice {
+    Notice {
+        warning: true,
+        reason: super::status::REASON_ADDRESS_NOT_USABLE,
+        note: blocker.message().to_owned(),
+        action: "Reconcile",
+    }
+}
+
+/// The event for a Service deleted to take another cluster IP (`spec.serviceClusterIP`): a
+/// Service's cluster IP cannot change.
+pub fn service_replaced(name: &str, held: &str, wanted: &str) -> Notice {
+    Notice {
+        warning: false,
+        reason: "ReplacedService",
+        note: format!(
+            "Deleted Service {name:?} holding cluster IP {held} to recreate it with {wanted} (spec.serviceClusterIP)"
+        ),
+        action: "Delete",
+    }
+}
+
 /// The event for a child deleted because the current spec names another: a Foo's renamed
 /// Deployment, or any child an Envoy no longer names.
 pub fn pruned(parent_kind: &str, kind: &str, name: &str, current: &str) -> Notice {

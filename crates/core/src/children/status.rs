@@ -26,6 +26,9 @@ pub const DEGRADED: &str = "Degraded";
 /// sample-controller's `ErrResourceExists`).
 pub const REASON_RESOURCE_EXISTS: &str = "ErrResourceExists";
 pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+/// Reason for a Service cluster IP (`spec.serviceClusterIP`) the API server refuses: outside
+/// the cluster's Service range, or held by another Service.
+pub const REASON_ADDRESS_NOT_USABLE: &str = "AddressNotUsable";
 
 /// Why the children were not applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +37,8 @@ pub enum Blocker {
     InvalidSpec { message: String },
     /// A child's name is taken by an object this parent does not control.
     NameClash { message: String },
+    /// The API server refuses the Service's cluster IP; its words.
+    AddressNotUsable { message: String },
 }
 
 impl Blocker {
@@ -41,12 +46,15 @@ impl Blocker {
         match self {
             Self::InvalidSpec { .. } => REASON_INVALID_SPEC,
             Self::NameClash { .. } => REASON_RESOURCE_EXISTS,
+            Self::AddressNotUsable { .. } => REASON_ADDRESS_NOT_USABLE,
         }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Self::InvalidSpec { message } | Self::NameClash { message } => message,
+            Self::InvalidSpec { message }
+            | Self::NameClash { message }
+            | Self::AddressNotUsable { message } => message,
         }
     }
 }

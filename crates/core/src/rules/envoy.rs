@@ -150,6 +150,15 @@ impl Rules for Envoy {
         }
 
         validate_ports(&mut errors, &spec.ports);
+        if let Some(ip) = &spec.service_cluster_ip
+            && ip.parse::<std::net::IpAddr>().is_err()
+        {
+            errors.push(FieldError::invalid(
+                "spec.serviceClusterIP",
+                ip.as_str(),
+                "must be an IPv4 or IPv6 address",
+            ));
+        }
         if let Some(child_metadata) = &spec.child_metadata {
             errors.0.extend(child_metadata_errors(child_metadata, "spec.childMetadata").0);
         }
@@ -389,6 +398,20 @@ mod tests {
         assert_eq!(object.spec.config_map_name.as_deref(), Some("envoy-cfg-1"));
         assert_eq!(object.spec.replicas, Some(3));
         assert_eq!(object.validate(None), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_service_cluster_ip_must_be_an_ip_address() {
+        for good in ["10.96.0.200", "fd00::c8"] {
+            let object = envoy(EnvoySpec { service_cluster_ip: Some(good.into()), ..Default::default() });
+            assert_eq!(crate::rules::defaulted(object).validate(None), Ok(vec![]), "{good}");
+        }
+        for bad in ["None", "10.96.0.300", "edge.example.com", ""] {
+            let object = envoy(EnvoySpec { service_cluster_ip: Some(bad.into()), ..Default::default() });
+            let errors = crate::rules::defaulted(object).validate(None).unwrap_err();
+            assert_eq!(errors.0.len(), 1, "{bad}: {errors}");
+            assert_eq!(errors.0[0].path, "spec.serviceClusterIP", "{bad}");
+        }
     }
 
     #[test]

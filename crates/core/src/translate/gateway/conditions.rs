@@ -29,10 +29,14 @@ pub const REASON_INVALID_PARAMETERS: &str = "InvalidParameters";
 // Gateway.
 /// No listener of the Gateway is valid.
 pub const REASON_LISTENERS_NOT_VALID: &str = "ListenersNotValid";
-/// `spec.addresses` asks for addresses: the operator assigns none of the user's choosing.
+/// `spec.addresses` has an address of a type the operator does not support (any but
+/// `IPAddress`), or a value that is no IP address.
 pub const REASON_UNSUPPORTED_ADDRESS: &str = "UnsupportedAddress";
 /// The fleet's Service has no address yet.
 pub const REASON_ADDRESS_NOT_ASSIGNED: &str = "AddressNotAssigned";
+/// The addresses of `spec.addresses` cannot be had: the API server refuses the cluster IP, or
+/// more than one is asked for.
+pub const REASON_ADDRESS_NOT_USABLE: &str = "AddressNotUsable";
 /// The fleet has no ready proxy yet.
 pub const REASON_PENDING: &str = "Pending";
 /// The Gateway, or a listener, cannot be served as it is.

@@ -15,7 +15,9 @@ use sha2::{Digest, Sha256};
 use super::listeners::JudgedListener;
 use crate::api::gateway::{Gateway, GatewayStatusAddress};
 use crate::api::{ChildMetadata, Envoy, EnvoySpec, ServicePort, ServiceType};
-use crate::children::status::{DEGRADED, REASON_INVALID_SPEC, REASON_RESOURCE_EXISTS};
+use crate::children::status::{
+    DEGRADED, REASON_ADDRESS_NOT_USABLE, REASON_INVALID_SPEC, REASON_RESOURCE_EXISTS,
+};
 use crate::names::{GATEWAY_LABEL, GATEWAY_NAME_LABEL, MANAGED_BY, MANAGED_BY_KEY};
 use crate::rules::envoy::child_metadata_errors;
 use crate::rules::{FieldError, MAX_LABEL_VALUE, Rules, defaulted};
@@ -74,11 +76,12 @@ pub fn ports(listeners: &[JudgedListener]) -> Vec<ServicePort> {
 
 /// The Envoy to apply for `gateway`'s fleet, with `ports` and the settings of `template` (the
 /// class's parameters): `replicas`, `image`, `resources`, `serviceType` (else `LoadBalancer`)
-/// and `accessLog`. An error says why the Gateway cannot have one (its name cannot label it).
+/// and `accessLog`; and `cluster_ip`, the Gateway's static address. An error says why the Gateway cannot have one (its name cannot label it).
 pub fn desired(
     gateway: &Gateway,
     ports: Vec<ServicePort>,
     template: Option<&Envoy>,
+    cluster_ip: Option<String>,
 ) -> Result<Envoy, String> {
     let name = gateway.metadata.name.clone().unwrap_or_default();
     // A Gateway's name is a DNS subdomain: one of at most 63 characters is a label value.
@@ -120,6 +123,7 @@ pub fn desired(
             resources: template.and_then(|t| t.resources.clone()),
             access_log: template.and_then(|t| t.access_log),
             child_metadata: Some(child_metadata),
+            service_cluster_ip: cluster_ip,
             ..Default::default()
         },
         status: None,
@@ -208,25 +212,32 @@ pub fn ready(envoy: &Envoy) -> bool {
     envoy.status.as_ref().and_then(|status| status.ready_replicas).is_some_and(|ready| ready >= 1)
 }
 
-/// Why the stored fleet could not make its children, as its `Degraded` condition says: a child's
-/// name held by an object it does not control (a user's Service or Deployment of the fleet's
-/// name), or a spec its rules refuse. `None` when nothing stops it.
-pub fn blocked(envoy: &Envoy) -> Option<&str> {
-    let conditions = envoy.status.as_ref().map(|status| status.conditions.as_slice()).unwrap_or_default();
-    conditions
-        .iter()
-        .find(|condition| {
-            condition.type_ == DEGRADED
-                && condition.status == "True"
-                && [REASON_RESOURCE_EXISTS, REASON_INVALID_SPEC].contains(&condition.reason.as_str())
-        })
-        .map(|condition| condition.message.as_str())
+/// What stops the stored fleet from making its children, as its `Degraded` condition says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked<'a> {
+    /// A child's name held by an object it does not control (a user's Service or Deployment of
+    /// the fleet's name), or a spec its rules refuse.
+    Children(&'a str),
+    /// The API server refuses the Service's cluster IP (the Gateway's static address).
+    Address(&'a str),
 }
 
-/// The addresses of the Service `fleet` (the stored fleet) controls: its load balancer's, else
-/// its cluster IP. Only a Service of the fleet's name with the fleet's controller ownerReference
-/// (its uid) counts: one of that name that someone else made is not the Gateway's.
-pub fn addresses(fleet: &Envoy, services: &[Arc<Service>]) -> Vec<GatewayStatusAddress> {
+/// What stops the stored fleet from making its children; `None` when nothing does.
+pub fn blocked(envoy: &Envoy) -> Option<Blocked<'_>> {
+    let conditions = envoy.status.as_ref().map(|status| status.conditions.as_slice()).unwrap_or_default();
+    conditions.iter().filter(|condition| condition.type_ == DEGRADED && condition.status == "True").find_map(
+        |condition| match condition.reason.as_str() {
+            REASON_RESOURCE_EXISTS | REASON_INVALID_SPEC => Some(Blocked::Children(&condition.message)),
+            REASON_ADDRESS_NOT_USABLE => Some(Blocked::Address(&condition.message)),
+            _ => None,
+        },
+    )
+}
+
+/// The Service `fleet` (the stored fleet) controls. Only a Service of the fleet's name with the
+/// fleet's controller ownerReference (its uid) counts: one of that name that someone else made
+/// is not the Gateway's.
+pub fn service<'a>(fleet: &Envoy, services: &'a [Arc<Service>]) -> Option<&'a Service> {
     let service_name = fleet.spec.name.as_ref().or(fleet.metadata.name.as_ref());
     let controlled = |service: &Service| {
         service.metadata.owner_references.iter().flatten().any(|owner| {
@@ -236,13 +247,23 @@ pub fn addresses(fleet: &Envoy, services: &[Arc<Service>]) -> Vec<GatewayStatusA
                 && fleet.metadata.uid.as_ref() == Some(&owner.uid)
         })
     };
-    let Some(service) = services.iter().find(|service| {
-        service.metadata.namespace == fleet.metadata.namespace
-            && service.metadata.name.as_ref() == service_name
-            && controlled(service)
-    }) else {
-        return Vec::new();
-    };
+    services
+        .iter()
+        .find(|service| {
+            service.metadata.namespace == fleet.metadata.namespace
+                && service.metadata.name.as_ref() == service_name
+                && controlled(service)
+        })
+        .map(AsRef::as_ref)
+}
+
+/// The Service's cluster IP, if it has one.
+pub fn cluster_ip(service: &Service) -> Option<&str> {
+    service.spec.as_ref()?.cluster_ip.as_deref().filter(|ip| !ip.is_empty() && *ip != "None")
+}
+
+/// The addresses of the fleet's Service: its load balancer's, else its cluster IP.
+pub fn addresses(service: &Service) -> Vec<GatewayStatusAddress> {
     let address = |address_type: &str, value: &str| GatewayStatusAddress {
         address_type: address_type.to_owned(),
         value: value.to_owned(),
@@ -259,9 +280,7 @@ pub fn addresses(fleet: &Envoy, services: &[Arc<Service>]) -> Vec<GatewayStatusA
         })
         .collect();
     if addresses.is_empty()
-        && let Some(cluster_ip) = service.spec.as_ref().and_then(|spec| spec.cluster_ip.as_deref())
-        && !cluster_ip.is_empty()
-        && cluster_ip != "None"
+        && let Some(cluster_ip) = cluster_ip(service)
     {
         addresses.push(address(IP_ADDRESS, cluster_ip));
     }

@@ -23,6 +23,7 @@
 //! - [`fleet`]: the Envoy that serves a Gateway, its readiness and addresses;
 //! - [`pass`]: the pass; [`status`]: the statuses written from its outcomes.
 
+pub mod addresses;
 pub mod attach;
 pub mod class;
 pub mod conditions;

@@ -4,13 +4,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::addresses;
 use super::attach::{attach, gateway_namespace};
 use super::class::{self, AcceptedClass};
 use super::conditions::{
-    ACCEPTED, CONFLICTED, PROGRAMMED, REASON_ACCEPTED, REASON_ADDRESS_NOT_ASSIGNED, REASON_INVALID,
-    REASON_INVALID_PARAMETERS, REASON_LISTENERS_NOT_VALID, REASON_PENDING, REASON_PROGRAMMED,
-    REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS, judged, state,
+    ACCEPTED, CONFLICTED, PROGRAMMED, REASON_ACCEPTED, REASON_ADDRESS_NOT_ASSIGNED,
+    REASON_ADDRESS_NOT_USABLE, REASON_INVALID, REASON_INVALID_PARAMETERS, REASON_LISTENERS_NOT_VALID,
+    REASON_PENDING, REASON_PROGRAMMED, REASON_UNSUPPORTED_ADDRESS, RESOLVED_REFS, judged, state,
 };
+use super::fleet::Blocked;
 use super::kinds::{self, Attachment};
 use super::listeners::{self, GRPC_ROUTE, JudgedListener, TLS_ROUTE};
 use super::{
@@ -194,19 +196,16 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &Gate
         }
         stored => (None, stored),
     };
+    let requested = addresses::requested(gateway);
     let desired = if ports.is_empty() {
         Err(None)
     } else {
-        fleet::desired(gateway, ports, gateway_judged.template).map_err(Some)
+        fleet::desired(gateway, ports, gateway_judged.template, requested.cluster_ip.clone()).map_err(Some)
     };
     let served = listeners.iter().filter(|listener| listener.served()).count();
 
-    let accepted = if !gateway.spec.addresses.is_empty() {
-        state(
-            false,
-            REASON_UNSUPPORTED_ADDRESS,
-            "spec.addresses is not supported: the Gateway's addresses are its fleet's Service's",
-        )
+    let accepted = if let Some(why) = &requested.unsupported {
+        state(false, REASON_UNSUPPORTED_ADDRESS, why.clone())
     } else if let Some(reference) =
         gateway.spec.infrastructure.as_ref().and_then(|infrastructure| infrastructure.parameters_ref.as_ref())
     {
@@ -231,10 +230,13 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &Gate
     let name = gateway.metadata.name.clone().unwrap_or_default();
     let fleet_name = fleet::name_of(gateway);
     // Only the Service the Gateway's own fleet controls gives it addresses; and a Gateway with
-    // nothing to serve has no fleet, so no address.
-    let addresses = match ours {
-        Some(envoy) if accepted.status => fleet::addresses(envoy, inputs.services),
-        _ => Vec::new(),
+    // nothing to serve has no fleet, so no address. A Gateway that asked for addresses lists
+    // those its Service holds, and only those.
+    let service = ours.filter(|_| accepted.status).and_then(|envoy| fleet::service(envoy, inputs.services));
+    let addresses = match service {
+        Some(service) if requested.any() => requested.held(fleet::cluster_ip(service)),
+        Some(service) => fleet::addresses(service),
+        None => Vec::new(),
     };
     let programmed = if let Some(envoy) = foreign {
         state(
@@ -248,7 +250,16 @@ fn gateway_outcome(gateway_judged: &JudgedGateway, read: &[Route], inputs: &Gate
         )
     } else if !accepted.status {
         state(false, REASON_INVALID, "the Gateway is not accepted: it has no fleet")
-    } else if let Some(why) = ours.and_then(fleet::blocked) {
+    } else if let Some(why) = &requested.unusable {
+        state(false, REASON_ADDRESS_NOT_USABLE, why.clone())
+    } else if let Some(Blocked::Address(why)) = ours.and_then(fleet::blocked) {
+        let ip = requested.cluster_ip.as_deref().unwrap_or_default();
+        state(
+            false,
+            REASON_ADDRESS_NOT_USABLE,
+            format!("the fleet's Service {namespace}/{fleet_name} cannot take the cluster IP {ip}: {why}"),
+        )
+    } else if let Some(Blocked::Children(why)) = ours.and_then(fleet::blocked) {
         state(
             false,
             REASON_INVALID,
