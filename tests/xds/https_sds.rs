@@ -134,6 +134,7 @@ fn fleet(backend: SocketAddr, a: &Issued, b: &Issued) -> ir::Fleet {
                 server("other", ir::Domain::Any, "shop/b"),
             ],
             passthrough: Vec::new(),
+            outbound: None,
         }],
         backends: vec![ir::Backend {
             name: BACKEND.into(),

@@ -13,6 +13,9 @@ use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
 
 /// The uid the Envoy images run as.
 pub const PROXY_UID: i64 = 101;
+/// The port a mesh sidecar's outbound listener binds, where its pod's outbound TCP is
+/// redirected.
+pub const MESH_OUTBOUND_PORT: u16 = 15001;
 /// Name of the readiness port on the container.
 pub const READINESS_PORT_NAME: &str = "envoy-ready";
 

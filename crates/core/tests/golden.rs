@@ -1,8 +1,9 @@
 //! Golden translations: objects in (`<case>.in.yaml`), the translation's IR and statuses out
 //! (`<case>.out.yaml`), compared byte for byte, through both front doors of the route
-//! translation: `testdata/golden/envoyroute/` (Envoys and EnvoyRoutes, `xds::translate`) and
+//! translation: `testdata/golden/envoyroute/` (Envoys and EnvoyRoutes, `xds::translate`),
 //! `testdata/golden/gateway/` (Gateway API, `gateway::translate`, every case read after
-//! `gateway/_base.yaml`). Every IR must pass `Fleet::validate`, and the output must not depend
+//! `gateway/_base.yaml`) and `testdata/golden/mesh/` (HTTPRoutes on Services, the mesh's part of
+//! `gateway::translate`, every case read after `mesh/_base.yaml`). Every IR must pass `Fleet::validate`, and the output must not depend
 //! on the order of the input documents. See `testdata/golden/README.md`.
 //!
 //! After a deliberate change to the translation, regenerate and review the diff:
@@ -176,8 +177,36 @@ fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
         rejected: &rejections(objects),
     });
     let text = serde_saphyr::to_string(&translation).expect("the translation prints");
-    let irs =
-        translation.gateways.into_iter().map(|g| (format!("{}/{}", g.namespace, g.name), g.ir)).collect();
+    let gateways = translation.gateways.into_iter().map(|g| (format!("{}/{}", g.namespace, g.name), g.ir));
+    let meshes = translation.meshes.into_iter().map(|m| (format!("{} (mesh)", m.namespace), m.ir));
+    let irs = gateways.chain(meshes).collect();
+    (text, irs)
+}
+
+/// The mesh door: the same whole translation as [`gateway`]'s, of which only the mesh's part
+/// is printed (the HTTPRoutes naming a Service, with every parent's outcome, and each meshed
+/// namespace's sidecar IR); and those IRs.
+fn mesh(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
+    let kinds = ["HTTPRoute", "ReferenceGrant", "Namespace", "Service", "EndpointSlice"];
+    check_kinds(objects, &[&kinds[..], &["Rejection"]].concat());
+    let translation = gateway::translate(&GatewayInputs {
+        routes: &of_kind(objects, "HTTPRoute"),
+        grants: &of_kind(objects, "ReferenceGrant"),
+        namespaces: &of_kind(objects, "Namespace"),
+        services: &of_kind(objects, "Service"),
+        endpoint_slices: &of_kind(objects, "EndpointSlice"),
+        rejected: &rejections(objects),
+        ..GatewayInputs::default()
+    });
+    #[derive(Serialize)]
+    struct MeshPart<'a> {
+        routes: &'a [gateway::RouteOutcome],
+        meshes: &'a [envoy_operator_core::translate::mesh::MeshOutcome],
+    }
+    let text =
+        serde_saphyr::to_string(&MeshPart { routes: &translation.routes, meshes: &translation.meshes })
+            .expect("the translation prints");
+    let irs = translation.meshes.into_iter().map(|m| (format!("{} (mesh)", m.namespace), m.ir)).collect();
     (text, irs)
 }
 
@@ -216,7 +245,9 @@ fn translations_match_the_golden_files() {
     type Door = fn(&[Value]) -> (String, Vec<(String, Fleet)>);
     let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
     let base = documents(&golden_dir().join("gateway/_base.yaml"));
-    let doors: [(&str, Door, &[Value]); 2] = [("envoyroute", envoyroute, &[]), ("gateway", gateway, &base)];
+    let mesh_base = documents(&golden_dir().join("mesh/_base.yaml"));
+    let doors: [(&str, Door, &[Value]); 3] =
+        [("envoyroute", envoyroute, &[]), ("gateway", gateway, &base), ("mesh", mesh, &mesh_base)];
     let mut failures = Vec::new();
     let mut count = 0;
     for (door, translate, base) in doors {

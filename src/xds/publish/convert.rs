@@ -9,10 +9,10 @@ use envoy_operator_core::envoy::type_urls;
 use envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, access_log};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, AggregatedConfigSource, ApiVersion, ConfigSource, DataSource, HeaderValue, HeaderValueOption,
-    Http2ProtocolOptions, PathConfigSource, RuntimeFractionalPercent, SocketAddress, TransportSocket,
-    WatchedDirectory, address, config_source, data_source, header_value_option, socket_address,
-    transport_socket,
+    Address, AggregatedConfigSource, ApiVersion, CidrRange, ConfigSource, DataSource, HeaderValue,
+    HeaderValueOption, Http2ProtocolOptions, PathConfigSource, RuntimeFractionalPercent, SocketAddress,
+    TransportSocket, WatchedDirectory, address, config_source, data_source, header_value_option,
+    socket_address, transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -26,6 +26,7 @@ use envoy_types::pb::envoy::config::route::v3::{
     query_parameter_matcher, redirect_action, route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
@@ -102,6 +103,7 @@ fn data_source(from: &m::DataSource) -> DataSource {
 fn listener_filter(from: &m::ListenerFilter) -> ListenerFilter {
     let config = match &from.typed_config {
         m::ListenerFilterConfig::TlsInspector(m::TlsInspector {}) => pack_any(TlsInspector::default()),
+        m::ListenerFilterConfig::OriginalDst(m::OriginalDst {}) => pack_any(OriginalDst::default()),
     };
     ListenerFilter {
         name: from.name.clone(),
@@ -126,9 +128,11 @@ pub fn cluster(from: &m::Cluster) -> Cluster {
         m::DiscoveryType::Static => cluster::DiscoveryType::Static,
         m::DiscoveryType::StrictDns => cluster::DiscoveryType::StrictDns,
         m::DiscoveryType::Eds => cluster::DiscoveryType::Eds,
+        m::DiscoveryType::OriginalDst => cluster::DiscoveryType::OriginalDst,
     };
     let lb_policy = from.lb_policy.map(|policy| match policy {
         m::LbPolicy::RoundRobin => cluster::LbPolicy::RoundRobin,
+        m::LbPolicy::ClusterProvided => cluster::LbPolicy::ClusterProvided,
     });
     Cluster {
         name: from.name.clone(),
@@ -279,6 +283,15 @@ fn filter_chain(from: &m::FilterChain) -> FilterChain {
     FilterChain {
         name: from.name.clone(),
         filter_chain_match: from.filter_chain_match.as_ref().map(|matching| FilterChainMatch {
+            destination_port: matching.destination_port.map(|value| UInt32Value { value }),
+            prefix_ranges: matching
+                .prefix_ranges
+                .iter()
+                .map(|range| CidrRange {
+                    address_prefix: range.address_prefix.clone(),
+                    prefix_len: Some(UInt32Value { value: range.prefix_len }),
+                })
+                .collect(),
             server_names: matching.server_names.clone(),
             ..Default::default()
         }),
@@ -747,6 +760,7 @@ mod tests {
                     server("other", ir::Domain::Any, "ns/b"),
                 ],
                 passthrough: Vec::new(),
+                outbound: None,
             }],
             backends: Vec::new(),
             secrets: vec![tls_secret("ns/a"), tls_secret("ns/b")],

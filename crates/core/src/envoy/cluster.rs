@@ -42,6 +42,9 @@ pub enum DiscoveryType {
     /// The load assignment's hosts resolved by DNS, every address an endpoint.
     StrictDns,
     Eds,
+    /// Each connection goes where it was first headed (the original destination a listener's
+    /// [`OriginalDst`](super::listener::OriginalDst) restored): a mesh sidecar's pass-through.
+    OriginalDst,
 }
 
 /// `envoy.config.cluster.v3.Cluster.LbPolicy`.
@@ -49,6 +52,8 @@ pub enum DiscoveryType {
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum LbPolicy {
     RoundRobin,
+    /// The cluster picks the host itself ([`DiscoveryType::OriginalDst`] requires it).
+    ClusterProvided,
 }
 
 /// `envoy.config.cluster.v3.Cluster.EdsClusterConfig`.

@@ -7,3 +7,4 @@ pub const STDOUT_ACCESS_LOG: &str = "envoy.access_loggers.stdout";
 pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
 pub const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 pub const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
+pub const ORIGINAL_DST: &str = "envoy.filters.listener.original_dst";

@@ -84,20 +84,40 @@ impl ListenerFilter {
             typed_config: ListenerFilterConfig::TlsInspector(TlsInspector {}),
         }
     }
+
+    /// Restores a redirected connection's original destination ([`OriginalDst`]).
+    pub fn original_dst() -> Self {
+        Self {
+            name: extension_names::ORIGINAL_DST.to_owned(),
+            typed_config: ListenerFilterConfig::OriginalDst(OriginalDst {}),
+        }
+    }
 }
 
 /// The `google.protobuf.Any` of a listener filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListenerFilterConfig {
     TlsInspector(TlsInspector),
+    OriginalDst(OriginalDst),
 }
 
 impl Serialize for ListenerFilterConfig {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Self::TlsInspector(inspector) => packed(inspector, serializer),
+            Self::OriginalDst(original) => packed(original, serializer),
         }
     }
+}
+
+/// `envoy.extensions.filters.listener.original_dst.v3.OriginalDst`, all defaults: a
+/// connection redirected to the listener (iptables `REDIRECT`) gets back the destination it
+/// was opened to (`SO_ORIGINAL_DST`), which its filter chain is then chosen by.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OriginalDst {}
+
+impl Packable for OriginalDst {
+    const TYPE_URL: &'static str = type_urls::ORIGINAL_DST;
 }
 
 /// `envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector`, all defaults.
@@ -133,9 +153,30 @@ impl FilterChain {
 /// `envoy.config.listener.v3.FilterChainMatch`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FilterChainMatch {
+    /// The connection's destination port (its original one, behind [`OriginalDst`]); `None`:
+    /// any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination_port: Option<u32>,
+    /// The connection's destination address; empty: any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prefix_ranges: Vec<CidrRange>,
     /// SNI names (`shop.example.com`, `*.example.com`); empty: any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_names: Vec<String>,
+}
+
+/// `envoy.config.core.v3.CidrRange`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CidrRange {
+    pub address_prefix: String,
+    pub prefix_len: u32,
+}
+
+impl CidrRange {
+    /// The range of the one address `ip`.
+    pub fn host(ip: std::net::IpAddr) -> Self {
+        Self { address_prefix: ip.to_string(), prefix_len: if ip.is_ipv4() { 32 } else { 128 } }
+    }
 }
 
 /// `envoy.config.listener.v3.Filter`, with the oneof `config_type` set to `typed_config`.

@@ -35,6 +35,9 @@ pub const UPSTREAM_TLS_CONTEXT: &str =
 /// `envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext`.
 pub const DOWNSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
+/// `envoy.extensions.filters.listener.original_dst.v3.OriginalDst`.
+pub const ORIGINAL_DST: &str =
+    "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst";
 /// `envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector`.
 pub const TLS_INSPECTOR: &str =
     "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector";

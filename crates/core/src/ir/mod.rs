@@ -8,6 +8,9 @@
 //!
 //! - [`domain`]: hostnames, and which host of a virtual host a route's hostname covers;
 //! - [`route`]: a route's match, what it does with the request, and the backends it forwards to.
+//!
+//! A mesh sidecar's fleet (all the sidecars of a namespace) has one listener, its outbound
+//! capture ([`Outbound`]).
 
 pub mod domain;
 mod print;
@@ -60,6 +63,34 @@ pub struct Listener {
     /// back to that could read the connection.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub passthrough: Vec<PassthroughServer>,
+    /// A mesh sidecar's capture of its pod's outbound connections: `Some` makes the listener
+    /// take connections redirected to its port with their original destination kept, and
+    /// route those to a Service port a mesh route takes ([`Outbound::services`]) as HTTP; any
+    /// other destination passes through untouched. Nothing else on the listener then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outbound: Option<Outbound>,
+}
+
+/// What a mesh sidecar does with its pod's outbound connections (Gateway API's GAMMA).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Outbound {
+    /// The Service ports mesh routes take, sorted by name: each is chosen by a connection's
+    /// original destination (one of the Service's cluster IPs and its port), never by the
+    /// request's Host.
+    pub services: Vec<OutboundService>,
+}
+
+/// The requests sent to one Service port, routed by the mesh routes that take it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OutboundService {
+    /// Unique in the listener: `<namespace>/<service>/<port>`.
+    pub name: String,
+    /// The Service's cluster IPs, sorted, never empty.
+    pub addresses: Vec<IpAddr>,
+    pub port: u16,
+    /// One virtual host of [`Domain::Any`]: whatever the Host, a request sent to the Service
+    /// is the Service's.
+    pub virtual_hosts: Vec<VirtualHost>,
 }
 
 /// The TLS connections of a passthrough listener asking for some names, sent whole (TLS and

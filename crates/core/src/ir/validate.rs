@@ -54,6 +54,35 @@ fn check_listener(
     if !listener.tls_servers.is_empty() && !listener.virtual_hosts.is_empty() {
         problems.push(format!("{at}: both plain virtual hosts and TLS servers"));
     }
+    if let Some(outbound) = &listener.outbound {
+        let others = [
+            !listener.virtual_hosts.is_empty(),
+            !listener.tls_servers.is_empty(),
+            !listener.passthrough.is_empty(),
+        ];
+        if others.contains(&true) {
+            problems.push(format!("{at}: an outbound capture with other servers"));
+        }
+        sorted_unique(
+            &format!("{at}: outbound services"),
+            outbound.services.iter().map(|s| s.name.as_str()),
+            problems,
+        );
+        let mut destinations = BTreeSet::new();
+        for service in &outbound.services {
+            let at = format!("{at}, outbound service {}", service.name);
+            let addresses = service.addresses.iter();
+            if service.addresses.is_empty() || !addresses.clone().zip(addresses.skip(1)).all(|(a, b)| a < b) {
+                problems.push(format!("{at}: addresses empty, not sorted or repeated"));
+            }
+            for address in &service.addresses {
+                if !destinations.insert((*address, service.port)) {
+                    problems.push(format!("{at}: {address}:{} is another service's", service.port));
+                }
+            }
+            check_virtual_hosts(&at, &service.virtual_hosts, backends, problems);
+        }
+    }
     check_virtual_hosts(&at, &listener.virtual_hosts, backends, problems);
     sorted_unique(
         &format!("{at}: TLS servers"),
@@ -220,6 +249,7 @@ mod tests {
                 virtual_hosts: vec![VirtualHost { domain: Domain::Any, routes: vec![route("shop/web/80")] }],
                 tls_servers: vec![],
                 passthrough: vec![],
+                outbound: None,
             }],
             backends: vec![Backend {
                 name: "shop/web/80".into(),
@@ -269,6 +299,7 @@ mod tests {
                 server("shop/a", &["a.example.com"], "shop/tls/443/tcp"),
                 server("shop/b", &["b.example.com"], "shop/tls/443/tcp"),
             ],
+            outbound: None,
         });
         assert_eq!(fleet.validate(), Ok(()));
         let passthrough = &mut fleet.listeners[1].passthrough;

@@ -182,6 +182,7 @@ mod tests {
                 virtual_hosts: if on.contains(&name.as_str()) { virtual_hosts(routes) } else { Vec::new() },
                 tls_servers: Vec::new(),
                 passthrough: Vec::new(),
+                outbound: None,
             })
             .collect();
         listeners.iter().map(route_configuration).collect()

@@ -3,6 +3,7 @@
 //!
 //! - [`envoyroute`]: Envoys and EnvoyRoutes, a namespace at a time;
 //! - [`gateway`]: the Gateway API, the cluster at a time;
+//! - [`mesh`]: HTTPRoutes on Services (GAMMA), into every meshed namespace's sidecars;
 //! - [`hosts`]: virtual hosts from the routes a listener serves, in Gateway API's precedence;
 //! - [`endpoints`]: a backend per Service port used, with its ready endpoints.
 
@@ -10,3 +11,4 @@ pub mod endpoints;
 pub mod envoyroute;
 pub mod gateway;
 pub mod hosts;
+pub mod mesh;

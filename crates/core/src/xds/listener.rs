@@ -3,12 +3,12 @@
 //! name). HTTPS: the TLS inspector reads the name the client asks for (SNI), and each TLS
 //! server has its own filter chain for that name, terminating TLS with its certificates and
 //! routing by its own route configuration ([`tls::route_configuration_name`]). TLS passthrough:
-//! [`passthrough`]. Unless the fleet turns it off, every connection manager writes a JSON
+//! [`passthrough`]. A mesh sidecar's outbound capture: [`outbound`]. Unless the fleet turns it off, every connection manager writes a JSON
 //! access log.
 
 use std::collections::BTreeMap;
 
-use super::{passthrough, tls};
+use super::{outbound, passthrough, tls};
 use crate::envoy::{
     AccessLog, AccessLogConfig, Address, ConfigSource, Filter, FilterChain, HttpConnectionManager,
     HttpFilter, Listener, ListenerFilter, Rds, RouteSpecifier, StdoutAccessLog, SubstitutionFormatString,
@@ -40,6 +40,9 @@ pub const ACCESS_LOG_FIELDS: [(&str, &str); 18] = [
 ];
 
 pub fn listener(listener: &ir::Listener) -> Listener {
+    if let Some(outbound) = &listener.outbound {
+        return outbound::listener(listener, outbound);
+    }
     if !listener.passthrough.is_empty() {
         return passthrough::listener(listener);
     }
@@ -74,7 +77,10 @@ pub fn listener(listener: &ir::Listener) -> Listener {
 
 /// The connection manager of the listener's requests routed by the route configuration
 /// `route_config_name`.
-fn http_connection_manager(listener: &ir::Listener, route_config_name: String) -> HttpConnectionManager {
+pub(super) fn http_connection_manager(
+    listener: &ir::Listener,
+    route_config_name: String,
+) -> HttpConnectionManager {
     HttpConnectionManager {
         stat_prefix: listener.name.clone(),
         route_specifier: RouteSpecifier::Rds(Rds { config_source: ConfigSource::ads(), route_config_name }),

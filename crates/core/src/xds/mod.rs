@@ -5,10 +5,12 @@
 //! - [`route`]: its route configurations, virtual hosts and routes;
 //! - [`tls`]: the TLS servers' filter chains, certificates (SDS) and secrets;
 //! - [`passthrough`]: a TLS passthrough listener, a TCP proxy per server name chosen by SNI;
+//! - [`outbound`]: a mesh sidecar's capture of its pod's outbound connections;
 //! - [`cluster`]: an EDS cluster and its assignment per backend.
 
 pub mod cluster;
 pub mod listener;
+pub mod outbound;
 pub mod passthrough;
 pub mod route;
 pub mod tls;
@@ -48,10 +50,14 @@ pub fn resources(fleet: &ir::Fleet) -> Resources {
     let mut route_configurations: Vec<RouteConfiguration> =
         listeners.iter().flat_map(|listener| route::route_configurations(listener)).collect();
     route_configurations.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut clusters: Vec<Cluster> = fleet.backends.iter().map(cluster::cluster).collect();
+    // A backend is `<namespace>/<service>/<port>`: never the pass-through's name.
+    clusters.extend(outbound::passthrough_cluster_if(fleet));
+    clusters.sort_by(|a, b| a.name.cmp(&b.name));
     Resources {
         listeners: listeners.iter().map(|listener| listener::listener(listener)).collect(),
         route_configurations,
-        clusters: fleet.backends.iter().map(cluster::cluster).collect(),
+        clusters,
         cluster_load_assignments: fleet.backends.iter().map(cluster::cluster_load_assignment).collect(),
         secrets: fleet.secrets.iter().map(tls::secret).collect(),
     }
@@ -112,6 +118,7 @@ mod tests {
             virtual_hosts: Vec::new(),
             tls_servers: servers,
             passthrough: Vec::new(),
+            outbound: None,
         }
     }
 
@@ -127,6 +134,7 @@ mod tests {
             virtual_hosts: Vec::new(),
             tls_servers: Vec::new(),
             passthrough: Vec::new(),
+            outbound: None,
         };
         let servers = vec![
             server("any", Domain::Any, &["shop/fallback"]),

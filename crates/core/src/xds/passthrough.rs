@@ -50,7 +50,10 @@ fn filter_chain_match(names: &[&Domain]) -> Option<FilterChainMatch> {
     if names.contains(&&Domain::Any) {
         return None;
     }
-    Some(FilterChainMatch { server_names: names.iter().map(|name| name.to_string()).collect() })
+    Some(FilterChainMatch {
+        server_names: names.iter().map(|name| name.to_string()).collect(),
+        ..FilterChainMatch::default()
+    })
 }
 
 /// One backend: its cluster; several, or a share that does not resolve: their weights (a
@@ -101,6 +104,7 @@ mod tests {
             virtual_hosts: Vec::new(),
             tls_servers: Vec::new(),
             passthrough: servers,
+            outbound: None,
         }
     }
 

@@ -34,6 +34,9 @@ pub fn route_configuration(listener: &ir::Listener) -> RouteConfiguration {
 /// listener's ([`route_configuration`]); for HTTPS, one per TLS server with a filter chain
 /// ([`tls::route_configuration_name`]).
 pub fn route_configurations(listener: &ir::Listener) -> Vec<RouteConfiguration> {
+    if let Some(outbound) = &listener.outbound {
+        return super::outbound::route_configurations(listener, outbound);
+    }
     // TLS passed through is never read as HTTP: nothing to route.
     if !listener.passthrough.is_empty() {
         return Vec::new();
@@ -49,7 +52,7 @@ pub fn route_configurations(listener: &ir::Listener) -> Vec<RouteConfiguration> 
         .collect()
 }
 
-fn named_route_configuration(name: String, hosts: &[ir::VirtualHost]) -> RouteConfiguration {
+pub(super) fn named_route_configuration(name: String, hosts: &[ir::VirtualHost]) -> RouteConfiguration {
     RouteConfiguration {
         virtual_hosts: hosts.iter().map(|host| virtual_host(&name, host)).collect(),
         name,

@@ -44,7 +44,9 @@ pub fn distinct_servers(listener: &ir::Listener) -> impl Iterator<Item = &ir::Tl
 pub fn filter_chain_match(server: &ir::TlsServer) -> Option<FilterChainMatch> {
     match &server.server_name {
         ir::Domain::Any => None,
-        name => Some(FilterChainMatch { server_names: vec![name.to_string()] }),
+        name => {
+            Some(FilterChainMatch { server_names: vec![name.to_string()], ..FilterChainMatch::default() })
+        }
     }
 }
 

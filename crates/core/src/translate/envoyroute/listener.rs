@@ -24,6 +24,7 @@ pub fn listener(port: &ServicePort, access_log: bool) -> Option<ir::Listener> {
         virtual_hosts: Vec::new(),
         tls_servers: Vec::new(),
         passthrough: Vec::new(),
+        outbound: None,
     })
 }
 

@@ -47,6 +47,7 @@ pub fn fleet(
             virtual_hosts: Vec::new(),
             tls_servers: Vec::new(),
             passthrough: Vec::new(),
+            outbound: None,
         };
         match first.protocol {
             Some(Protocol::Tls) => {

@@ -106,6 +106,10 @@ pub struct GatewayTranslation {
     /// Every TLSRoute with a parentRef to one of those Gateways, sorted by namespace and name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tls_routes: Vec<RouteOutcome>,
+    /// The mesh's sidecars, per meshed namespace ([`crate::translate::mesh`]); their routes'
+    /// Service parents are in [`GatewayTranslation::routes`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub meshes: Vec<crate::translate::mesh::MeshOutcome>,
 }
 
 /// A GatewayClass's conditions.

@@ -24,6 +24,7 @@ use crate::api::Envoy;
 use crate::api::gateway::{Gateway, ParentReference};
 use crate::route::Route;
 use crate::translate::hosts::Served;
+use crate::translate::mesh::{self, MeshInputs};
 use crate::xds;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -101,6 +102,27 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
             _ => routes.push(outcome),
         }
     }
+    // HTTPRoutes on Services: their Service parents join the same outcomes, so one status
+    // write holds every parent the operator judges.
+    let mesh = mesh::translate(&MeshInputs {
+        routes: inputs.routes,
+        grants: inputs.grants,
+        namespaces: inputs.namespaces,
+        services: inputs.services,
+        endpoint_slices: inputs.endpoint_slices,
+        rejected: inputs.rejected,
+    });
+    for outcome in mesh.routes {
+        let same =
+            |known: &&mut RouteOutcome| known.namespace == outcome.namespace && known.name == outcome.name;
+        match routes.iter_mut().find(same) {
+            Some(known) => {
+                known.parents.extend(outcome.parents);
+                known.parents.sort_by(|a, b| a.parent_ref.cmp(&b.parent_ref));
+            }
+            None => routes.push(outcome),
+        }
+    }
     let by_name = |a: &RouteOutcome, b: &RouteOutcome| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name));
     routes.sort_by(by_name);
     grpc_routes.sort_by(by_name);
@@ -112,6 +134,7 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
         routes,
         grpc_routes,
         tls_routes,
+        meshes: mesh.namespaces,
     }
 }
 
