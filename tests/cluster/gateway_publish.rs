@@ -261,3 +261,76 @@ async fn grpc_routes_are_watched_only_where_they_are_served() {
     assert_eq!(*index.gateway_api().await, GatewayApi::On);
     assert!(index.grpc_routes_if_served().is_some());
 }
+
+/// The mesh (HTTPRoutes on Services): a namespace labelled for injection gets its sidecars'
+/// snapshot under the mesh's key, with no GatewayClass in the cluster; a route on a Service of
+/// it adds a chain for that Service port, its backends' clusters beside the pass-through; the
+/// route's Service parent is judged; and the namespace unlabelled loses the snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meshed_namespace_is_served_its_sidecars_and_a_route_on_a_service_routes_there() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    let namespace = format!("/api/v1/namespaces/{NS}");
+    api.put(
+        &namespace,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"envoy-injection": "enabled"}}}),
+    );
+    api.put(
+        &core("services", "web"),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+               "spec": {"clusterIP": "10.96.0.40", "ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}}),
+    );
+    let index = Arc::new(Index::new(api.client(), None));
+    let (cache, outcomes) = (SnapshotCache::new(), GatewayOutcomes::new());
+    let (caches, changed) = gateways::from_index(&index);
+    let outputs = GatewayOutputs {
+        snapshots: Some((cache.clone(), Tracker::new())),
+        outcomes: outcomes.clone(),
+        isolation: None,
+    };
+    let (ready, published) = tokio::sync::oneshot::channel();
+    let publisher = tokio::spawn(gateways::run(caches, changed, outputs, move || {
+        let _ = ready.send(());
+    }));
+    tokio::time::timeout(HANG_GUARD, published).await.expect("published in time").expect("published");
+    let key = FleetKey::from(format!("{NS}/:mesh"));
+    let names = |type_url: &str| -> Vec<String> {
+        let snapshot = cache.get(&key).expect("the meshed namespace has a snapshot");
+        snapshot.resources(type_url).iter().map(|resource| resource.name().to_owned()).collect()
+    };
+    assert_eq!(names(LISTENER), ["outbound"]);
+    assert!(names(ROUTE_CONFIGURATION).is_empty(), "no route: everything passes through");
+    assert_eq!(names(CLUSTER), ["passthrough"]);
+
+    api.put(
+        &gateway_api("httproutes", "web-canary"),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "web-canary"},
+               "spec": {"parentRefs": [{"group": "", "kind": "Service", "name": "web", "port": 8080}],
+                        "rules": [{"backendRefs": [{"name": "web", "port": 8080}]}]}}),
+    );
+    tokio::time::timeout(HANG_GUARD, async {
+        while cache.get(&key).is_none_or(|snapshot| snapshot.resources(ROUTE_CONFIGURATION).is_empty()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the route reached the snapshot in time");
+    assert_eq!(names(ROUTE_CONFIGURATION), ["outbound/shop/web/8080"]);
+    assert_eq!(names(CLUSTER), ["passthrough", "shop/web/8080"]);
+    let translation = outcomes.latest();
+    let route =
+        translation.routes.iter().find(|route| route.name == "web-canary").expect("the route's outcome");
+    assert_eq!(route.parents.len(), 1);
+    assert_eq!(route.parents[0].parent_ref.kind.as_deref(), Some("Service"));
+    assert!(route.parents[0].accepted.status, "{route:?}");
+
+    api.put(&namespace, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    tokio::time::timeout(HANG_GUARD, async {
+        while cache.get(&key).is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the snapshot removed in time");
+    publisher.abort();
+}

@@ -743,3 +743,64 @@ async fn a_gateways_static_address_is_its_services_cluster_ip_or_says_why_it_is_
     assert!(has_event(&api, "Envoy", fleet_name, "Normal", "ReplacedService", "10.96.0.201"));
     controllers.stop().await;
 }
+
+/// An HTTPRoute on a Service (the mesh's) gets the operator's `status.parents` entry for that
+/// Service through the controllers, with no GatewayClass in the cluster, beside another
+/// controller's entry, which is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_on_a_service_gets_its_mesh_parents_status() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    api.put(
+        &format!("/api/v1/namespaces/{NS}"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"envoy-injection": "enabled"}}}),
+    );
+    api.put(
+        &service_path(NS, "web"),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {},
+               "spec": {"clusterIP": "10.96.0.40", "ports": [{"name": "http", "port": 80}]}}),
+    );
+    let path = route_path(NS, "web-canary");
+    let mut route = route(&[]);
+    route["spec"]["parentRefs"] = json!([{"group": "", "kind": "Service", "name": "web", "port": 80},
+                                         {"group": "", "kind": "Service", "name": "gone"}]);
+    route["status"] = json!({"parents": [others_entry("theirs")]});
+    api.put(&path, route);
+    let controllers = Controllers::start(&api, None);
+    let entry = |api: &FakeApi, service: &str| {
+        let route = api.get(&path)?;
+        route["status"]["parents"]
+            .as_array()?
+            .iter()
+            .find(|entry| {
+                entry["controllerName"] == CONTROLLER_NAME
+                    && entry["parentRef"]["kind"] == "Service"
+                    && entry["parentRef"]["name"] == service
+            })
+            .cloned()
+    };
+    until(&api, "the Service parents' entries", |api| {
+        entry(api, "web").is_some() && entry(api, "gone").is_some()
+    })
+    .await;
+    let web = entry(&api, "web").expect("web's entry");
+    assert_eq!(
+        condition(&web["conditions"], "Accepted").map(|c| (c.0, c.1)),
+        Some(("True".into(), "Accepted".into()))
+    );
+    assert_eq!(web["parentRef"], json!({"group": "", "kind": "Service", "name": "web", "port": 80}));
+    let gone = entry(&api, "gone").expect("gone's entry");
+    assert_eq!(
+        condition(&gone["conditions"], "Accepted").map(|c| (c.0, c.1)),
+        Some(("False".into(), "NoMatchingParent".into()))
+    );
+    let route = api.get(&path).expect("the route");
+    assert!(
+        route["status"]["parents"]
+            .as_array()
+            .expect("parents")
+            .iter()
+            .any(|e| e["controllerName"] == OTHER_CONTROLLER)
+    );
+    controllers.stop().await;
+}

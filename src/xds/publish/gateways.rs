@@ -8,9 +8,12 @@
 //! Changes to Services, EndpointSlices, Secrets and Envoys that no Gateway API object names do
 //! not re-run it (`Named`).
 //!
+//! The mesh's sidecars ([`mesh`]: HTTPRoutes on Services) come from the same translation, one
+//! snapshot per meshed namespace under [`mesh::fleet_key`].
+//!
 //! The snapshot cache is shared with the EnvoyRoute publisher ([`super::publish`]); a key
-//! belongs to this one when its Envoy carries [`GATEWAY_LABEL`], to that one otherwise, and
-//! each removes only its own.
+//! belongs to this one when its Envoy carries [`GATEWAY_LABEL`] or it is a mesh's, to that one
+//! otherwise, and each removes only its own.
 //!
 //! Only started where the API server serves the Gateway API ([`crate::index::GatewayApi`]).
 
@@ -28,6 +31,7 @@ use envoy_operator_core::translate::gateway::fleet::is_fleet_of;
 use envoy_operator_core::translate::gateway::{
     self, GatewayInputs, GatewayOutcome, GatewayTranslation, RouteOutcome, named,
 };
+use envoy_operator_core::translate::mesh;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
@@ -236,9 +240,11 @@ impl From<&GatewayCaches> for Named {
 }
 
 impl Named {
-    /// A route's backend or mirror, or a Gateway's fleet's Service (its addresses).
+    /// A route's backend, mirror or Service parent (the mesh's), or a Gateway's fleet's
+    /// Service (its addresses).
     fn service(&self, namespace: &str, name: &str) -> bool {
         self.routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
+            || self.routes.find(|route| mesh::route_names_parent(route, namespace, name)).is_some()
             || self.grpc_routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
             || self.tls_routes.find(|route| named::route_names_service(route, namespace, name)).is_some()
             || self.gateways.find(|gateway| named::names_fleet(gateway, namespace, name)).is_some()
@@ -283,9 +289,13 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     let grpc_routes = caches.grpc_routes.state();
     let tls_routes = caches.tls_routes.state();
     let rejected = outputs.isolation.as_ref().map(Isolation::rejections).unwrap_or_default();
-    // No class names the operator (a cluster whose Gateways are another controller's): nothing
-    // to translate, whatever else changed, so the other caches are not even read.
-    let translation = match classes.iter().any(|class| class.spec.controller_name == CONTROLLER_NAME) {
+    // No class names the operator (a cluster whose Gateways are another controller's) and no
+    // namespace is meshed: nothing to translate, whatever else changed, so the other caches are
+    // not even read.
+    let namespaces = caches.namespaces.state();
+    let ours = classes.iter().any(|class| class.spec.controller_name == CONTROLLER_NAME)
+        || namespaces.iter().any(|namespace| mesh::is_meshed(namespace));
+    let translation = match ours {
         true => gateway::translate(&GatewayInputs {
             classes: &classes,
             gateways: &caches.gateways.state(),
@@ -293,7 +303,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             grpc_routes: &grpc_routes,
             tls_routes: &tls_routes,
             grants: &caches.grants.state(),
-            namespaces: &caches.namespaces.state(),
+            namespaces: &namespaces,
             services: &caches.services.state(),
             endpoint_slices: &caches.endpoint_slices.state(),
             secrets: &caches.secrets.state(),
@@ -339,11 +349,41 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
                 }
             }
         }
-        // A fleet no Gateway serves any more (its Gateway is gone, or no longer of our class).
-        // A key whose Envoy is gone the EnvoyRoute publisher removes; one of an Envoy without
-        // the label is that publisher's own.
+        // Each meshed namespace's sidecars, under the mesh's key of the namespace.
+        for outcome in &translation.meshes {
+            let key = FleetKey::from(mesh::fleet_key(&outcome.namespace));
+            served.insert(key.clone());
+            match snapshot(&outcome.resources) {
+                Ok(snapshot) => {
+                    let version = cache.set(key.clone(), snapshot);
+                    if let Some(isolation) = &outputs.isolation {
+                        let carried = mesh::served_routes(outcome);
+                        let carried = routes.iter().filter(|route| {
+                            carried.contains(&(route.namespace().unwrap_or_default(), route.name_any()))
+                        });
+                        isolation.record(
+                            &key,
+                            &version,
+                            carried.filter_map(|route| {
+                                Some((
+                                    RouteId::of("HTTPRoute", &route.metadata)?,
+                                    route.metadata.generation,
+                                    &route.spec,
+                                ))
+                            }),
+                        );
+                    }
+                    published.fleets.push((key, version));
+                }
+                Err(error) => published.failed.push((key, error.to_string())),
+            }
+        }
+        // A fleet no Gateway serves any more (its Gateway is gone, or no longer of our class),
+        // or a namespace no longer meshed. A key whose Envoy is gone the EnvoyRoute publisher
+        // removes; one of an Envoy without the label is that publisher's own.
         for key in cache.keys() {
-            if served.contains(&key) || !is_fleet_key(&envoys, &key) {
+            let ours = is_fleet_key(&envoys, &key) || mesh::is_fleet_key(key.as_str());
+            if served.contains(&key) || !ours {
                 continue;
             }
             cache.remove(&key);

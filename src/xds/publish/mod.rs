@@ -21,6 +21,7 @@ use envoy_operator_core::fleet::isolate::RouteId;
 use envoy_operator_core::rules::{Defaulted, defaulted};
 use envoy_operator_core::translate::envoyroute::RouteStatus;
 use envoy_operator_core::translate::envoyroute::namespace::{NamespaceInputs, translate_namespace};
+use envoy_operator_core::translate::mesh;
 use envoy_operator_core::xds::Resources;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Service;
@@ -235,7 +236,8 @@ pub fn publish(caches: &Caches, scope: &Scope, outputs: &Outputs) -> Published {
             .collect();
         for key in cache.keys() {
             let namespace = key.as_str().split_once('/').map_or("", |(namespace, _)| namespace);
-            if scope.covers(namespace) && !served.contains(&key) && !gateway_fleets.contains(&key) {
+            let others = gateway_fleets.contains(&key) || mesh::is_fleet_key(key.as_str());
+            if scope.covers(namespace) && !served.contains(&key) && !others {
                 cache.remove(&key);
                 tracker.forget(&key);
                 if let Some(isolation) = &outputs.isolation {

@@ -36,6 +36,30 @@ use crate::translate::gateway::{ParentOutcome, RouteOutcome, httproute};
 use crate::translate::hosts::{HostnameOrder, Served, ordered_virtual_hosts};
 use crate::xds::{self, Resources};
 
+/// Whether `route` names the Service `namespace/name` as a parent.
+pub fn route_names_parent(route: &HTTPRoute, namespace: &str, name: &str) -> bool {
+    let own = route.metadata.namespace.as_deref().unwrap_or_default();
+    route.spec.parent_refs.iter().any(|parent| {
+        is_service_parent(parent)
+            && parent.name == name
+            && parent.namespace.as_deref().unwrap_or(own) == namespace
+    })
+}
+
+/// The routes (`<namespace>/<name>`) the sidecars of a mesh outcome serve, sorted, each once.
+pub fn served_routes(outcome: &MeshOutcome) -> BTreeSet<(String, String)> {
+    let services = outcome.ir.listeners.iter().filter_map(|listener| listener.outbound.as_ref());
+    services
+        .flat_map(|outbound| &outbound.services)
+        .flat_map(|service| &service.virtual_hosts)
+        .flat_map(|host| &host.routes)
+        .filter_map(|route| {
+            let mut parts = route.name.splitn(3, '/');
+            Some((parts.next()?.to_owned(), parts.next()?.to_owned()))
+        })
+        .collect()
+}
+
 /// The name of every mesh sidecar's outbound listener.
 pub const OUTBOUND_LISTENER: &str = "outbound";
 
@@ -64,6 +88,26 @@ pub struct MeshOutcome {
     pub ir: ir::Fleet,
     #[serde(skip)]
     pub resources: Resources,
+}
+
+/// The key the sidecars of `namespace` are served under: a name no Envoy can have (`:` is in
+/// no Kubernetes name), so it never meets a fleet's (`<namespace>/<envoy>`).
+pub fn fleet_key(namespace: &str) -> String {
+    format!("{namespace}/{MESH_KEY_NAME}")
+}
+
+/// The part of [`fleet_key`] after the namespace.
+pub const MESH_KEY_NAME: &str = ":mesh";
+
+/// Whether `key` is a mesh's ([`fleet_key`]).
+pub fn is_fleet_key(key: &str) -> bool {
+    key.split_once('/').is_some_and(|(_, name)| name == MESH_KEY_NAME)
+}
+
+/// Whether a namespace's pods get mesh sidecars: it is labelled for injection.
+pub fn is_meshed(namespace: &Namespace) -> bool {
+    let labels = namespace.metadata.labels.as_ref();
+    labels.and_then(|labels| labels.get(NAMESPACE_LABEL)).map(String::as_str) == Some(NAMESPACE_LABEL_ENABLED)
 }
 
 /// Whether `parent` names a Service (a mesh route's parent).
@@ -120,11 +164,7 @@ pub fn translate(inputs: &MeshInputs) -> MeshTranslation {
     let mut meshed: Vec<&str> = inputs
         .namespaces
         .iter()
-        .filter(|namespace| {
-            let labels = namespace.metadata.labels.as_ref();
-            labels.and_then(|labels| labels.get(NAMESPACE_LABEL)).map(String::as_str)
-                == Some(NAMESPACE_LABEL_ENABLED)
-        })
+        .filter(|namespace| is_meshed(namespace))
         .filter_map(|namespace| namespace.metadata.name.as_deref())
         .collect();
     meshed.sort_unstable();
