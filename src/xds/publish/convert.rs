@@ -697,6 +697,7 @@ mod tests {
                         unresolved_weight: 0,
                     },
                 ],
+                outbound: None,
             }],
             ..Default::default()
         };
@@ -875,5 +876,54 @@ mod tests {
         };
         assert_eq!(path.path, "/etc/envoy/xds-ca.yaml");
         assert_eq!(path.watched_directory.unwrap().path, "/etc/envoy");
+    }
+
+    #[test]
+    fn an_outbound_capture_restores_destinations_matches_on_them_and_passes_the_rest_through() {
+        use envoy_operator_core::ir;
+        use envoy_operator_core::xds::resources;
+
+        let fleet = ir::Fleet {
+            listeners: vec![ir::Listener {
+                name: "outbound".into(),
+                port: 15001,
+                access_log: false,
+                virtual_hosts: Vec::new(),
+                tls_servers: Vec::new(),
+                passthrough: Vec::new(),
+                outbound: Some(ir::Outbound {
+                    services: vec![ir::OutboundService {
+                        name: "ns/web/80".into(),
+                        addresses: vec!["10.96.0.40".parse().unwrap(), "fd00::40".parse().unwrap()],
+                        port: 80,
+                        virtual_hosts: Vec::new(),
+                    }],
+                }),
+            }],
+            ..Default::default()
+        };
+        let resources = resources(&fleet);
+        let converted = listener(&resources.listeners[0]);
+        let Some(listener_filter::ConfigType::TypedConfig(original)) =
+            &converted.listener_filters[0].config_type
+        else {
+            panic!("a typed config");
+        };
+        assert_eq!(original.type_url, type_urls::ORIGINAL_DST);
+        let matching = converted.filter_chains[0].filter_chain_match.clone().expect("a match");
+        assert_eq!(matching.destination_port, Some(UInt32Value { value: 80 }));
+        let ranges: Vec<(String, u32)> = matching
+            .prefix_ranges
+            .iter()
+            .map(|range| (range.address_prefix.clone(), range.prefix_len.clone().unwrap_or_default().value))
+            .collect();
+        assert_eq!(ranges, [("10.96.0.40".to_owned(), 32), ("fd00::40".to_owned(), 128)]);
+        assert_eq!(converted.filter_chains[1].filter_chain_match, None, "the pass-through takes the rest");
+        let passthrough = cluster(&resources.clusters[0]);
+        assert_eq!(
+            passthrough.cluster_discovery_type,
+            Some(cluster::ClusterDiscoveryType::Type(cluster::DiscoveryType::OriginalDst as i32))
+        );
+        assert_eq!(passthrough.lb_policy, cluster::LbPolicy::ClusterProvided as i32);
     }
 }
