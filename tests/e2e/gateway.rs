@@ -52,7 +52,7 @@ const REQUESTS: usize = 24;
 const REVOKED: &str = "the route's ResolvedRefs False (RefNotPermitted) once the ReferenceGrant is gone";
 
 /// Fails at once, naming what is missing and how to install it, without the Gateway API.
-async fn require_gateway_api(client: &kube::Client) {
+pub(crate) async fn require_gateway_api(client: &kube::Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut missing = Vec::new();
     for name in GATEWAY_API_CRDS {

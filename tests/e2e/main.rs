@@ -7,8 +7,9 @@
 //! Each story says in its doc comment which modes it applies to: where it applies and something
 //! it needs is missing (a node that takes pods, the Gateway API CRDs, the deployed operator), it
 //! fails saying so; it is skipped, with a note, only where a mode does not apply to it (or where
-//! `E2E_NO_NODES=1` declares a cluster without nodes). One test here runs without a cluster:
-//! the load client's script against a server on loopback (`load_client`).
+//! `E2E_NO_NODES=1` declares a cluster without nodes). Two tests here run without a cluster:
+//! the load client's script and the mesh probe's, against servers on loopback (`load_client`,
+//! `mesh`).
 
 mod harness;
 
@@ -20,6 +21,7 @@ mod identity;
 mod inject;
 mod leader;
 mod load_client;
+mod mesh;
 mod proxy_lifecycle;
 mod restart;
 mod route;

@@ -915,7 +915,7 @@ mod tests {
         let ranges: Vec<(String, u32)> = matching
             .prefix_ranges
             .iter()
-            .map(|range| (range.address_prefix.clone(), range.prefix_len.clone().unwrap_or_default().value))
+            .map(|range| (range.address_prefix.clone(), range.prefix_len.unwrap_or_default().value))
             .collect();
         assert_eq!(ranges, [("10.96.0.40".to_owned(), 32), ("fd00::40".to_owned(), 128)]);
         assert_eq!(converted.filter_chains[1].filter_chain_match, None, "the pass-through takes the rest");
