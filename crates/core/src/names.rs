@@ -24,6 +24,11 @@ pub const XDS_IDENTITY_SECRET_SUFFIX: &str = "-xds-identity";
 /// Suffix of the name of a mesh identity Secret (`<serviceaccount>-mesh-identity`,
 /// [`crate::identity::mesh_secret_name`]).
 pub const MESH_IDENTITY_SECRET_SUFFIX: &str = "-mesh-identity";
+/// Label (`"true"`) on every mesh identity Secret (its ServiceAccount in the annotation of the
+/// same key).
+pub const MESH_IDENTITY_SECRET_LABEL: &str = "envoy-operator.example.com/mesh-identity";
+/// Label (`"true"`) on every namespace's mesh CA ConfigMap: what the operator watches of them.
+pub const MESH_CA_LABEL: &str = "envoy-operator.example.com/mesh-ca";
 /// Label on every identity Secret, naming the Envoy it identifies: what the operator may write
 /// among Secrets (the admission policy checks it).
 pub const XDS_IDENTITY_SECRET_LABEL: &str = "envoy-operator.example.com/xds-identity";
