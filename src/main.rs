@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Install(args) => cli::install::install(args),
         Command::Uninstall(args) => cli::install::uninstall(args),
         Command::Webhook(args) => cli::webhook::run(args),
+        Command::MeshInit(args) => Ok(cli::mesh_init::run(&args)),
         Command::Crds(args) => cli::generate::crds(args).map_err(Into::into),
         Command::Certs(args) => cli::generate::certs(args).map_err(Into::into),
         Command::WebhookConfig(args) => cli::generate::webhook_config(args),

@@ -530,7 +530,18 @@ async fn lead(
                         false => std::future::pending().await,
                     }
                 };
-                let maintenance = async { tokio::join!(webhook_certificate, identity_ca) };
+                // The mesh sidecars' identities, where the control plane serves them.
+                let (mesh_trust, mesh_index) = (trust.clone(), index.clone());
+                let mesh_identities = async move {
+                    match mesh_trust {
+                        Some((trust, issuer)) => {
+                            crate::controller::mesh_identity::run(mesh_index, trust, issuer).await;
+                            std::future::pending::<()>().await
+                        }
+                        None => std::future::pending().await,
+                    }
+                };
+                let maintenance = async { tokio::join!(webhook_certificate, identity_ca, mesh_identities) };
                 let synced = ready.clone();
                 let (route_outcomes, gateway_outcomes) = match outcomes.clone() {
                     Some(Outcomes { routes, gateways }) => (Some(routes), Some(gateways)),

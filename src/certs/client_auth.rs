@@ -1,6 +1,7 @@
-//! The xDS server's side of the fleets' identities: which client certificates it accepts at the
-//! TLS handshake (those the identity CA's bundle vouches for, swapped at run time when the CA
-//! rotates), and whom an accepted certificate names.
+//! The xDS server's side of the proxies' identities: which client certificates it accepts at
+//! the TLS handshake (those the identity CA's bundle vouches for, swapped at run time when the
+//! CA rotates), and whom an accepted certificate names: a fleet, or a mesh sidecar's
+//! ServiceAccount.
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
@@ -20,7 +21,7 @@ pub enum IdentityError {
     #[error("the client certificate cannot be parsed: {0}")]
     Parse(String),
     #[error(
-        "the client certificate names no fleet (a URI SAN spiffe://{TRUST_DOMAIN}/ns/<namespace>/envoy/<name>)"
+        "the client certificate names no fleet and no mesh sidecar (one URI SAN spiffe://{TRUST_DOMAIN}/ns/<namespace>/envoy/<name> or …/sa/<serviceaccount>)"
     )]
     NoFleet,
     #[error("the CA bundle holds no usable certificate")]
@@ -29,7 +30,8 @@ pub enum IdentityError {
     Verifier(String),
 }
 
-/// The fleet a verified client certificate names, and until when it may be used.
+/// The fleet (or mesh ServiceAccount) a verified client certificate names, and until when it
+/// may be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerIdentity {
     pub fleet: FleetIdentity,
@@ -47,7 +49,8 @@ pub fn peer_identity(end_entity: &CertificateDer<'_>) -> Result<PeerIdentity, Id
         _ => None,
     });
     let fleet = fleets.next().ok_or(IdentityError::NoFleet)?;
-    // A certificate naming two fleets names none: whose configuration would it get?
+    // A certificate naming two identities (two fleets, a fleet and a ServiceAccount) names
+    // none: whose configuration would it get?
     if fleets.next().is_some() {
         return Err(IdentityError::NoFleet);
     }
@@ -171,6 +174,32 @@ mod tests {
         assert_eq!(peer.fleet, FleetIdentity::new("shop", "edge"));
         let left = peer.not_after.duration_since(SystemTime::now()).unwrap();
         assert!(left > Duration::from_secs(7 * 86_400), "{left:?}");
+    }
+
+    #[test]
+    fn an_issued_mesh_certificate_names_its_service_account() {
+        let ca = IdentityCa::generate(time::OffsetDateTime::now_utc()).unwrap();
+        let mesh = FleetIdentity::mesh("shop", "web");
+        let issued = ca.issue(&mesh, time::OffsetDateTime::now_utc()).unwrap();
+        let peer = peer_identity(&der(&issued.cert_pem)).unwrap();
+        assert_eq!(peer.fleet, mesh);
+        assert!(peer.fleet.is_mesh());
+        assert_ne!(peer.fleet, FleetIdentity::new("shop", "web"));
+        assert_eq!(peer.fleet.fleet_key(), "shop/:mesh");
+    }
+
+    /// A certificate with a fleet's SPIFFE ID and a ServiceAccount's is no one's.
+    #[test]
+    fn a_certificate_naming_a_fleet_and_a_service_account_is_none() {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names =
+            ["spiffe://cluster.local/ns/shop/envoy/edge", "spiffe://cluster.local/ns/shop/sa/web"]
+                .into_iter()
+                .map(|uri| rcgen::SanType::URI(uri.try_into().unwrap()))
+                .collect();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert!(matches!(peer_identity(cert.der()), Err(IdentityError::NoFleet)));
     }
 
     #[test]

@@ -152,7 +152,8 @@ impl IdentityCa {
         params.subject_alt_names = vec![SanType::URI(spiffe_id.try_into().map_err(generate_error)?)];
         let mut name = DistinguishedName::new();
         name.push(DnType::OrganizationName, "envoy-operator");
-        name.push(DnType::CommonName, fleet.fleet_key());
+        // `<namespace>/<envoy>`, or `<namespace>/sa/<serviceaccount>` for a mesh sidecar's.
+        name.push(DnType::CommonName, fleet.to_string());
         params.distinguished_name = name;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];

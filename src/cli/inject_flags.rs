@@ -5,7 +5,8 @@ use envoy_operator_core::inject::annotations::parse_xds;
 use envoy_operator_core::inject::{InjectConfig, ProxyResources};
 use envoy_operator_core::kube_version::{self, KubeVersion};
 use envoy_operator_core::names::{
-    DEFAULT_ENVOY_IMAGE, DEFAULT_PROXY_CPU_REQUEST, DEFAULT_PROXY_MEMORY_LIMIT, DEFAULT_PROXY_MEMORY_REQUEST,
+    DEFAULT_ENVOY_IMAGE, DEFAULT_MESH_INIT_IMAGE, DEFAULT_PROXY_CPU_REQUEST, DEFAULT_PROXY_MEMORY_LIMIT,
+    DEFAULT_PROXY_MEMORY_REQUEST,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -14,6 +15,11 @@ pub struct InjectFlags {
     /// Envoy image of the sidecar.
     #[arg(long, value_name = "IMAGE", default_value = DEFAULT_ENVOY_IMAGE)]
     pub image: String,
+
+    /// Image of a mesh sidecar's capture init container (`envoy-operator mesh-init`): the
+    /// operator's own. Set it when the operator runs from another image.
+    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_MESH_INIT_IMAGE)]
+    pub mesh_init_image: String,
 
     /// xDS server (`host:port`) for pods that name none; without it they get an admin-only
     /// bootstrap.
@@ -74,6 +80,7 @@ impl InjectFlags {
             default_xds: default_xds.transpose()?,
             // The commands that serve or know the control plane set it from their own flags.
             control_plane: None,
+            mesh_init_image: self.mesh_init_image.clone(),
             native_sidecar: self.native_sidecar,
             native_sidecars_supported: self.kube_version.is_none_or(supports_native_sidecars),
             operator_namespace: operator_namespace.to_owned(),

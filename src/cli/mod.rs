@@ -11,6 +11,7 @@ pub mod generate;
 pub mod inject;
 pub mod inject_flags;
 pub mod install;
+pub mod mesh_init;
 pub mod proxy_config;
 pub mod render;
 pub mod run;
@@ -69,6 +70,11 @@ pub enum Command {
     /// Prints every document (with the sidecar, or unchanged) as YAML on stdout, notes and
     /// skips on stderr, and exits 1 when a pod is denied or a document is unreadable.
     Inject(inject::InjectArgs),
+    /// Install a mesh sidecar's outbound capture in this network namespace: iptables `nat` rules
+    /// (IPv4 and IPv6) redirecting outbound TCP to the sidecar's outbound listener, except the
+    /// proxy's own uid, loopback and the ports and networks left alone. The first init container
+    /// of a pod with a mesh sidecar; needs root with NET_ADMIN and NET_RAW, and iptables.
+    MeshInit(mesh_init::MeshInitArgs),
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds(generate::CrdsArgs),
     /// Generate a CA and a serving certificate for the webhook (ca.crt, tls.crt, tls.key).

@@ -12,6 +12,7 @@
 pub mod fleet_reports;
 pub mod gateways;
 pub mod identity;
+pub mod mesh_identity;
 pub mod metrics;
 pub mod rejections;
 mod route_events;

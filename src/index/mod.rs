@@ -24,11 +24,11 @@ use envoy_operator_core::api::{Envoy, EnvoyRoute, Foo};
 use envoy_operator_core::children::apply::strip_metadata;
 use envoy_operator_core::children::labels;
 use envoy_operator_core::names::{
-    CERT_KEY, FLEET_LABEL, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, SERVICE_NAME_LABEL, TLS_SECRET_TYPE,
-    XDS_IDENTITY_SECRET_LABEL,
+    CERT_KEY, FLEET_LABEL, KEY_KEY, MANAGED_BY, MANAGED_BY_KEY, MESH_CA_LABEL, MESH_SIDECAR_LABEL,
+    SERVICE_NAME_LABEL, TLS_SECRET_TYPE, XDS_IDENTITY_SECRET_LABEL,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodStatus, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodSpec, PodStatus, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
@@ -54,6 +54,8 @@ pub struct Index {
     services: OnceLock<Watched<Service>>,
     endpoint_slices: OnceLock<Watched<EndpointSlice>>,
     pods: OnceLock<Watched<Pod>>,
+    mesh_pods: OnceLock<Watched<Pod>>,
+    mesh_config_maps: OnceLock<Watched<ConfigMap>>,
     gateway_api: tokio::sync::OnceCell<Discovery>,
     gateway_classes: OnceLock<Watched<GatewayClass>>,
     gateways: OnceLock<Watched<Gateway>>,
@@ -81,6 +83,8 @@ impl Index {
             services: OnceLock::new(),
             endpoint_slices: OnceLock::new(),
             pods: OnceLock::new(),
+            mesh_pods: OnceLock::new(),
+            mesh_config_maps: OnceLock::new(),
             gateway_api: tokio::sync::OnceCell::new(),
             gateway_classes: OnceLock::new(),
             gateways: OnceLock::new(),
@@ -151,6 +155,20 @@ impl Index {
     /// thousands of pods costs little memory.
     pub fn fleet_pods(&self) -> &Watched<Pod> {
         self.pods.get_or_init(|| self.watch(watcher::Config::default().labels(FLEET_LABEL), reduce_pod))
+    }
+
+    /// Only pods with a mesh sidecar (they carry [`MESH_SIDECAR_LABEL`]), reduced to their
+    /// namespace and ServiceAccount: whose mesh identities to issue.
+    pub fn mesh_pods(&self) -> &Watched<Pod> {
+        self.mesh_pods.get_or_init(|| {
+            self.watch(watcher::Config::default().labels(MESH_SIDECAR_LABEL), reduce_mesh_pod)
+        })
+    }
+
+    /// The namespaces' mesh CA ConfigMaps (they carry [`MESH_CA_LABEL`]).
+    pub fn mesh_config_maps(&self) -> &Watched<ConfigMap> {
+        self.mesh_config_maps
+            .get_or_init(|| self.watch(watcher::Config::default().labels(MESH_CA_LABEL), strip_metadata_of))
     }
 
     /// Whether the API server serves the Gateway API kinds the operator reads: asked once (the
@@ -282,6 +300,12 @@ impl Index {
         if let Some(kind) = self.tls_secrets.get() {
             kind.listed().await?;
         }
+        if let Some(kind) = self.mesh_pods.get() {
+            kind.listed().await?;
+        }
+        if let Some(kind) = self.mesh_config_maps.get() {
+            kind.listed().await?;
+        }
         Ok(())
     }
 
@@ -346,6 +370,21 @@ fn reduce_tls_secret(secret: &mut Secret) {
     if let Some(data) = &mut secret.data {
         data.retain(|key, _| key == CERT_KEY || key == KEY_KEY);
     }
+}
+
+/// A mesh pod: its namespace and ServiceAccount, nothing else.
+fn reduce_mesh_pod(pod: &mut Pod) {
+    let meta = pod.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    meta.labels = None;
+    let account = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.service_account_name.clone().or_else(|| spec.service_account.clone()));
+    pod.spec = Some(PodSpec { service_account_name: account, ..PodSpec::default() });
+    pod.status = None;
 }
 
 fn reduce_pod(pod: &mut Pod) {

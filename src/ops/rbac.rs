@@ -55,10 +55,10 @@ pub fn workload_rules() -> Vec<PolicyRule> {
         // Envoy bootstrap ConfigMaps and Services (every Service is also read by the xDS caches:
         // routes' backends).
         rule("", &["configmaps", "services"], &[], &children),
-        // Fleets' identity Secrets (their xDS client certificates), written with server-side
-        // apply and never read: no `get`, `list` or `watch`, so no Secret of anyone's can be
-        // read; the admission policy keeps writes to the operator's own `kubernetes.io/tls`
-        // Secrets, and the owner reference deletes them with their Envoy.
+        // Fleets' and mesh sidecars' identity Secrets (their xDS client certificates), written
+        // with server-side apply and never read: no `get`, `list` or `watch`, so no Secret of
+        // anyone's can be read; the admission policy keeps writes to the operator's own
+        // `kubernetes.io/tls` Secrets, and the owner reference deletes a fleet's with its Envoy.
         rule("", &["secrets"], &[], &["create", "patch"]),
         // kube-runtime's event Recorder (events.k8s.io/v1, with series patches).
         rule("events.k8s.io", &["events"], &[], &["create", "patch"]),

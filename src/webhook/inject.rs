@@ -166,6 +166,14 @@ fn configuration(summary: &Summary) -> String {
         XdsSource::Envoy(name) => format!("Envoy {name}"),
         XdsSource::Annotation => "annotation".to_owned(),
         XdsSource::Default => "operator default".to_owned(),
+        XdsSource::Mesh { service_account } => {
+            let capture = if summary.capture { "outbound capture" } else { "no capture" };
+            let fleet = summary.fleet.as_deref().unwrap_or_default();
+            let text = format!(
+                "mesh sidecar {fleet} (operator's control plane), ServiceAccount {service_account}, {capture}"
+            );
+            return bounded::echo(&text).into_owned();
+        }
         XdsSource::None => return "none: admin interface only".to_owned(),
     };
     let text = match (&summary.fleet, &summary.xds) {

@@ -9,18 +9,25 @@
 //! is as good from inside the fleet's namespace, where the certificate is mounted, as from
 //! anywhere else.
 //!
+//! A mesh sidecar proves its ServiceAccount (`spiffe://…/ns/<namespace>/sa/<name>`) and is served
+//! its namespace's mesh configuration, under [`mesh_fleet_key`] (`<namespace>/:mesh`, a name no
+//! Envoy can have); its node marks it a mesh sidecar of that namespace
+//! ([`MESH_METADATA_KEY`]) and claims no fleet. A mesh identity is never served a fleet, nor a
+//! fleet's identity the mesh: a node claiming the other kind is refused.
+//!
 //! `--xds-insecure-node-identity` serves a connection without a client certificate the fleet
-//! its node metadata claims: for an Envoy started by hand, outside a cluster, in development.
+//! (or the namespace's mesh) its node metadata claims: for an Envoy started by hand, outside a
+//! cluster, in development.
 //!
 //! Every refusal says the same to the client, whether or not the fleet exists, so a client
 //! learns nothing about which Envoys there are; the reason is logged at debug, client strings
 //! cut to a bound.
 
 use envoy_operator_core::api::Envoy;
-use envoy_operator_core::bootstrap::FLEET_METADATA_KEY;
+use envoy_operator_core::bootstrap::{FLEET_METADATA_KEY, MESH_METADATA_KEY};
 use envoy_operator_core::bounded::echo;
 use envoy_operator_core::children::labels;
-use envoy_operator_core::identity::FleetIdentity;
+use envoy_operator_core::identity::{FleetIdentity, mesh_fleet_key};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value::Kind;
 use k8s_openapi::api::core::v1::Pod;
@@ -43,11 +50,31 @@ pub struct FleetAuthorizer {
 impl Authorizer for FleetAuthorizer {
     fn authorize(&self, node: &Node, peer: &Peer) -> Result<FleetKey, Status> {
         let claimed = claimed_fleet(node);
+        let claimed_mesh = claimed_mesh(node);
+        if let (Some(fleet), Some(_)) = (&claimed, &claimed_mesh) {
+            return Err(refuse(node, &fleet.to_string(), "its node claims a fleet and the mesh", peer));
+        }
+        if let Some(namespace) = claimed_mesh.as_deref().filter(|namespace| !is_namespace(namespace)) {
+            return Err(refuse(node, &mesh_fleet_key(namespace), "its node names no namespace's mesh", peer));
+        }
+        let proven_mesh = peer.identity.as_ref().filter(|identity| identity.is_mesh());
+        match (proven_mesh, &claimed_mesh) {
+            (Some(proven), _) => return self.serve_mesh(node, peer, proven, claimed.as_ref(), claimed_mesh),
+            (None, Some(namespace)) => {
+                let key = mesh_fleet_key(namespace);
+                return match &peer.identity {
+                    Some(_) => Err(refuse(node, &key, "a fleet's certificate claiming the mesh", peer)),
+                    None if self.insecure_node_identity => Ok(FleetKey::from(key)),
+                    None => Err(refuse(node, &key, "the connection carries no client certificate", peer)),
+                };
+            }
+            (None, None) => {}
+        }
         let fleet = match (&peer.identity, claimed) {
             (Some(proven), Some(claimed)) if *proven != claimed => {
                 return Err(refuse(
                     node,
-                    &claimed,
+                    &claimed.to_string(),
                     "its node names another fleet than its certificate",
                     peer,
                 ));
@@ -55,27 +82,66 @@ impl Authorizer for FleetAuthorizer {
             (Some(proven), _) => proven.clone(),
             (None, Some(claimed)) if self.insecure_node_identity => claimed,
             (None, Some(claimed)) => {
-                return Err(refuse(node, &claimed, "the connection carries no client certificate", peer));
+                return Err(refuse(
+                    node,
+                    &claimed.to_string(),
+                    "the connection carries no client certificate",
+                    peer,
+                ));
             }
             (None, None) => {
                 return Err(Status::permission_denied(format!(
-                    "node {:?} names no fleet: its metadata has no {FLEET_METADATA_KEY} (use the bootstrap the operator generates)",
+                    "node {:?} names no fleet: its metadata has no {FLEET_METADATA_KEY} or {MESH_METADATA_KEY} (use the bootstrap the operator generates)",
                     echo(&node.id)
                 )));
             }
         };
         if self.envoys.get(&ObjectRef::new(&fleet.name).within(&fleet.namespace)).is_none() {
-            return Err(refuse(node, &fleet, "there is no such Envoy", peer));
+            return Err(refuse(node, &fleet.to_string(), "there is no such Envoy", peer));
         }
         Ok(FleetKey::from(fleet.fleet_key()))
     }
 }
 
+impl FleetAuthorizer {
+    /// A connection proving a mesh identity: served its namespace's mesh configuration, if its
+    /// node claims no fleet and no other namespace's mesh. No object has to exist: every pod of
+    /// an injected namespace may be a mesh sidecar, and what the namespace's mesh is (its
+    /// routes, or none) is the configuration's business.
+    fn serve_mesh(
+        &self,
+        node: &Node,
+        peer: &Peer,
+        proven: &FleetIdentity,
+        claimed_fleet: Option<&FleetIdentity>,
+        claimed_mesh: Option<String>,
+    ) -> Result<FleetKey, Status> {
+        let key = proven.fleet_key();
+        if let Some(fleet) = claimed_fleet {
+            return Err(refuse(
+                node,
+                &fleet.to_string(),
+                "a mesh sidecar's certificate claiming a fleet",
+                peer,
+            ));
+        }
+        if let Some(namespace) = claimed_mesh.filter(|namespace| *namespace != proven.namespace) {
+            return Err(refuse(
+                node,
+                &mesh_fleet_key(&namespace),
+                "its node names another namespace's mesh than its certificate",
+                peer,
+            ));
+        }
+        Ok(FleetKey::from(key))
+    }
+}
+
 /// The one refusal a client sees, whatever the reason; the reason is logged at debug.
-fn refuse(node: &Node, fleet: &FleetIdentity, reason: &str, peer: &Peer) -> Status {
-    let (node_id, namespace, name) = (echo(&node.id), echo(&fleet.namespace), echo(&fleet.name));
-    debug!(node = %node_id, fleet = %format_args!("{namespace}/{name}"), address = peer.address.map(display), proven = peer.identity.as_ref().map(|id| format!("{}/{}", id.namespace, id.name)), reason, "refusing an xDS stream");
-    Status::permission_denied(format!("node {node_id:?} is not served the fleet {namespace}/{name}"))
+fn refuse(node: &Node, fleet: &str, reason: &str, peer: &Peer) -> Status {
+    let (node_id, fleet) = (echo(&node.id), echo(fleet));
+    debug!(node = %node_id, %fleet, address = peer.address.map(display), proven = peer.identity.as_ref().map(|id| echo(&id.to_string()).into_owned()), reason, "refusing an xDS stream");
+    Status::permission_denied(format!("node {node_id:?} is not served the fleet {fleet}"))
 }
 
 /// Tells sidecars from the fleet's own proxies by the pod cache: a proxy's node id is its pod's
@@ -104,6 +170,20 @@ fn pod_ips(pod: &Pod) -> impl Iterator<Item = IpAddr> + '_ {
     let single = status.and_then(|s| s.pod_ip.as_deref());
     let many = status.and_then(|s| s.pod_ips.as_ref()).into_iter().flatten().map(|ip| ip.ip.as_str());
     single.into_iter().chain(many).filter_map(|ip| ip.parse().ok())
+}
+
+fn is_namespace(name: &str) -> bool {
+    envoy_operator_core::rules::format::dns1123_label(name).is_empty()
+}
+
+/// The namespace whose mesh a node's metadata claims, if it claims one.
+fn claimed_mesh(node: &Node) -> Option<String> {
+    let claimed = node.metadata.as_ref()?.fields.get(MESH_METADATA_KEY)?;
+    match &claimed.kind {
+        Some(Kind::StringValue(namespace)) => Some(namespace.clone()),
+        // Claimed, but not as a namespace: refused as no namespace's.
+        _ => Some(String::new()),
+    }
 }
 
 /// The fleet a node's metadata names (`<namespace>/<name>`), if it names one.
@@ -154,6 +234,21 @@ mod tests {
         let envoys = store(vec![json!({"apiVersion": "example.com/v1", "kind": "Envoy",
             "metadata": {"name": "edge", "namespace": "shop"}, "spec": {}})]);
         FleetAuthorizer { envoys, insecure_node_identity: insecure }
+    }
+
+    fn mesh_node(namespace: Option<&str>, fleet: Option<&str>) -> Node {
+        let mut node = node(fleet);
+        if let Some(namespace) = namespace {
+            node.metadata.get_or_insert_default().fields.insert(
+                MESH_METADATA_KEY.to_owned(),
+                Value { kind: Some(Kind::StringValue(namespace.to_owned())) },
+            );
+        }
+        node
+    }
+
+    fn proven_mesh(namespace: &str, service_account: &str) -> Peer {
+        Peer { address: peer("10.1.0.8"), identity: Some(FleetIdentity::mesh(namespace, service_account)) }
     }
 
     fn proven(namespace: &str, name: &str) -> Peer {
@@ -222,6 +317,55 @@ mod tests {
             "a claim against the certificate"
         );
         assert_eq!(no_such_envoy, "node \"edge-7d9f-abcde\" is not served the fleet <fleet>");
+    }
+
+    #[test]
+    fn a_mesh_identity_is_served_its_namespaces_mesh_and_nothing_else() {
+        let authorizer = authorizer(false);
+        let served =
+            authorizer.authorize(&mesh_node(Some("shop"), None), &proven_mesh("shop", "web")).unwrap();
+        assert_eq!(served, FleetKey::from(mesh_fleet_key("shop")));
+        assert_eq!(served, FleetKey::from("shop/:mesh"));
+        // Whatever its ServiceAccount, and with a node that claims nothing.
+        assert_eq!(authorizer.authorize(&node(None), &proven_mesh("shop", "checkout")).unwrap(), served);
+        // Another namespace's mesh, a fleet, or both: refused.
+        for (node, why) in [
+            (mesh_node(Some("bank"), None), "another namespace's mesh"),
+            (mesh_node(None, Some("shop/edge")), "a fleet, though its namespace has it"),
+            (mesh_node(Some("shop"), Some("shop/edge")), "a fleet and the mesh"),
+            (mesh_node(None, Some("shop/:mesh")), "the mesh's key as a fleet"),
+            (mesh_node(Some(""), None), "no namespace"),
+        ] {
+            let refused = authorizer.authorize(&node, &proven_mesh("shop", "web")).unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{why}");
+        }
+    }
+
+    #[test]
+    fn a_fleet_identity_is_never_served_the_mesh() {
+        for insecure in [false, true] {
+            let authorizer = authorizer(insecure);
+            for node in [mesh_node(Some("shop"), None), mesh_node(Some("shop"), Some("shop/edge"))] {
+                let refused = authorizer.authorize(&node, &proven("shop", "edge")).unwrap_err();
+                assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+            }
+        }
+        // And a fleet's configuration never reaches a mesh identity, even of the same name.
+        let refused = authorizer(true).authorize(&node(Some("shop/edge")), &proven_mesh("shop", "edge"));
+        assert_eq!(refused.unwrap_err().code(), tonic::Code::PermissionDenied);
+    }
+
+    #[test]
+    fn without_a_certificate_only_the_insecure_mode_serves_the_mesh_claimed() {
+        let refused = authorizer(false).authorize(&mesh_node(Some("shop"), None), &anonymous()).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        assert_eq!(refused.message(), "node \"edge-7d9f-abcde\" is not served the fleet shop/:mesh");
+        assert_eq!(
+            authorizer(true).authorize(&mesh_node(Some("shop"), None), &anonymous()).unwrap(),
+            FleetKey::from("shop/:mesh")
+        );
+        let bad = authorizer(true).authorize(&mesh_node(Some("Shop/x"), None), &anonymous()).unwrap_err();
+        assert_eq!(bad.code(), tonic::Code::PermissionDenied);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::envoy_operator as cli;
-use envoy_operator_core::bootstrap::{ControlPlane, FLEET_METADATA_KEY, XdsTarget};
+use envoy_operator_core::bootstrap::{ControlPlane, FLEET_METADATA_KEY, MESH_METADATA_KEY, XdsTarget};
 use envoy_operator_core::inject::annotations::{STATUS, parse_xds};
 use envoy_operator_core::inject::pod::read_for_injection;
 use envoy_operator_core::inject::uninject::{Uninjected, uninject};
@@ -18,7 +18,7 @@ use envoy_operator_core::inject::{
 };
 use envoy_operator_core::manifest::Outcome;
 use envoy_operator_core::manifest::parse_documents;
-use envoy_operator_core::names::FLEET_LABEL;
+use envoy_operator_core::names::{DEFAULT_MESH_INIT_IMAGE, FLEET_LABEL, MESH_SIDECAR_LABEL};
 use json_patch::Patch;
 use serde_json::{Value, json};
 
@@ -423,6 +423,246 @@ fn a_pod_naming_an_envoy_of_the_operator_gets_its_configuration() {
         panic!("the webhook path injects too");
     };
     assert_eq!(serde_json::from_slice::<Value>(&json).unwrap(), serde_json::to_value(&patch).unwrap());
+}
+
+/// The operator's control plane, and no default xDS server: pods naming nothing get mesh sidecars.
+fn mesh_config() -> InjectConfig {
+    operator_fleet().1
+}
+
+/// Sets `annotations` on the fixture's pod and injects it as the mesh would.
+fn mesh_injected(name: &str, annotations: Value) -> Result<Injection, InjectError> {
+    let mut review = review(name);
+    let pod = &mut review["request"]["object"];
+    for (key, value) in annotations.as_object().unwrap() {
+        pod["metadata"]["annotations"][key] = value.clone();
+    }
+    let (pod, namespace) = request(&review);
+    inject(pod, namespace, &mesh_config(), &NoEnvoys)
+}
+
+#[test]
+fn a_pod_naming_nothing_gets_a_mesh_sidecar_with_capture_where_the_operator_serves_one() {
+    let config = mesh_config();
+    let (pod, patched, patch, summary) =
+        injected_with("pod-create-from-replicaset-mutate.json", &config, &NoEnvoys);
+    assert_eq!(
+        paths(&patch),
+        [
+            "/spec/volumes/-",
+            "/spec/volumes/-",
+            "/spec/volumes/-",
+            "/spec/initContainers",
+            "/metadata/annotations",
+            "/metadata/labels/envoy-operator.example.com~1mesh-sidecar"
+        ]
+    );
+    assert_eq!(summary.xds_source, XdsSource::Mesh { service_account: "default".to_owned() });
+    assert_eq!(summary.fleet.as_deref(), Some("shop/:mesh"));
+    assert!(summary.capture && summary.native, "a mesh sidecar is native where the cluster has them");
+    assert!(summary.notes.is_empty(), "{:?}", summary.notes);
+
+    // The capture first, then the proxy (native), then the application.
+    assert_eq!(names(&patched["spec"]["initContainers"]), ["envoy-mesh-init", "envoy"]);
+    assert_eq!(names(&patched["spec"]["containers"]), ["shop"]);
+    let init = &patched["spec"]["initContainers"][0];
+    assert_eq!(init["image"], DEFAULT_MESH_INIT_IMAGE);
+    assert_eq!(init["command"], json!(["envoy-operator"]));
+    assert_eq!(init["args"], json!(["mesh-init", "--proxy-uid", "101", "--outbound-port", "15001"]));
+    assert_eq!(
+        init["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["NET_ADMIN", "NET_RAW"], "drop": ["ALL"]},
+               "privileged": false, "readOnlyRootFilesystem": true, "runAsGroup": 0, "runAsNonRoot": false,
+               "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert!(init.get("restartPolicy").is_none(), "runs to completion before anything else starts");
+    let envoy = &patched["spec"]["initContainers"][1];
+    assert_eq!(envoy["restartPolicy"], "Always");
+    assert_eq!(envoy["securityContext"]["runAsUser"], 101, "the uid the capture leaves alone");
+    assert_eq!(
+        envoy["startupProbe"]["httpGet"]["path"], "/ready",
+        "the application waits for a configured proxy"
+    );
+
+    // Its namespace's CA and its ServiceAccount's identity, both required: the pod waits for them.
+    assert_eq!(
+        names(&patched["spec"]["volumes"]),
+        ["kube-api-access-xmxxw", "envoy-tmp", "envoy-xds-ca", "envoy-xds-identity"]
+    );
+    assert_eq!(
+        patched["spec"]["volumes"][2]["configMap"],
+        json!({"name": "envoy-mesh-xds-ca", "items": [{"key": "xds-ca.yaml", "path": "xds-ca.yaml"}]})
+    );
+    assert_eq!(
+        patched["spec"]["volumes"][3]["secret"],
+        json!({"secretName": "default-mesh-identity", "items": [{"key": "xds-identity.yaml", "path": "xds-identity.yaml"}],
+               "defaultMode": 0o444, "optional": false})
+    );
+    let bootstrap: Value = serde_json::from_str(envoy["args"][1].as_str().unwrap()).unwrap();
+    assert_eq!(bootstrap["node"]["metadata"], json!({MESH_METADATA_KEY: "shop"}), "no fleet claimed");
+    assert_eq!(bootstrap["dynamic_resources"]["ads_config"]["api_type"], "DELTA_GRPC");
+    assert_eq!(
+        bootstrap["static_resources"]["clusters"][1]["transport_socket"]["typed_config"]["common_tls_context"]
+            ["tls_certificate_sds_secret_configs"][0]["sds_config"]["path_config_source"]["path"],
+        "/etc/envoy-xds-identity/xds-identity.yaml"
+    );
+
+    assert_eq!(patched["metadata"]["labels"][MESH_SIDECAR_LABEL], "true");
+    assert!(patched["metadata"]["labels"].get(FLEET_LABEL).is_none());
+    let status = status_of(&patched);
+    assert_eq!(status.init_containers, ["envoy-mesh-init", "envoy"]);
+    assert_eq!(status.volumes, ["envoy-tmp", "envoy-xds-ca", "envoy-xds-identity"]);
+    assert_eq!(status.labels, [MESH_SIDECAR_LABEL]);
+    assert_only_added(&pod, &patched);
+
+    // The webhook's path writes the same patch.
+    let review = review("pod-create-from-replicaset-mutate.json");
+    let (raw, namespace) = request(&review);
+    let read = read_for_injection(raw.to_string().as_bytes()).unwrap();
+    let Ok(Injection::Patched { patch: json, .. }) =
+        Injector::new(config).inject_json(&read, namespace, &NoEnvoys)
+    else {
+        panic!("the webhook path injects too");
+    };
+    assert_eq!(serde_json::from_slice::<Value>(&json).unwrap(), serde_json::to_value(&patch).unwrap());
+}
+
+#[test]
+fn the_capture_runs_before_the_pods_own_init_containers_and_follows_its_service_account() {
+    let mut review = review("pod-with-init-containers.json");
+    review["request"]["object"]["spec"]["serviceAccountName"] = json!("checkout");
+    let (pod, namespace) = request(&review);
+    let Ok(Injection::Patched { patch, summary }) = inject(pod, namespace, &mesh_config(), &NoEnvoys) else {
+        panic!("injected");
+    };
+    let mut patched = pod.clone();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    assert_eq!(names(&patched["spec"]["initContainers"]), ["envoy-mesh-init", "envoy", "migrate"]);
+    assert_eq!(patched["spec"]["volumes"][3]["secret"]["secretName"], "checkout-mesh-identity");
+    assert_eq!(summary.xds_source, XdsSource::Mesh { service_account: "checkout".to_owned() });
+
+    // A regular sidecar starts after the init containers, whose outbound TCP the capture then
+    // refuses: said.
+    let regular = mesh_injected(
+        "pod-with-init-containers.json",
+        json!({"sidecar.example.com/native-sidecar": "false"}),
+    );
+    let Ok(Injection::Patched { patch, summary }) = regular else { panic!("injected") };
+    assert!(!summary.native);
+    assert!(
+        summary.notes.iter().any(|note| note.contains("init containers run before")),
+        "{:?}",
+        summary.notes
+    );
+    let mut patched = self::review("pod-with-init-containers.json")["request"]["object"].clone();
+    patched["metadata"]["annotations"] = json!({"sidecar.example.com/native-sidecar": "false"});
+    json_patch::patch(&mut patched, &patch).unwrap();
+    assert_eq!(names(&patched["spec"]["initContainers"]), ["envoy-mesh-init", "migrate"]);
+}
+
+#[test]
+fn a_pod_opts_out_of_capture_or_of_ports_and_cidrs() {
+    let Ok(Injection::Patched { patch, summary }) =
+        mesh_injected("pod-create-direct-mutate.json", json!({"sidecar.example.com/mesh-capture": "false"}))
+    else {
+        panic!("injected");
+    };
+    assert!(!summary.capture);
+    assert_eq!(summary.fleet.as_deref(), Some("shop/:mesh"), "still a mesh sidecar");
+    let patched = {
+        let mut pod = review("pod-create-direct-mutate.json")["request"]["object"].clone();
+        pod["metadata"]["annotations"]["sidecar.example.com/mesh-capture"] = json!("false");
+        json_patch::patch(&mut pod, &patch).unwrap();
+        pod
+    };
+    assert_eq!(names(&patched["spec"]["initContainers"]), ["envoy"], "no init container, no NET_ADMIN");
+
+    let Ok(Injection::Patched { patch, .. }) = mesh_injected(
+        "pod-create-direct-mutate.json",
+        json!({"sidecar.example.com/mesh-exclude-outbound-ports": "6379, 5432",
+               "sidecar.example.com/mesh-exclude-outbound-cidrs": "10.96.0.1/12,fd00::/8"}),
+    ) else {
+        panic!("injected");
+    };
+    let init = patch
+        .0
+        .iter()
+        .find_map(|op| match op {
+            json_patch::PatchOperation::Add(add) if add.path.as_str() == "/spec/initContainers" => {
+                Some(add.value[0].clone())
+            }
+            _ => None,
+        })
+        .expect("the init containers");
+    assert_eq!(
+        init["args"],
+        json!([
+            "mesh-init",
+            "--proxy-uid",
+            "101",
+            "--outbound-port",
+            "15001",
+            "--exclude-outbound-ports",
+            "5432,6379",
+            "--exclude-outbound-cidrs",
+            "10.96.0.0/12,fd00::/8"
+        ])
+    );
+
+    for (key, value, expected) in [
+        ("sidecar.example.com/mesh-capture", "no", "must be \"true\" or \"false\""),
+        ("sidecar.example.com/mesh-exclude-outbound-ports", "80,http", "is not a port"),
+        ("sidecar.example.com/mesh-exclude-outbound-cidrs", "10.0.0.0/40", "prefix length"),
+    ] {
+        let error = mesh_injected("pod-create-direct-mutate.json", json!({key: value})).unwrap_err();
+        assert_eq!(error.metric_label(), "invalid_annotation");
+        assert!(error.to_string().contains(key) && error.to_string().contains(expected), "{error}");
+    }
+
+    // Not a mesh sidecar: the settings are noted as ignored.
+    let not_mesh = {
+        let mut review = review("pod-create-direct-mutate.json");
+        review["request"]["object"]["metadata"]["annotations"]["sidecar.example.com/mesh-capture"] =
+            json!("false");
+        let (pod, namespace) = request(&review);
+        inject(pod, namespace, &InjectConfig::default(), &NoEnvoys)
+    };
+    let Ok(Injection::Patched { summary, .. }) = not_mesh else {
+        panic!("injected");
+    };
+    assert!(summary.notes.iter().any(|note| note.contains("no mesh sidecar")), "{:?}", summary.notes);
+}
+
+#[test]
+fn a_mesh_sidecar_is_skipped_where_a_container_declares_its_outbound_port_or_names_its_init_container() {
+    let mut review = review("pod-create-direct-mutate.json");
+    review["request"]["object"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 15001}]);
+    let (pod, namespace) = request(&review);
+    let Ok(Injection::Skipped(skip)) = inject(pod, namespace, &mesh_config(), &NoEnvoys) else {
+        panic!("skipped");
+    };
+    assert_eq!(skip.reason, SkipReason::PortConflict);
+    assert!(skip.warn && skip.detail.contains("15001"), "{}", skip.detail);
+
+    let mut review = self::review("pod-create-direct-mutate.json");
+    review["request"]["object"]["spec"]["initContainers"] =
+        json!([{"name": "envoy-mesh-init", "image": "x"}]);
+    let (pod, namespace) = request(&review);
+    let error = inject(pod, namespace, &mesh_config(), &NoEnvoys).unwrap_err();
+    assert_eq!(error.metric_label(), "container_name_taken");
+}
+
+/// Sidecars that name an Envoy, or an xDS server, are what they were: the mesh is only for
+/// pods naming nothing, and a default xDS server wins over it.
+#[test]
+fn naming_an_envoy_or_an_xds_server_is_no_mesh_sidecar() {
+    let (catalog, config) = operator_fleet();
+    let (_, _, _, summary) = injected_with("pod-naming-an-envoy.json", &config, &catalog);
+    assert_eq!((summary.xds_source, summary.capture), (XdsSource::Envoy("edge-envoy".to_owned()), false));
+    let with_default = InjectConfig { default_xds: Some(parse_xds("xds.mesh:18000").unwrap()), ..config };
+    let (_, patched, _, summary) = injected_with("pod-create-direct-mutate.json", &with_default, &NoEnvoys);
+    assert_eq!(summary.xds_source, XdsSource::Default);
+    assert!(patched["spec"].get("initContainers").is_none());
 }
 
 #[test]
@@ -859,8 +1099,8 @@ mod properties {
 
     fn container() -> impl Strategy<Value = Value> {
         // Mostly pods that can be injected, some with a clashing name or port.
-        let name = prop_oneof![12 => prop::sample::select(vec!["app", "worker", "envoy-tmp", "sidecar", ""]), 1 => Just("envoy")];
-        let port = prop_oneof![12 => prop::sample::select(vec![80i64, 8080, 15000]), 1 => prop::sample::select(vec![9901i64, 9902])];
+        let name = prop_oneof![12 => prop::sample::select(vec!["app", "worker", "envoy-tmp", "sidecar", ""]), 1 => prop::sample::select(vec!["envoy", "envoy-mesh-init"])];
+        let port = prop_oneof![12 => prop::sample::select(vec![80i64, 8080, 15000]), 1 => prop::sample::select(vec![9901i64, 9902, 15001])];
         (
             name,
             maybe(
@@ -891,6 +1131,9 @@ mod properties {
             "sidecar.example.com/native-sidecar",
             "sidecar.example.com/proxy-memory",
             "sidecar.example.com/envoy",
+            "sidecar.example.com/mesh-capture",
+            "sidecar.example.com/mesh-exclude-outbound-ports",
+            "sidecar.example.com/mesh-exclude-outbound-cidrs",
         ]);
         let annotation_value = prop_oneof![
             "[a-z0-9.:/~-]{0,12}".prop_map(Value::String),
@@ -898,6 +1141,9 @@ mod properties {
             Just(json!("true")),
             Just(json!("64Mi")),
             Just(json!("edge-envoy")),
+            Just(json!("false")),
+            Just(json!("5432,6379")),
+            Just(json!("10.0.0.0/8,fd00::/8")),
         ];
         let annotations = prop::collection::btree_map(key, annotation_value, 0..4)
             .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()));
@@ -907,6 +1153,8 @@ mod properties {
             json!({"sidecar.example.com/inject": "false"}),
             json!({FLEET_LABEL: "edge-envoy"}),
             json!({FLEET_LABEL: "other", "app": "x"}),
+            json!({MESH_SIDECAR_LABEL: "true"}),
+            json!({MESH_SIDECAR_LABEL: "no"}),
         ]);
         let owners = prop::sample::select(vec![
             json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "u"}]),
@@ -930,16 +1178,20 @@ mod properties {
             maybe(prop::collection::vec(volume, 0..4).prop_map(Value::Array)),
             maybe(prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(Value::Bool)),
             maybe(prop::sample::select(vec!["Always", "OnFailure", "Never"]).prop_map(|p| json!(p))),
+            maybe(prop::sample::select(vec!["default", "checkout", ""]).prop_map(|p| json!(p))),
         )
-            .prop_map(|(containers, init, volumes, host_network, restart_policy)| {
-                object(vec![
-                    ("containers", Some(Value::Array(containers))),
-                    ("initContainers", init),
-                    ("volumes", volumes),
-                    ("hostNetwork", host_network),
-                    ("restartPolicy", restart_policy),
-                ])
-            });
+            .prop_map(
+                |(containers, init, volumes, host_network, restart_policy, service_account)| {
+                    object(vec![
+                        ("containers", Some(Value::Array(containers))),
+                        ("initContainers", init),
+                        ("volumes", volumes),
+                        ("hostNetwork", host_network),
+                        ("restartPolicy", restart_policy),
+                        ("serviceAccountName", service_account),
+                    ])
+                },
+            );
         (maybe(metadata), spec)
             .prop_map(|(metadata, spec)| object(vec![("metadata", metadata), ("spec", Some(spec))]))
     }
@@ -1011,9 +1263,17 @@ mod properties {
                 for added in &summary.status.volumes {
                     prop_assert_eq!(volumes.iter().filter(|v| **v == added.as_str()).count(), 1);
                 }
-                // A sidecar of the operator's fleet: the pod is labelled as the fleet's.
-                if summary.fleet.is_some() {
-                    prop_assert_eq!(&patched["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
+                // A sidecar of the operator's fleet: the pod is labelled as the fleet's; a mesh
+                // sidecar's, as one (whatever value it had).
+                match &summary.xds_source {
+                    XdsSource::Mesh { .. } => {
+                        prop_assert!(patched["metadata"]["labels"][MESH_SIDECAR_LABEL].is_string());
+                        prop_assert!(patched["metadata"]["labels"].get(FLEET_LABEL) == pod["metadata"]["labels"].get(FLEET_LABEL));
+                    }
+                    _ if summary.fleet.is_some() => {
+                        prop_assert_eq!(&patched["metadata"]["labels"][FLEET_LABEL], "edge-envoy");
+                    }
+                    _ => {}
                 }
                 let mut restored = patched.clone();
                 prop_assert!(matches!(uninject(&mut restored), Ok(Uninjected::Removed(_))));

@@ -112,6 +112,14 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         &path("example.com/v1", ns, "envoys", "mesh"),
         json!({"apiVersion": "example.com/v1", "kind": "Envoy", "metadata": {"name": "mesh", "namespace": ns}, "spec": {}}),
     );
+    // A pod with a mesh sidecar, whose ServiceAccount is issued an identity Secret, beside its
+    // namespace's mesh CA ConfigMap.
+    api.put(
+        &path("v1", ns, "pods", "web-1"),
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web-1", "namespace": ns, "labels": {"envoy-operator.example.com/mesh-sidecar": "true"}},
+               "spec": {"serviceAccountName": "web", "containers": [{"name": "web", "image": "web:1"}]}}),
+    );
     let aging_ca = IdentityCa::generate(time::OffsetDateTime::now_utc() - time::Duration::days(300)).unwrap();
     let identity_ca_path = path("v1", OPERATOR_NS, "secrets", IDENTITY_CA_SECRET);
     api.put(&identity_ca_path, serde_json::to_value(aging_ca.to_secret(OPERATOR_NS)).unwrap());
@@ -229,6 +237,17 @@ async fn run_everything(namespace: &str, watch_namespace: Option<&str>) -> Vec<A
         HANG_GUARD,
         exists(path("v1", ns, "secrets", "mesh-xds-identity")),
     )
+    .await;
+    api.wait_for(
+        "the mesh sidecars' identity Secret",
+        HANG_GUARD,
+        exists(path("v1", ns, "secrets", "web-mesh-identity")),
+    )
+    .await;
+    api.wait_for("the mesh CA ConfigMap", HANG_GUARD, |api| {
+        api.get(&path("v1", ns, "configmaps", "envoy-mesh-xds-ca"))
+            .is_some_and(|config_map| config_map["data"]["xds-ca.yaml"].is_string())
+    })
     .await;
     api.wait_for(
         "the identity CA rotated",

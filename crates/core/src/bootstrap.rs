@@ -60,12 +60,24 @@ pub enum Xds<'a> {
         ca_sds_path: &'a str,
         identity_sds_path: &'a str,
     },
+    /// The operator's control plane, serving a mesh sidecar of `namespace` (its configuration
+    /// is its namespace's, [`crate::identity::mesh_fleet_key`]); CA and client certificate (the
+    /// ServiceAccount's mesh identity) from SDS files as for a fleet's proxy.
+    Mesh {
+        control_plane: &'a ControlPlane,
+        namespace: &'a str,
+        ca_sds_path: &'a str,
+        identity_sds_path: &'a str,
+    },
 }
 
 /// Name of the static cluster of the operator's control plane.
 pub const OPERATOR_XDS_CLUSTER: &str = "envoy_operator_xds";
 /// Node metadata key naming the fleet a proxy belongs to (`<namespace>/<Envoy>`).
 pub const FLEET_METADATA_KEY: &str = "envoy-operator.example.com/fleet";
+/// Node metadata key marking a mesh sidecar, naming its namespace. A node carries this key or
+/// [`FLEET_METADATA_KEY`], never both.
+pub const MESH_METADATA_KEY: &str = "envoy-operator.example.com/mesh";
 /// Name of the SDS secret holding the control plane's CA.
 pub const CA_SECRET_NAME: &str = "envoy_operator_xds_ca";
 
@@ -90,7 +102,8 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
             clusters.push(xds_cluster(&target.cluster_name, &target.host, target.port, None));
             (None, Some(ads(ApiType::Grpc, &target.cluster_name)), None)
         }
-        Xds::Operator { control_plane, fleet, ca_sds_path, identity_sds_path } => {
+        Xds::Operator { control_plane, fleet: name, ca_sds_path, identity_sds_path }
+        | Xds::Mesh { control_plane, namespace: name, ca_sds_path, identity_sds_path } => {
             let tls = upstream_tls(&control_plane.host, ca_sds_path, identity_sds_path);
             clusters.push(xds_cluster(
                 OPERATOR_XDS_CLUSTER,
@@ -98,7 +111,8 @@ pub fn bootstrap(xds: Xds<'_>) -> Bootstrap {
                 control_plane.port,
                 Some(tls),
             ));
-            let node = Node { metadata: [(FLEET_METADATA_KEY.to_owned(), fleet.to_owned())].into() };
+            let key = if matches!(xds, Xds::Mesh { .. }) { MESH_METADATA_KEY } else { FLEET_METADATA_KEY };
+            let node = Node { metadata: [(key.to_owned(), name.to_owned())].into() };
             (Some(node), Some(ads(ApiType::DeltaGrpc, OPERATOR_XDS_CLUSTER)), Some(re2_limits()))
         }
     };
@@ -412,6 +426,31 @@ mod tests {
             secret["validation_context"]["match_typed_subject_alt_names"][0]["matcher"]["exact"],
             "envoy-operator-xds.ops.svc"
         );
+    }
+
+    /// A mesh sidecar's bootstrap is a fleet proxy's, but for its node, which names its
+    /// namespace as a mesh sidecar's and claims no fleet.
+    #[test]
+    fn a_mesh_sidecar_names_its_namespace_and_no_fleet() {
+        let control_plane = ControlPlane { host: "envoy-operator-xds.ops.svc".into(), port: 18000 };
+        let (ca_sds_path, identity_sds_path) =
+            ("/etc/envoy/xds-ca.yaml", "/etc/envoy-xds-identity/xds-identity.yaml");
+        let mesh = parsed(&bootstrap(Xds::Mesh {
+            control_plane: &control_plane,
+            namespace: "shop",
+            ca_sds_path,
+            identity_sds_path,
+        }));
+        assert_eq!(mesh["node"]["metadata"], json!({MESH_METADATA_KEY: "shop"}));
+        let fleet = parsed(&bootstrap(Xds::Operator {
+            control_plane: &control_plane,
+            fleet: "shop/edge",
+            ca_sds_path,
+            identity_sds_path,
+        }));
+        for key in ["dynamic_resources", "static_resources", "layered_runtime", "admin"] {
+            assert_eq!(mesh[key], fleet[key], "{key}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod admission;
 pub mod api;
 pub mod bootstrap;
 pub mod bounded;
+pub mod capture;
 pub mod check;
 pub mod children;
 pub mod crd;

@@ -21,6 +21,14 @@ pub const LEADER_LEASE: &str = "envoy-operator-leader";
 pub const XDS_IDENTITY_CA_SECRET: &str = "envoy-operator-xds-identity-ca";
 /// Suffix of the name of a fleet's identity Secret (`<envoy>-xds-identity`).
 pub const XDS_IDENTITY_SECRET_SUFFIX: &str = "-xds-identity";
+/// Suffix of the name of a mesh identity Secret (`<serviceaccount>-mesh-identity`,
+/// [`crate::identity::mesh_secret_name`]).
+pub const MESH_IDENTITY_SECRET_SUFFIX: &str = "-mesh-identity";
+/// Label (`"true"`) on every mesh identity Secret (its ServiceAccount in the annotation of the
+/// same key).
+pub const MESH_IDENTITY_SECRET_LABEL: &str = "envoy-operator.example.com/mesh-identity";
+/// Label (`"true"`) on every namespace's mesh CA ConfigMap: what the operator watches of them.
+pub const MESH_CA_LABEL: &str = "envoy-operator.example.com/mesh-ca";
 /// Label on every identity Secret, naming the Envoy it identifies: what the operator may write
 /// among Secrets (the admission policy checks it).
 pub const XDS_IDENTITY_SECRET_LABEL: &str = "envoy-operator.example.com/xds-identity";
@@ -72,6 +80,9 @@ pub const INJECT_ANNOTATION_PATH: &str = "/inject_annotation";
 /// pods whose injected sidecar names an Envoy. The fleets' status tells sidecars from the
 /// fleet's own proxies by these pods.
 pub const FLEET_LABEL: &str = "envoy-operator.example.com/fleet";
+/// Label (`"true"`) the injector gives a pod with a mesh sidecar: the operator watches these
+/// pods (by this key alone, whatever its value) to issue their ServiceAccounts' mesh identities.
+pub const MESH_SIDECAR_LABEL: &str = "envoy-operator.example.com/mesh-sidecar";
 /// Label of the Envoy that is a Gateway's fleet, naming the Gateway: its configuration comes
 /// from the Gateway API translation, never from EnvoyRoutes.
 pub const GATEWAY_LABEL: &str = "envoy-operator.example.com/gateway";
@@ -123,6 +134,9 @@ pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-no
 
 /// The Envoy release fleets and sidecars run unless told otherwise. Pinned: never `latest`.
 pub const DEFAULT_ENVOY_IMAGE: &str = "envoyproxy/envoy:v1.34.1";
+/// Default image of a mesh sidecar's capture init container: the operator's own, as
+/// `deploy/kustomization.yaml` names it (`envoy-operator mesh-init` is one of its commands).
+pub const DEFAULT_MESH_INIT_IMAGE: &str = "envoy-operator:0.1.0";
 /// The nginx image a Foo's Deployment runs unless `--nginx-image` says otherwise. Pinned.
 pub const DEFAULT_NGINX_IMAGE: &str = "nginx:1.27.3";
 

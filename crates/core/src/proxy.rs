@@ -13,8 +13,10 @@ use crate::api::envoy::{ADMIN_PORT, READINESS_PORT};
 
 /// The uid the Envoy images run as.
 pub const PROXY_UID: i64 = 101;
-/// The port a mesh sidecar's outbound listener binds, where its pod's outbound TCP is
-/// redirected.
+/// The port of a mesh sidecar's outbound listener, which its control plane serves it: the
+/// capture redirects the application's outbound TCP here (`REDIRECT --to-ports`), and the
+/// listener recovers the original destination (`original_dst`). Istio's port, so tooling that
+/// knows one mesh reads the other.
 pub const MESH_OUTBOUND_PORT: u16 = 15001;
 /// Name of the readiness port on the container.
 pub const READINESS_PORT_NAME: &str = "envoy-ready";

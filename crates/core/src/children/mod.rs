@@ -7,6 +7,7 @@ pub mod envoy;
 pub mod foo;
 pub mod install;
 pub mod labels;
+pub mod mesh;
 pub mod render;
 pub mod report;
 pub mod status;

@@ -35,6 +35,14 @@ pub const PROXY_MEMORY_LIMIT_ANNOTATION: &str = "sidecar.example.com/proxy-memor
 /// Pod annotation `"true"`/`"false"`: inject as a native sidecar (init container with
 /// `restartPolicy: Always`) or as a regular container, overriding the operator's default.
 pub const NATIVE_SIDECAR: &str = "sidecar.example.com/native-sidecar";
+/// Pod annotation `"false"`: a mesh sidecar without outbound capture (no init container, no
+/// `NET_ADMIN`): the application's traffic goes where it goes, as without a mesh.
+pub const MESH_CAPTURE: &str = "sidecar.example.com/mesh-capture";
+/// Pod annotation: outbound destination ports the capture leaves alone (`5432,6379`).
+pub const MESH_EXCLUDE_PORTS: &str = "sidecar.example.com/mesh-exclude-outbound-ports";
+/// Pod annotation: outbound destination networks the capture leaves alone
+/// (`10.0.0.0/8,fd00::/8`).
+pub const MESH_EXCLUDE_CIDRS: &str = "sidecar.example.com/mesh-exclude-outbound-cidrs";
 /// Prefix of Prometheus' conventional scrape annotations. A pod with none of its own gets
 /// those pointing at the sidecar's statistics ([`crate::children::envoy::scrape_annotations`]);
 /// a pod with any keeps its own, untouched.
@@ -50,6 +58,10 @@ pub struct Overrides {
     pub cpu_limit: Option<Quantity>,
     pub memory_limit: Option<Quantity>,
     pub native_sidecar: Option<bool>,
+    /// `Some(false)`: a mesh sidecar without outbound capture.
+    pub mesh_capture: Option<bool>,
+    pub mesh_exclude_ports: Vec<u16>,
+    pub mesh_exclude_cidrs: Vec<crate::capture::Cidr>,
 }
 
 impl Overrides {
@@ -82,13 +94,33 @@ impl Overrides {
                 }
             })
             .transpose()?;
-        let native_sidecar = get(NATIVE_SIDECAR)?
-            .map(|value| match value {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                other => Err(invalid(NATIVE_SIDECAR, other, "must be \"true\" or \"false\"")),
+        let boolean = |key: &'static str| -> Result<Option<bool>, InjectError> {
+            get(key)?
+                .map(|value| match value {
+                    "true" => Ok(true),
+                    "false" => Ok(false),
+                    other => Err(invalid(key, other, "must be \"true\" or \"false\"")),
+                })
+                .transpose()
+        };
+        let native_sidecar = boolean(NATIVE_SIDECAR)?;
+        let mesh_capture = boolean(MESH_CAPTURE)?;
+        let mesh_exclude_ports = get(MESH_EXCLUDE_PORTS)?
+            .map(|list| {
+                crate::capture::parse_ports(list).map_err(|reason| {
+                    invalid(MESH_EXCLUDE_PORTS, list, &format!("{reason} (a comma-separated list of ports)"))
+                })
             })
-            .transpose()?;
+            .transpose()?
+            .unwrap_or_default();
+        let mesh_exclude_cidrs = get(MESH_EXCLUDE_CIDRS)?
+            .map(|list| {
+                crate::capture::parse_cidrs(list).map_err(|reason| {
+                    invalid(MESH_EXCLUDE_CIDRS, list, &format!("{reason} (a comma-separated list of CIDRs)"))
+                })
+            })
+            .transpose()?
+            .unwrap_or_default();
         Ok(Self {
             xds,
             envoy,
@@ -97,11 +129,21 @@ impl Overrides {
             cpu_limit: quantity(PROXY_CPU_LIMIT_ANNOTATION)?,
             memory_limit: quantity(PROXY_MEMORY_LIMIT_ANNOTATION)?,
             native_sidecar,
+            mesh_capture,
+            mesh_exclude_ports,
+            mesh_exclude_cidrs,
         })
     }
 }
 
 impl Overrides {
+    /// Whether the pod sets any of the mesh sidecar's annotations.
+    pub fn has_mesh_settings(&self) -> bool {
+        self.mesh_capture.is_some()
+            || !self.mesh_exclude_ports.is_empty()
+            || !self.mesh_exclude_cidrs.is_empty()
+    }
+
     /// Whether the pod sets any of the sidecar's requests or limits.
     pub fn has_resources(&self) -> bool {
         self.cpu_request.is_some()
@@ -114,7 +156,7 @@ impl Overrides {
 /// Prefix of every key this operator reads on pods.
 pub const PREFIX: &str = "sidecar.example.com/";
 /// Every annotation this operator reads on pods.
-pub const POD_ANNOTATIONS: [&str; 8] = [
+pub const POD_ANNOTATIONS: [&str; 11] = [
     STATUS,
     XDS,
     ENVOY,
@@ -123,6 +165,9 @@ pub const POD_ANNOTATIONS: [&str; 8] = [
     PROXY_CPU_LIMIT_ANNOTATION,
     PROXY_MEMORY_LIMIT_ANNOTATION,
     NATIVE_SIDECAR,
+    MESH_CAPTURE,
+    MESH_EXCLUDE_PORTS,
+    MESH_EXCLUDE_CIDRS,
 ];
 
 /// Warnings for annotations with [`PREFIX`] that this operator does not read: most likely

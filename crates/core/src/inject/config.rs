@@ -4,8 +4,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::bootstrap::{ControlPlane, XdsTarget};
 use crate::names::{
-    DEFAULT_ENVOY_IMAGE, DEFAULT_PROXY_CPU_REQUEST, DEFAULT_PROXY_MEMORY_LIMIT, DEFAULT_PROXY_MEMORY_REQUEST,
-    OPERATOR_NAMESPACE, SYSTEM_NAMESPACES,
+    DEFAULT_ENVOY_IMAGE, DEFAULT_MESH_INIT_IMAGE, DEFAULT_PROXY_CPU_REQUEST, DEFAULT_PROXY_MEMORY_LIMIT,
+    DEFAULT_PROXY_MEMORY_REQUEST, OPERATOR_NAMESPACE, SYSTEM_NAMESPACES,
 };
 use crate::rules::{format, quantity};
 
@@ -41,9 +41,13 @@ pub struct InjectConfig {
     /// xDS server for pods that name none; without it, such pods get an admin-only bootstrap.
     pub default_xds: Option<XdsTarget>,
     /// The operator's control plane as sidecars reach it, for pods naming an Envoy without
-    /// `spec.xds`: they get that Envoy's configuration from it. `None` where the operator
-    /// serves none: such sidecars get an admin-only bootstrap.
+    /// `spec.xds`: they get that Envoy's configuration from it; and for pods naming nothing
+    /// (without [`default_xds`](Self::default_xds)): they get a mesh sidecar. `None` where the
+    /// operator serves none: such sidecars get an admin-only bootstrap.
     pub control_plane: Option<ControlPlane>,
+    /// The image of a mesh sidecar's capture init container (`envoy-operator mesh-init`): the
+    /// operator's own.
+    pub mesh_init_image: String,
     /// Inject as a native sidecar (an init container with `restartPolicy: Always`, Kubernetes
     /// 1.29+) unless a pod says otherwise. Off by default: older API servers reject it.
     pub native_sidecar: bool,
@@ -64,6 +68,7 @@ impl Default for InjectConfig {
             resources: ProxyResources::default(),
             default_xds: None,
             control_plane: None,
+            mesh_init_image: DEFAULT_MESH_INIT_IMAGE.to_owned(),
             native_sidecar: false,
             native_sidecars_supported: true,
             operator_namespace: OPERATOR_NAMESPACE.to_owned(),
@@ -99,6 +104,9 @@ impl InjectConfig {
         let mut problems = Vec::new();
         for reason in format::image(&self.image) {
             problems.push(format!("image {:?}: {reason}", self.image));
+        }
+        for reason in format::image(&self.mesh_init_image) {
+            problems.push(format!("mesh init image {:?}: {reason}", self.mesh_init_image));
         }
         let resources = &self.resources;
         for (what, value) in [

@@ -8,6 +8,11 @@
 //! A named Envoy without `spec.xds` is served by the operator's control plane
 //! ([`InjectConfig::control_plane`]): the sidecar gets that Envoy's configuration, trusting the
 //! CA of its bootstrap ConfigMap, and the pod the fleet label the control plane checks.
+//!
+//! A pod naming nothing, where the operator runs its control plane and has no default xDS
+//! server, gets a **mesh sidecar**: its namespace's mesh configuration from the control plane
+//! ([`crate::identity::mesh_fleet_key`]), the identity of its ServiceAccount, and (unless it
+//! opts out) the init container capturing its outbound TCP ([`crate::capture`]).
 
 pub mod annotations;
 pub mod config;
@@ -33,12 +38,12 @@ pub use self::decision::{Skip, SkipReason};
 pub use self::lookup::{EnvoyCatalog, EnvoyLookup, EnvoyXds, ListenerPort, NoEnvoys};
 use self::pod::PodView;
 use self::sidecar::{
-    CA_VOLUME, CONTAINER_NAME, FleetSidecar, IDENTITY_VOLUME, PreparedSidecar, SidecarSpec, SidecarXds,
-    TMP_VOLUME,
+    CA_VOLUME, CAPTURE_CONTAINER_NAME, CONTAINER_NAME, CaptureSpec, FleetSidecar, IDENTITY_VOLUME,
+    MeshSidecar, PreparedSidecar, SidecarSpec, SidecarXds, TMP_VOLUME,
 };
 pub use self::status::InjectionStatus;
 use crate::bootstrap::{OPERATOR_XDS_CLUSTER, XdsTarget};
-use crate::names::FLEET_LABEL;
+use crate::names::{FLEET_LABEL, MESH_SIDECAR_LABEL};
 
 /// What injection made of a pod. The patch is a [`Patch`] to apply, or (from
 /// [`Injector::inject_json`]) its JSON text, ready to send.
@@ -58,9 +63,11 @@ pub struct Summary {
     /// The xDS server of the bootstrap, if any, and where it came from.
     pub xds: Option<XdsTarget>,
     pub xds_source: XdsSource,
-    /// The fleet (`<namespace>/<Envoy>`) whose configuration the operator's control plane
-    /// serves the sidecar, when it does.
+    /// The fleet (`<namespace>/<Envoy>`, or a mesh sidecar's [`crate::identity::mesh_fleet_key`])
+    /// whose configuration the operator's control plane serves the sidecar, when it does.
     pub fleet: Option<String>,
+    /// Whether the pod's outbound TCP is captured (a mesh sidecar's init container).
+    pub capture: bool,
     /// Whether the sidecar is a native sidecar (init container with `restartPolicy: Always`).
     pub native: bool,
     /// Things worth telling the user (the webhook returns them as admission warnings, which
@@ -89,6 +96,9 @@ pub enum XdsSource {
     Envoy(String),
     /// The operator's default.
     Default,
+    /// The operator's control plane, as a mesh sidecar of the pod's namespace, proving the
+    /// pod's ServiceAccount (named here).
+    Mesh { service_account: String },
     /// Nowhere: an admin-only bootstrap.
     None,
 }
@@ -324,17 +334,15 @@ struct Plan<'p> {
 impl Plan<'_> {
     fn patch(&self) -> Patch {
         let status = &self.sidecar.status(self.adds_label, self.adds_scrape).annotation;
-        let label = match &self.sidecar.spec.xds {
-            SidecarXds::Fleet(fleet) if self.adds_label => Some(fleet.envoy.as_str()),
-            _ => None,
-        };
+        let label = self.sidecar.spec.xds.pod_label().filter(|_| self.adds_label);
         let additions = patch::Additions { native: self.summary.native, label, scrape: self.adds_scrape };
         patch::sidecar_patch(&self.view, &self.sidecar.sidecar, status, &additions)
     }
 
     fn json(&self) -> Vec<u8> {
         let status = &self.sidecar.status(self.adds_label, self.adds_scrape).literal;
-        let label = self.sidecar.label_literal().filter(|_| self.adds_label);
+        let key = self.sidecar.spec.xds.pod_label().map(|(key, _)| key);
+        let label = key.zip(self.sidecar.label_literal()).filter(|_| self.adds_label);
         let additions = patch::Additions { native: self.summary.native, label, scrape: self.adds_scrape };
         patch::sidecar_patch_json(&self.view, &self.sidecar.json, status, &additions)
     }
@@ -362,7 +370,25 @@ fn plan<'p>(
         return Err(InjectError::ContainerNameTaken { name: CONTAINER_NAME.to_owned() });
     }
     let mut notes = annotations::warnings(view.annotations);
-    let (mut xds, xds_source, listeners) = resolve_xds(&overrides, namespace, config, envoys, &mut notes)?;
+    let (mut xds, xds_source, listeners) =
+        resolve_xds(&view, &overrides, namespace, config, envoys, &mut notes)?;
+    let mesh = matches!(xds, SidecarXds::Mesh(_));
+    if let SidecarXds::Mesh(MeshSidecar { capture: Some(_), .. }) = &xds {
+        if view.has_container(CAPTURE_CONTAINER_NAME) {
+            return Err(InjectError::ContainerNameTaken { name: CAPTURE_CONTAINER_NAME.to_owned() });
+        }
+        if let Some(skip) = mesh_port_taken(&view) {
+            return Ok(Planned::Skip(skip));
+        }
+    }
+    if !mesh && overrides.has_mesh_settings() {
+        notes.push(format!(
+            "annotations {}, {} and {} ignored: the sidecar is no mesh sidecar",
+            annotations::MESH_CAPTURE,
+            annotations::MESH_EXCLUDE_PORTS,
+            annotations::MESH_EXCLUDE_CIDRS
+        ));
+    }
     if xds_source == XdsSource::None {
         notes.insert(0, NO_CONFIGURATION.to_owned());
     }
@@ -370,7 +396,16 @@ fn plan<'p>(
         Some(prepared) if !overrides.has_resources() => prepared.resources.clone()?,
         _ => sidecar::resolve_resources(&config.resources, &overrides)?,
     };
-    let native = native_sidecar(&view, &overrides, config, &mut notes);
+    let native = native_sidecar(&view, &overrides, config, mesh, &mut notes);
+    if let SidecarXds::Mesh(MeshSidecar { capture: Some(_), .. }) = &xds
+        && !native
+        && view.init_containers.is_some_and(|init| !init.is_empty())
+    {
+        notes.push(format!(
+            "the pod's init containers run before its (regular) sidecar: their outbound TCP is captured and refused; exclude their ports with {}",
+            annotations::MESH_EXCLUDE_PORTS
+        ));
+    }
     if let (SidecarXds::Fleet(fleet), Some(taken)) = (&xds, listener_port_taken(&view, &listeners, native)) {
         return Err(InjectError::ListenerPortTaken {
             envoy: fleet.envoy.clone(),
@@ -386,34 +421,62 @@ fn plan<'p>(
     // The sidecar's own names (`envoy-tmp-…`, `envoy-xds-ca-…`) never clash with each other.
     let tmp_volume = free_volume_name(&taken, TMP_VOLUME, &mut notes);
     let mut adds_label = false;
-    if let SidecarXds::Fleet(fleet) = &mut xds {
-        fleet.ca_volume = free_volume_name(&taken, CA_VOLUME, &mut notes);
-        fleet.identity_volume = free_volume_name(&taken, IDENTITY_VOLUME, &mut notes);
-        adds_label = needs_fleet_label(&view, &fleet.envoy)?;
+    match &mut xds {
+        SidecarXds::Fleet(fleet) => {
+            fleet.ca_volume = free_volume_name(&taken, CA_VOLUME, &mut notes);
+            fleet.identity_volume = free_volume_name(&taken, IDENTITY_VOLUME, &mut notes);
+            adds_label = needs_fleet_label(&view, &fleet.envoy)?;
+        }
+        SidecarXds::Mesh(mesh) => {
+            mesh.ca_volume = free_volume_name(&taken, CA_VOLUME, &mut notes);
+            mesh.identity_volume = free_volume_name(&taken, IDENTITY_VOLUME, &mut notes);
+            // The operator selects mesh pods by the key alone: a value of the pod's own stays.
+            adds_label = view.label(MESH_SIDECAR_LABEL).is_none();
+        }
+        SidecarXds::None | SidecarXds::External(_) => {}
     }
     let notes = crate::bounded::capped(notes, MAX_NOTES, |n| format!("and {n} more notes"));
 
+    let operator_target = |control_plane: &crate::bootstrap::ControlPlane| XdsTarget {
+        cluster_name: OPERATOR_XDS_CLUSTER.to_owned(),
+        host: control_plane.host.clone(),
+        port: control_plane.port,
+    };
     let (target, fleet) = match &xds {
         SidecarXds::None => (None, None),
         SidecarXds::External(target) => (Some(target.clone()), None),
-        SidecarXds::Fleet(fleet) => {
-            let control_plane = &fleet.control_plane;
-            let target = XdsTarget {
-                cluster_name: OPERATOR_XDS_CLUSTER.to_owned(),
-                host: control_plane.host.clone(),
-                port: control_plane.port,
-            };
-            (Some(target), Some(fleet.fleet.clone()))
-        }
+        SidecarXds::Fleet(fleet) => (Some(operator_target(&fleet.control_plane)), Some(fleet.fleet.clone())),
+        SidecarXds::Mesh(mesh) => (
+            Some(operator_target(&mesh.control_plane)),
+            Some(crate::identity::mesh_fleet_key(&mesh.namespace)),
+        ),
     };
+    let capture = matches!(&xds, SidecarXds::Mesh(MeshSidecar { capture: Some(_), .. }));
     let spec = SidecarSpec { image: config.image.clone(), resources, xds, native, tmp_volume };
     let sidecar = match prepared {
         Some(prepared) => prepared.sidecar(spec),
         None => Arc::new(PreparedSidecar::new(spec)),
     };
     let status = sidecar.status(adds_label, adds_scrape).record.clone();
-    let summary = Box::new(Summary { status, xds: target, xds_source, fleet, native, notes });
+    let summary = Box::new(Summary { status, xds: target, xds_source, fleet, capture, native, notes });
     Ok(Planned::Patch(Box::new(Plan { view, sidecar, adds_label, adds_scrape, summary })))
+}
+
+/// The skip of a mesh sidecar whose outbound listener's port a container running alongside it
+/// declares (TCP): both cannot bind it, and the capture would send the application's outbound
+/// connections to the application.
+fn mesh_port_taken(pod: &PodView<'_>) -> Option<Skip> {
+    let port = i64::from(crate::proxy::MESH_OUTBOUND_PORT);
+    // Whether native or not: the capture runs before every container.
+    let declared = PodView::declared_ports(pod.all_containers()).find(|d| d.tcp && d.port == port)?;
+    Some(Skip {
+        reason: SkipReason::PortConflict,
+        detail: format!(
+            "container {} declares port {port}, the mesh sidecar's outbound port",
+            crate::bounded::echo(declared.container)
+        ),
+        warn: true,
+    })
 }
 
 /// A fleet's listener port that a container running alongside the sidecar declares.
@@ -461,13 +524,18 @@ fn needs_fleet_label(pod: &PodView<'_>, envoy: &str) -> Result<bool, InjectError
 /// Whether the sidecar is a native one. A pod that runs to completion always gets one (the
 /// decision skipped it where the cluster has none); others as their annotation, else the
 /// configuration, say, where the cluster has them.
+///
+/// A mesh sidecar is native by default where the cluster has them: started before the pod's
+/// other init containers and the application, and Ready (its startup probe) only once
+/// configured, so no container's outbound connection meets a capture with no proxy behind it.
 fn native_sidecar(
     pod: &PodView<'_>,
     overrides: &Overrides,
     config: &InjectConfig,
+    mesh: bool,
     notes: &mut Vec<String>,
 ) -> bool {
-    let asked = overrides.native_sidecar.unwrap_or(config.native_sidecar);
+    let asked = overrides.native_sidecar.unwrap_or(config.native_sidecar || mesh);
     if decision::runs_to_completion(pod) {
         if overrides.native_sidecar == Some(false) {
             notes.push(format!(
@@ -478,7 +546,9 @@ fn native_sidecar(
         return true;
     }
     if asked && !config.native_sidecars_supported {
-        notes.push("native sidecars need Kubernetes 1.29+: injected as a regular container".to_owned());
+        if overrides.native_sidecar == Some(true) || config.native_sidecar {
+            notes.push("native sidecars need Kubernetes 1.29+: injected as a regular container".to_owned());
+        }
         return false;
     }
     asked
@@ -488,6 +558,7 @@ fn native_sidecar(
 /// (a fleet's, none otherwise). The CA volume of a fleet sidecar is named by the caller, once
 /// the pod's volume names are known.
 fn resolve_xds(
+    pod: &PodView<'_>,
     overrides: &Overrides,
     namespace: Option<&str>,
     config: &InjectConfig,
@@ -533,9 +604,26 @@ fn resolve_xds(
         };
         return Ok((xds, XdsSource::Envoy(name.clone()), listeners));
     }
-    match &config.default_xds {
-        Some(xds) => Ok((SidecarXds::External(xds.clone()), XdsSource::Default, Vec::new())),
-        None => Ok((SidecarXds::None, XdsSource::None, Vec::new())),
+    match (&config.default_xds, &config.control_plane, namespace) {
+        (Some(xds), _, _) => Ok((SidecarXds::External(xds.clone()), XdsSource::Default, Vec::new())),
+        (None, Some(control_plane), Some(namespace)) => {
+            let service_account = pod.service_account().to_owned();
+            let capture = (overrides.mesh_capture != Some(false)).then(|| CaptureSpec {
+                image: config.mesh_init_image.clone(),
+                exclude_ports: overrides.mesh_exclude_ports.clone(),
+                exclude_cidrs: overrides.mesh_exclude_cidrs.clone(),
+            });
+            let mesh = MeshSidecar {
+                control_plane: control_plane.clone(),
+                namespace: namespace.to_owned(),
+                service_account: service_account.clone(),
+                ca_volume: CA_VOLUME.to_owned(),
+                identity_volume: IDENTITY_VOLUME.to_owned(),
+                capture,
+            };
+            Ok((SidecarXds::Mesh(mesh), XdsSource::Mesh { service_account }, Vec::new()))
+        }
+        _ => Ok((SidecarXds::None, XdsSource::None, Vec::new())),
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::annotations::STATUS;
 use super::pod::PodView;
 use super::sidecar::{Sidecar, SidecarJson};
-use crate::names::FLEET_LABEL;
+use crate::names::{FLEET_LABEL, MESH_SIDECAR_LABEL};
 
 /// What one operation adds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +25,15 @@ enum Piece {
     /// Every volume of the sidecar, for a pod without volumes.
     VolumeList,
     Container,
-    ContainerList,
+    /// The init containers' list, for a pod without one: the sidecar's init container (when
+    /// `init`), then its container (a native sidecar).
+    ContainerList {
+        init: bool,
+    },
+    /// The sidecar's init container (a mesh sidecar's capture), first of the pod's.
+    Init,
+    /// `[init]`, for a pod without init containers.
+    InitList,
     Status,
     /// `{STATUS: status}`, for a pod without annotations; with the scrape annotations too
     /// when `scrape`.
@@ -38,9 +46,9 @@ enum Piece {
     },
     /// The value of the scrape annotation of this index in [`SCRAPE`].
     Scrape(usize),
-    /// The value of [`FLEET_LABEL`].
-    FleetLabel,
-    /// `{FLEET_LABEL: value}`, for a pod without labels.
+    /// The value of the pod's label ([`FLEET_LABEL`] or [`MESH_SIDECAR_LABEL`]).
+    LabelValue,
+    /// `{key: value}` of that label, for a pod without labels.
     Labels,
 }
 
@@ -63,7 +71,7 @@ const VOLUME_LIST: Operation = op(&["spec", "volumes"], "/spec/volumes", Piece::
 const FIRST_INIT_CONTAINER: Operation =
     op(&["spec", "initContainers", "0"], "/spec/initContainers/0", Piece::Container);
 const INIT_CONTAINER_LIST: Operation =
-    op(&["spec", "initContainers"], "/spec/initContainers", Piece::ContainerList);
+    op(&["spec", "initContainers"], "/spec/initContainers", Piece::ContainerList { init: false });
 const CONTAINER: Operation = op(&["spec", "containers", "-"], "/spec/containers/-", Piece::Container);
 const STATUS_ANNOTATION: Operation = op(
     &["metadata", "annotations", STATUS],
@@ -108,48 +116,66 @@ const SCRAPE_MEMBERS: &str =
 pub struct Additions<'a> {
     /// The container is a native sidecar: the first init container.
     pub native: bool,
-    /// The fleet label's value, for [`sidecar_patch`]; as a JSON string literal, for
-    /// [`sidecar_patch_json`].
-    pub label: Option<&'a str>,
+    /// The pod's label (a fleet sidecar's [`FLEET_LABEL`], a mesh sidecar's
+    /// [`MESH_SIDECAR_LABEL`]) and its value, for [`sidecar_patch`]; the value as a JSON
+    /// string literal, for [`sidecar_patch_json`].
+    pub label: Option<(&'static str, &'a str)>,
     /// Prometheus' scrape annotations ([`SCRAPE`]).
     pub scrape: bool,
 }
 const FLEET_LABEL_VALUE: Operation = op(
     &["metadata", "labels", FLEET_LABEL],
     "/metadata/labels/envoy-operator.example.com~1fleet",
-    Piece::FleetLabel,
+    Piece::LabelValue,
+);
+const MESH_LABEL_VALUE: Operation = op(
+    &["metadata", "labels", MESH_SIDECAR_LABEL],
+    "/metadata/labels/envoy-operator.example.com~1mesh-sidecar",
+    Piece::LabelValue,
 );
 const LABELS: Operation = op(&["metadata", "labels"], "/metadata/labels", Piece::Labels);
 
 /// The `add` operations for `pod`: the sidecar's `volumes` volumes, the container (as a regular
-/// container, or as the first init container when `native`), the status annotation, with
-/// `scrape` the scrape annotations and, with a `label`, the fleet label.
-fn operations(pod: &PodView<'_>, volumes: usize, additions: &Additions<'_>) -> Vec<Operation> {
+/// container, or as the first init container when `native`) and its init container when `init`
+/// (first of all), the status annotation, with `scrape` the scrape annotations and, with a
+/// `label`, the label.
+fn operations(pod: &PodView<'_>, volumes: usize, init: bool, additions: &Additions<'_>) -> Vec<Operation> {
     let Additions { native, scrape, .. } = *additions;
-    let mut operations = Vec::with_capacity(volumes + 6);
+    let mut operations = Vec::with_capacity(volumes + 7);
     match pod.volumes {
         Some(_) => operations.extend((0..volumes).map(|i| Operation { piece: Piece::Volume(i), ..VOLUME })),
         None => operations.push(VOLUME_LIST),
     }
-    let container = match (native, pod.init_containers) {
-        // First, so the proxy is up before the other init containers need the network.
-        (true, Some(_)) => FIRST_INIT_CONTAINER,
-        (true, None) => INIT_CONTAINER_LIST,
-        (false, _) => CONTAINER,
-    };
+    match (native, pod.init_containers) {
+        // First, so the proxy is up before the other init containers need the network; the
+        // init container is added at the front after it, so it runs before the proxy.
+        (true, Some(_)) => operations.push(FIRST_INIT_CONTAINER),
+        (true, None) => {
+            operations.push(Operation { piece: Piece::ContainerList { init }, ..INIT_CONTAINER_LIST })
+        }
+        (false, _) => operations.push(CONTAINER),
+    }
+    if init {
+        match (native, pod.init_containers) {
+            (true, None) => {}
+            (_, Some(_)) => operations.push(Operation { piece: Piece::Init, ..FIRST_INIT_CONTAINER }),
+            (false, None) => operations.push(Operation { piece: Piece::InitList, ..INIT_CONTAINER_LIST }),
+        }
+    }
     let status = match (pod.metadata, pod.annotations) {
         (_, Some(_)) => STATUS_ANNOTATION,
         (Some(_), None) => Operation { piece: Piece::Annotations { scrape }, ..ANNOTATIONS },
         (None, None) => Operation { piece: Piece::Metadata { scrape }, ..METADATA },
     };
-    operations.extend([container, status]);
+    operations.push(status);
     // Into the pod's own annotations; a map created above holds them already.
     if scrape && pod.annotations.is_some() {
         operations.extend(SCRAPE_ANNOTATIONS);
     }
     // After the status annotation, which creates `metadata` where the pod has none.
-    if additions.label.is_some() {
+    if let Some((key, _)) = additions.label {
         operations.push(match pod.labels {
+            Some(_) if key == MESH_SIDECAR_LABEL => MESH_LABEL_VALUE,
             Some(_) => FLEET_LABEL_VALUE,
             None => LABELS,
         });
@@ -160,7 +186,8 @@ fn operations(pod: &PodView<'_>, volumes: usize, additions: &Additions<'_>) -> V
 /// Operations adding `sidecar`, the status annotation `status` and the `additions` to `pod`.
 pub fn sidecar_patch(pod: &PodView<'_>, sidecar: &Sidecar, status: &str, additions: &Additions<'_>) -> Patch {
     let status = Value::String(status.to_owned());
-    let label = Value::String(additions.label.unwrap_or_default().to_owned());
+    let (label_key, label) = additions.label.unwrap_or_default();
+    let label = Value::String(label.to_owned());
     let annotations = |scrape: bool| {
         let mut map = Map::new();
         map.insert(STATUS.to_owned(), status.clone());
@@ -169,19 +196,25 @@ pub fn sidecar_patch(pod: &PodView<'_>, sidecar: &Sidecar, status: &str, additio
         }
         Value::Object(map)
     };
-    let ops = operations(pod, sidecar.volumes.len(), additions).into_iter().map(
+    let init = sidecar.init.clone().unwrap_or_default();
+    let ops = operations(pod, sidecar.volumes.len(), sidecar.init.is_some(), additions).into_iter().map(
         |Operation { keys, piece, .. }| {
             let value = match piece {
                 Piece::Volume(i) => sidecar.volumes[i].clone(),
                 Piece::VolumeList => Value::Array(sidecar.volumes.clone()),
                 Piece::Container => sidecar.container.clone(),
-                Piece::ContainerList => Value::Array(vec![sidecar.container.clone()]),
+                Piece::ContainerList { init: false } => Value::Array(vec![sidecar.container.clone()]),
+                Piece::ContainerList { init: true } => {
+                    Value::Array(vec![init.clone(), sidecar.container.clone()])
+                }
+                Piece::Init => init.clone(),
+                Piece::InitList => Value::Array(vec![init.clone()]),
                 Piece::Status => status.clone(),
                 Piece::Annotations { scrape } => annotations(scrape),
                 Piece::Metadata { scrape } => object("annotations", annotations(scrape)),
                 Piece::Scrape(i) => Value::from(SCRAPE[i].1),
-                Piece::FleetLabel => label.clone(),
-                Piece::Labels => object(FLEET_LABEL, label.clone()),
+                Piece::LabelValue => label.clone(),
+                Piece::Labels => object(label_key, label.clone()),
             };
             add(keys, value)
         },
@@ -193,6 +226,8 @@ pub fn sidecar_patch(pod: &PodView<'_>, sidecar: &Sidecar, status: &str, additio
 const STATUS_MEMBER: &str = "{\"sidecar.example.com/status\":";
 /// The fleet label's key as a JSON object's opening, for a pod without labels.
 const FLEET_LABEL_MEMBER: &str = "{\"envoy-operator.example.com/fleet\":";
+/// The mesh label's likewise.
+const MESH_LABEL_MEMBER: &str = "{\"envoy-operator.example.com/mesh-sidecar\":";
 
 /// The same operations as [`sidecar_patch`], as the JSON text of the patch, written from the
 /// sidecar's pre-serialized container and volumes, `status_literal` (the status annotation as
@@ -205,12 +240,16 @@ pub fn sidecar_patch_json(
     additions: &Additions<'_>,
 ) -> Vec<u8> {
     let volumes_len: usize = sidecar.volumes.iter().map(|v| v.len() + 1).sum();
-    let label_len = additions.label.map_or(0, str::len);
-    let mut out =
-        Vec::with_capacity(sidecar.container.len() + volumes_len + status_literal.len() + label_len + 640);
+    let label_len = additions.label.map_or(0, |(_, value)| value.len());
+    let init = sidecar.init.as_deref().unwrap_or_default().as_bytes();
+    let mut out = Vec::with_capacity(
+        sidecar.container.len() + init.len() + volumes_len + status_literal.len() + label_len + 640,
+    );
     let status = status_literal.as_bytes();
-    let label = additions.label.unwrap_or_default().as_bytes();
-    let operations = operations(pod, sidecar.volumes.len(), additions);
+    let (label_key, label) = additions.label.unwrap_or_default();
+    let label = label.as_bytes();
+    let label_member = if label_key == MESH_SIDECAR_LABEL { MESH_LABEL_MEMBER } else { FLEET_LABEL_MEMBER };
+    let operations = operations(pod, sidecar.volumes.len(), sidecar.init.is_some(), additions);
     out.push(b'[');
     for (i, Operation { pointer, piece, .. }) in operations.into_iter().enumerate() {
         if i > 0 {
@@ -231,7 +270,13 @@ pub fn sidecar_patch_json(
                 out.push(b']');
             }
             Piece::Container => out.extend_from_slice(sidecar.container.as_bytes()),
-            Piece::ContainerList => wrap(&mut out, b"[", sidecar.container.as_bytes(), b"]"),
+            Piece::ContainerList { init: false } => wrap(&mut out, b"[", sidecar.container.as_bytes(), b"]"),
+            Piece::ContainerList { init: true } => {
+                wrap(&mut out, b"[", init, b",");
+                wrap(&mut out, b"", sidecar.container.as_bytes(), b"]");
+            }
+            Piece::Init => out.extend_from_slice(init),
+            Piece::InitList => wrap(&mut out, b"[", init, b"]"),
             Piece::Status => out.extend_from_slice(status),
             Piece::Annotations { scrape } => {
                 wrap(&mut out, STATUS_MEMBER.as_bytes(), status, scrape_members(scrape));
@@ -243,8 +288,8 @@ pub fn sidecar_patch_json(
                 out.extend_from_slice(b"}}");
             }
             Piece::Scrape(i) => wrap(&mut out, b"\"", SCRAPE[i].1.as_bytes(), b"\""),
-            Piece::FleetLabel => out.extend_from_slice(label),
-            Piece::Labels => wrap(&mut out, FLEET_LABEL_MEMBER.as_bytes(), label, b"}"),
+            Piece::LabelValue => out.extend_from_slice(label),
+            Piece::Labels => wrap(&mut out, label_member.as_bytes(), label, b"}"),
         }
         out.push(b'}');
     }
@@ -280,7 +325,7 @@ mod tests {
 
     use super::*;
     use crate::bootstrap::ControlPlane;
-    use crate::inject::sidecar::{FleetSidecar, SidecarSpec, SidecarXds, build};
+    use crate::inject::sidecar::{CaptureSpec, FleetSidecar, MeshSidecar, SidecarSpec, SidecarXds, build};
 
     #[test]
     fn keys_with_slashes_and_tildes_are_escaped() {
@@ -302,6 +347,7 @@ mod tests {
             ANNOTATIONS,
             METADATA,
             FLEET_LABEL_VALUE,
+            MESH_LABEL_VALUE,
             LABELS,
         ]
         .into_iter()
@@ -317,6 +363,7 @@ mod tests {
         }
         assert_eq!(STATUS_MEMBER, format!("{{{}:", serde_json::to_string(STATUS).unwrap()));
         assert_eq!(FLEET_LABEL_MEMBER, format!("{{{}:", serde_json::to_string(FLEET_LABEL).unwrap()));
+        assert_eq!(MESH_LABEL_MEMBER, format!("{{{}:", serde_json::to_string(MESH_SIDECAR_LABEL).unwrap()));
         // The scrape annotations are the fleet's own, written as they are.
         let fleet: Vec<(String, String)> = crate::children::envoy::scrape_annotations().into_iter().collect();
         let ours: Vec<(String, String)> =
@@ -355,13 +402,34 @@ mod tests {
             }),
             ..spec.clone()
         };
+        let mesh = |capture: bool| SidecarSpec {
+            xds: SidecarXds::Mesh(MeshSidecar {
+                control_plane: ControlPlane { host: "xds.ops.svc".to_owned(), port: 18000 },
+                namespace: "shop".to_owned(),
+                service_account: "web".to_owned(),
+                ca_volume: "envoy-xds-ca".to_owned(),
+                identity_volume: "envoy-xds-identity".to_owned(),
+                capture: capture.then(|| CaptureSpec {
+                    image: "envoy-operator:0.1.0".to_owned(),
+                    exclude_ports: vec![5432],
+                    exclude_cidrs: Vec::new(),
+                }),
+            }),
+            ..spec.clone()
+        };
         let status = r#"{"version":1,"hash":"h","containers":["envoy"],"volumes":["envoy-tmp"]}"#;
         let pods = [
             json!({"metadata": {"annotations": {"a": "b"}, "labels": {"app": "x"}}, "spec": {"containers": [], "volumes": [], "initContainers": []}}),
             json!({"metadata": {"name": "x"}, "spec": {"containers": []}}),
             json!({"spec": {"containers": [], "initContainers": null}}),
         ];
-        for (spec, label) in [(spec, None), (fleet, Some("edge"))] {
+        let mesh_label = Some((MESH_SIDECAR_LABEL, "true"));
+        for (spec, label) in [
+            (spec.clone(), None),
+            (fleet, Some((FLEET_LABEL, "edge"))),
+            (mesh(true), mesh_label),
+            (mesh(false), mesh_label),
+        ] {
             let sidecar = build(&spec);
             let json = sidecar.to_json();
             for pod in &pods {
@@ -369,8 +437,13 @@ mod tests {
                 for (native, scrape) in [(false, false), (true, false), (false, true), (true, true)] {
                     let patch = sidecar_patch(&view, &sidecar, status, &Additions { native, label, scrape });
                     let status_literal = serde_json::to_string(status).unwrap();
-                    let label_literal = label.map(|label| serde_json::to_string(label).unwrap());
-                    let additions = Additions { native, label: label_literal.as_deref(), scrape };
+                    let label_literal =
+                        label.map(|(key, label)| (key, serde_json::to_string(label).unwrap()));
+                    let additions = Additions {
+                        native,
+                        label: label_literal.as_ref().map(|(key, value)| (*key, value.as_str())),
+                        scrape,
+                    };
                     let bytes = sidecar_patch_json(&view, &json, &status_literal, &additions);
                     let rendered: Value = serde_json::from_slice(&bytes).expect("valid JSON");
                     assert_eq!(rendered, serde_json::to_value(&patch).unwrap(), "{pod} native={native}");
@@ -381,7 +454,24 @@ mod tests {
                         sidecar.volumes.len(),
                         "{pod}"
                     );
-                    assert_eq!(patched["metadata"]["labels"][FLEET_LABEL].as_str(), label, "{pod}");
+                    if let Some((key, value)) = label {
+                        assert_eq!(patched["metadata"]["labels"][key].as_str(), Some(value), "{pod}");
+                    }
+                    // The capture runs first of all, then the native sidecar, then the pod's.
+                    let init_names: Vec<&str> = patched["spec"]["initContainers"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|c| c["name"].as_str())
+                        .collect();
+                    let mut expected = Vec::new();
+                    if sidecar.init.is_some() {
+                        expected.push("envoy-mesh-init");
+                    }
+                    if native {
+                        expected.push("envoy");
+                    }
+                    assert_eq!(init_names, expected, "{pod} native={native}");
                     let annotations = patched["metadata"]["annotations"].as_object().unwrap();
                     assert_eq!(annotations.get("a").is_some(), pod["metadata"]["annotations"].is_object());
                     assert_eq!(

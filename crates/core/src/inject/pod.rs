@@ -104,6 +104,15 @@ impl<'a> PodView<'a> {
         })
     }
 
+    /// The ServiceAccount the pod runs as: `spec.serviceAccountName`, else the deprecated
+    /// `spec.serviceAccount`, else `default` (what the API server's admission sets).
+    pub fn service_account(&self) -> &'a str {
+        ["serviceAccountName", "serviceAccount"]
+            .iter()
+            .find_map(|key| self.spec.get(*key).and_then(Value::as_str).filter(|name| !name.is_empty()))
+            .unwrap_or("default")
+    }
+
     pub fn host_network(&self) -> bool {
         self.spec.get("hostNetwork").and_then(Value::as_bool).unwrap_or(false)
     }
@@ -187,8 +196,8 @@ fn optional_array<'a>(value: Option<&'a Value>, field: &str) -> Result<Option<&'
 }
 
 /// Reads a pod's JSON keeping only what injection looks at (see [`PodView`]): the names,
-/// labels, annotations and owners' `apiVersion` and `kind` of `metadata`; `hostNetwork` and
-/// `restartPolicy`; each container's `name`, `restartPolicy` and ports' `containerPort` and
+/// labels, annotations and owners' `apiVersion` and `kind` of `metadata`; `hostNetwork`,
+/// `restartPolicy`, `serviceAccountName` and `serviceAccount`; each container's `name`, `restartPolicy` and ports' `containerPort` and
 /// `protocol`; each
 /// volume's `name`. Everything else is
 /// skipped without being built, so reading costs little time and memory whatever else the pod
@@ -254,6 +263,8 @@ const POD: Shape = Shape::Members(&[
         Shape::Members(&[
             ("hostNetwork", Shape::All),
             ("restartPolicy", Shape::All),
+            ("serviceAccountName", Shape::All),
+            ("serviceAccount", Shape::All),
             ("containers", Shape::Items(&CONTAINER)),
             ("initContainers", Shape::Items(&CONTAINER)),
             ("ephemeralContainers", Shape::Items(&CONTAINER)),

@@ -1,12 +1,13 @@
 //! The sidecar itself: the `envoy` container and its scratch volume (and, for a proxy of the
-//! operator's control plane, the volume of the control plane's CA), built from typed
+//! operator's control plane, the volumes of the control plane's CA and of its identity; for a
+//! mesh sidecar that captures, the init container installing the capture), built from typed
 //! k8s-openapi pieces (so every field name is right) and handed to the patch as JSON.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, KeyToPath, ResourceRequirements, Volume,
-    VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, KeyToPath, ResourceRequirements,
+    SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
@@ -20,9 +21,10 @@ use super::annotations::{
 use super::config::ProxyResources;
 use super::status::{InjectionStatus, STATUS_VERSION};
 use crate::bootstrap::{ControlPlane, Xds, XdsTarget, bootstrap};
+use crate::capture::{self, Cidr};
 use crate::children::envoy::{CA_SDS_KEY, CONFIG_DIR, identity_volume};
 use crate::identity;
-use crate::names::FLEET_LABEL;
+use crate::names::{FLEET_LABEL, MESH_SIDECAR_LABEL};
 use crate::proxy;
 use crate::rules::quantity;
 
@@ -37,6 +39,9 @@ const TMP_SIZE_LIMIT: &str = "16Mi";
 pub const CA_VOLUME: &str = "envoy-xds-ca";
 /// Preferred name of the volume of the fleet's identity; `envoy-xds-identity-2`… when taken.
 pub const IDENTITY_VOLUME: &str = "envoy-xds-identity";
+/// Name of the mesh sidecar's capture init container; never renamed (a foreign container of
+/// this name is a denial).
+pub const CAPTURE_CONTAINER_NAME: &str = "envoy-mesh-init";
 /// Mode of the identity file in an application's pod: the sidecar's user is not the pod's
 /// group (which the application decides), so the file is readable in the pod, whose containers
 /// share one trust already (network, and here the fleet's namespace).
@@ -61,6 +66,46 @@ pub enum SidecarXds {
     External(XdsTarget),
     /// The operator's control plane, as a proxy of an Envoy fleet.
     Fleet(FleetSidecar),
+    /// The operator's control plane, as a mesh sidecar of the pod's namespace.
+    Mesh(MeshSidecar),
+}
+
+/// A mesh sidecar: served by the operator's control plane its namespace's mesh configuration
+/// ([`crate::identity::mesh_fleet_key`]), proving the pod's ServiceAccount with the client
+/// certificate of that ServiceAccount's mesh identity Secret, trusting the CA of the
+/// namespace's mesh CA ConfigMap; with outbound capture unless the pod opted out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeshSidecar {
+    pub control_plane: ControlPlane,
+    pub namespace: String,
+    pub service_account: String,
+    /// The pod volume of the CA file ([`crate::identity::MESH_CA_CONFIG_MAP`]).
+    pub ca_volume: String,
+    /// The pod volume of the identity Secret ([`crate::identity::mesh_secret_name`]).
+    pub identity_volume: String,
+    /// The capture init container's settings; `None`: the pod opted out of capture.
+    pub capture: Option<CaptureSpec>,
+}
+
+/// What the capture init container is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureSpec {
+    /// The image with `envoy-operator mesh-init` (the operator's own).
+    pub image: String,
+    pub exclude_ports: Vec<u16>,
+    pub exclude_cidrs: Vec<Cidr>,
+}
+
+impl SidecarXds {
+    /// The label the pod is given, key and value, for the control plane to serve it: a fleet
+    /// sidecar's fleet label, a mesh sidecar's mesh label.
+    pub fn pod_label(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Self::Fleet(fleet) => Some((FLEET_LABEL, fleet.envoy.as_str())),
+            Self::Mesh(_) => Some((MESH_SIDECAR_LABEL, "true")),
+            Self::None | Self::External(_) => None,
+        }
+    }
 }
 
 impl From<Option<XdsTarget>> for SidecarXds {
@@ -92,6 +137,8 @@ pub struct FleetSidecar {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sidecar {
     pub container: Value,
+    /// The init container that runs first of all (a mesh sidecar's capture), if any.
+    pub init: Option<Value>,
     /// The `/tmp` volume, then the CA's for a proxy of the operator's control plane.
     pub volumes: Vec<Value>,
     pub hash: String,
@@ -101,6 +148,7 @@ pub struct Sidecar {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SidecarJson {
     pub container: String,
+    pub init: Option<String>,
     pub volumes: Vec<String>,
 }
 
@@ -110,6 +158,7 @@ impl Sidecar {
         // Plain data of strings and numbers: serialization cannot fail.
         SidecarJson {
             container: self.container.to_string(),
+            init: self.init.as_ref().map(Value::to_string),
             volumes: self.volumes.iter().map(Value::to_string).collect(),
         }
     }
@@ -126,10 +175,10 @@ pub struct PreparedSidecar {
     /// The records for a pod that keeps its labels as they are: without, then with the scrape
     /// annotations added.
     status: [PreparedStatus; 2],
-    /// The records for a pod the fleet label is added to (likewise): a fleet sidecar's only.
+    /// The records for a pod its label is added to (likewise): a fleet or mesh sidecar's only.
     status_with_label: Option<[PreparedStatus; 2]>,
-    /// The fleet label's value (the Envoy's name) as a JSON string literal: a fleet
-    /// sidecar's only.
+    /// The label's value (the Envoy's name, or the mesh label's) as a JSON string literal: a
+    /// fleet or mesh sidecar's only.
     label_literal: Option<String>,
 }
 
@@ -156,15 +205,17 @@ impl PreparedSidecar {
         let sidecar = build(&spec);
         let json = sidecar.to_json();
         let name = vec![CONTAINER_NAME.to_owned()];
-        let (containers, init_containers) = if spec.native { (Vec::new(), name) } else { (name, Vec::new()) };
+        let (containers, mut init_containers) =
+            if spec.native { (Vec::new(), name) } else { (name, Vec::new()) };
+        if sidecar.init.is_some() {
+            init_containers.insert(0, CAPTURE_CONTAINER_NAME.to_owned());
+        }
         let mut volumes = vec![spec.tmp_volume.clone()];
-        let fleet = match &spec.xds {
-            SidecarXds::Fleet(fleet) => Some(fleet),
-            SidecarXds::None | SidecarXds::External(_) => None,
-        };
-        volumes.extend(
-            fleet.into_iter().flat_map(|fleet| [fleet.ca_volume.clone(), fleet.identity_volume.clone()]),
-        );
+        volumes.extend(match &spec.xds {
+            SidecarXds::Fleet(fleet) => vec![fleet.ca_volume.clone(), fleet.identity_volume.clone()],
+            SidecarXds::Mesh(mesh) => vec![mesh.ca_volume.clone(), mesh.identity_volume.clone()],
+            SidecarXds::None | SidecarXds::External(_) => Vec::new(),
+        });
         let record = InjectionStatus {
             version: STATUS_VERSION,
             hash: sidecar.hash.clone(),
@@ -179,14 +230,15 @@ impl PreparedSidecar {
             let scraped = InjectionStatus { annotations: scrape_keys.clone(), ..record.clone() };
             [PreparedStatus::new(record), PreparedStatus::new(scraped)]
         };
+        let label = spec.xds.pod_label();
         let status_with_label =
-            fleet.map(|_| both(InjectionStatus { labels: vec![FLEET_LABEL.to_owned()], ..record.clone() }));
-        let label_literal = fleet.map(|fleet| json_string(&fleet.envoy));
+            label.map(|(key, _)| both(InjectionStatus { labels: vec![key.to_owned()], ..record.clone() }));
+        let label_literal = label.map(|(_, value)| json_string(value));
         Self { spec, sidecar, json, status: both(record), status_with_label, label_literal }
     }
 
-    /// The status annotation for a pod given this sidecar, and the fleet label too when
-    /// `adds_label` (which only a fleet sidecar does), and the scrape annotations when
+    /// The status annotation for a pod given this sidecar, and its label too when `adds_label`
+    /// (which only a fleet or mesh sidecar does), and the scrape annotations when
     /// `adds_scrape`.
     pub fn status(&self, adds_label: bool, adds_scrape: bool) -> &PreparedStatus {
         let statuses = match (&self.status_with_label, adds_label) {
@@ -196,7 +248,7 @@ impl PreparedSidecar {
         &statuses[usize::from(adds_scrape)]
     }
 
-    /// The fleet label's value as a JSON string literal, for a fleet sidecar.
+    /// The label's value as a JSON string literal, for a fleet or mesh sidecar.
     pub fn label_literal(&self) -> Option<&str> {
         self.label_literal.as_deref()
     }
@@ -220,6 +272,12 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
             ca_sds_path: &ca_sds_path,
             identity_sds_path: &identity_sds_path,
         },
+        SidecarXds::Mesh(mesh) => Xds::Mesh {
+            control_plane: &mesh.control_plane,
+            namespace: &mesh.namespace,
+            ca_sds_path: &ca_sds_path,
+            identity_sds_path: &identity_sds_path,
+        },
     });
     let mut volume_mounts = vec![VolumeMount {
         name: spec.tmp_volume.clone(),
@@ -234,10 +292,23 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
         }),
         ..Default::default()
     }];
-    if let SidecarXds::Fleet(fleet) = &spec.xds {
+    let operator = match &spec.xds {
+        SidecarXds::Fleet(fleet) => Some((
+            &fleet.ca_volume,
+            fleet.config_map.as_str(),
+            identity_volume(&fleet.identity_volume, &fleet.envoy, IDENTITY_FILE_MODE),
+        )),
+        SidecarXds::Mesh(mesh) => Some((
+            &mesh.ca_volume,
+            identity::MESH_CA_CONFIG_MAP,
+            mesh_identity_volume(&mesh.identity_volume, &mesh.service_account),
+        )),
+        SidecarXds::None | SidecarXds::External(_) => None,
+    };
+    if let Some((ca_volume, ca_config_map, identity)) = operator {
         // The whole directory, not a subPath: Envoy watches it, so a rotated CA is picked up.
         volume_mounts.push(VolumeMount {
-            name: fleet.ca_volume.clone(),
+            name: ca_volume.clone(),
             mount_path: CONFIG_DIR.to_owned(),
             read_only: Some(true),
             ..Default::default()
@@ -245,9 +316,9 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
         // Only the CA file, not the fleet's bootstrap. Not optional: Envoy refuses to start
         // without the file, so the pod waits for it rather than crash-looping.
         volumes.push(Volume {
-            name: fleet.ca_volume.clone(),
+            name: ca_volume.clone(),
             config_map: Some(ConfigMapVolumeSource {
-                name: fleet.config_map.clone(),
+                name: ca_config_map.to_owned(),
                 items: Some(vec![KeyToPath {
                     key: CA_SDS_KEY.to_owned(),
                     path: CA_SDS_KEY.to_owned(),
@@ -257,15 +328,19 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
             }),
             ..Default::default()
         });
-        // The fleet's client certificate, also a whole watched directory (renewals).
+        // The client certificate, also a whole watched directory (renewals).
         volume_mounts.push(VolumeMount {
-            name: fleet.identity_volume.clone(),
+            name: identity.name.clone(),
             mount_path: identity::MOUNT_DIR.to_owned(),
             read_only: Some(true),
             ..Default::default()
         });
-        volumes.push(identity_volume(&fleet.identity_volume, &fleet.envoy, IDENTITY_FILE_MODE));
+        volumes.push(identity);
     }
+    let init = match &spec.xds {
+        SidecarXds::Mesh(MeshSidecar { capture: Some(capture), .. }) => Some(capture_container(capture)),
+        _ => None,
+    };
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(spec.image.clone()),
@@ -304,10 +379,87 @@ pub fn build(spec: &SidecarSpec) -> Sidecar {
     };
     // Plain data of strings and numbers: serialization cannot fail.
     let container = name_first(serde_json::to_value(container).unwrap_or(Value::Null));
+    let init = init.map(|init| name_first(serde_json::to_value(init).unwrap_or(Value::Null)));
     let volumes: Vec<Value> =
         volumes.into_iter().map(|v| name_first(serde_json::to_value(v).unwrap_or(Value::Null))).collect();
-    let hash = template_hash(&container, &volumes);
-    Sidecar { container, volumes, hash }
+    let hash = template_hash(&container, init.as_ref(), &volumes);
+    Sidecar { container, init, volumes, hash }
+}
+
+/// The volume of the mesh identity Secret of `service_account` (only its SDS file). Required,
+/// as a fleet's: the pod waits for it (`ContainerCreating`) until the operator has issued it.
+fn mesh_identity_volume(volume_name: &str, service_account: &str) -> Volume {
+    Volume {
+        name: volume_name.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(identity::mesh_secret_name(service_account)),
+            items: Some(vec![KeyToPath {
+                key: identity::SDS_KEY.to_owned(),
+                path: identity::SDS_KEY.to_owned(),
+                mode: None,
+            }]),
+            default_mode: Some(IDENTITY_FILE_MODE),
+            optional: Some(false),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The init container installing the outbound capture: `envoy-operator mesh-init` in the
+/// operator's image, as root with `NET_ADMIN` and `NET_RAW` (what changing the pod's iptables
+/// rules takes) and nothing else, in the pod's network namespace only. It runs to completion
+/// before any other container starts, the proxy included.
+fn capture_container(capture: &CaptureSpec) -> Container {
+    let mut args: Vec<String> = [
+        "mesh-init",
+        "--proxy-uid",
+        &proxy::PROXY_UID.to_string(),
+        "--outbound-port",
+        &proxy::MESH_OUTBOUND_PORT.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    if !capture.exclude_ports.is_empty() {
+        args.extend(["--exclude-outbound-ports".to_owned(), capture::join(&capture.exclude_ports)]);
+    }
+    if !capture.exclude_cidrs.is_empty() {
+        args.extend(["--exclude-outbound-cidrs".to_owned(), capture::join(&capture.exclude_cidrs)]);
+    }
+    let quantity = |value: &str| Quantity(value.to_owned());
+    Container {
+        name: CAPTURE_CONTAINER_NAME.to_owned(),
+        image: Some(capture.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec!["envoy-operator".to_owned()]),
+        args: Some(args),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_owned(), quantity("10m")),
+                ("memory".to_owned(), quantity("16Mi")),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_owned(), quantity("64Mi"))])),
+            ..Default::default()
+        }),
+        security_context: Some(SecurityContext {
+            run_as_user: Some(0),
+            run_as_group: Some(0),
+            run_as_non_root: Some(false),
+            allow_privilege_escalation: Some(false),
+            privileged: Some(false),
+            read_only_root_filesystem: Some(true),
+            capabilities: Some(Capabilities {
+                add: Some(vec!["NET_ADMIN".to_owned(), "NET_RAW".to_owned()]),
+                drop: Some(vec!["ALL".to_owned()]),
+            }),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                localhost_profile: None,
+            }),
+            ..Default::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Default::default()
+    }
 }
 
 /// k8s-openapi serializes fields alphabetically; `name` first reads the way people write it.
@@ -343,10 +495,14 @@ impl ProxyResources {
     }
 }
 
-/// A short hash of the exact container and volumes JSON.
-fn template_hash(container: &Value, volumes: &[Value]) -> String {
+/// A short hash of the exact container, init container and volumes JSON.
+fn template_hash(container: &Value, init: Option<&Value>, volumes: &[Value]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(container.to_string().as_bytes());
+    if let Some(init) = init {
+        hasher.update(b"\ninit ");
+        hasher.update(init.to_string().as_bytes());
+    }
     for volume in volumes {
         hasher.update(b"\n");
         hasher.update(volume.to_string().as_bytes());

@@ -76,6 +76,12 @@ pub fn process_object(mut object: Value, options: &Options<'_>) -> Outcome {
                 };
             }
             let xds = match (&summary.xds, &summary.xds_source) {
+                (Some(xds), XdsSource::Mesh { service_account }) => format!(
+                    "a mesh sidecar of namespace {namespace} (ServiceAccount {service_account}) served by the operator's control plane at {}:{}, {}",
+                    xds.host,
+                    xds.port,
+                    if summary.capture { "capturing outbound TCP" } else { "without capture" }
+                ),
                 (Some(xds), XdsSource::Envoy(name)) if summary.fleet.is_some() => format!(
                     "the configuration of Envoy {name} from the operator's control plane at {}:{}",
                     xds.host, xds.port

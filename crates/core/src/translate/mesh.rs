@@ -90,18 +90,14 @@ pub struct MeshOutcome {
     pub resources: Resources,
 }
 
-/// The key the sidecars of `namespace` are served under: a name no Envoy can have (`:` is in
-/// no Kubernetes name), so it never meets a fleet's (`<namespace>/<envoy>`).
+/// The key the sidecars of `namespace` are served under ([`crate::identity::mesh_fleet_key`]).
 pub fn fleet_key(namespace: &str) -> String {
-    format!("{namespace}/{MESH_KEY_NAME}")
+    crate::identity::mesh_fleet_key(namespace)
 }
-
-/// The part of [`fleet_key`] after the namespace.
-pub const MESH_KEY_NAME: &str = ":mesh";
 
 /// Whether `key` is a mesh's ([`fleet_key`]).
 pub fn is_fleet_key(key: &str) -> bool {
-    key.split_once('/').is_some_and(|(_, name)| name == MESH_KEY_NAME)
+    crate::identity::mesh_namespace(key).is_some()
 }
 
 /// Whether a namespace's pods get mesh sidecars: it is labelled for injection.
