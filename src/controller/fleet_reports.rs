@@ -120,8 +120,12 @@ fn decoded(config_map: &ConfigMap) -> ReplicaReport {
     })
 }
 
-/// The Envoy a fleet key names, if it is in the watched namespace (all when `None`).
+/// The Envoy a fleet key names, if it is in the watched namespace (all when `None`); a
+/// namespace's mesh sidecars (`<namespace>/:mesh`) are no Envoy's.
 fn envoy_of(key: &str, watched: Option<&str>) -> Option<ObjectRef<Envoy>> {
+    if envoy_operator_core::identity::mesh_namespace(key).is_some() {
+        return None;
+    }
     let (namespace, name) = key.split_once('/')?;
     if watched.is_some_and(|watched| watched != namespace) || name.is_empty() {
         return None;
@@ -220,5 +224,6 @@ mod tests {
         assert_eq!(envoy_of("other/edge", Some("apps")), None);
         assert_eq!(envoy_of("other/edge", None), Some(ObjectRef::new("edge").within("other")));
         assert_eq!(envoy_of("no-slash", None), None);
+        assert_eq!(envoy_of("apps/:mesh", None), None, "mesh sidecars report no Envoy's status");
     }
 }
