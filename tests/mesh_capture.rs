@@ -200,6 +200,9 @@ fn mesh_init(pod: &PodHost, args: &[&str]) {
         .command(env!("CARGO_BIN_EXE_envoy-operator"))
         .arg("mesh-init")
         .args(["--proxy-uid", &PROXY_UID.to_string(), "--outbound-port", &MESH_OUTBOUND_PORT.to_string()])
+        // The IPv6 rules are installed only when asked for (the served listener binds IPv4):
+        // asked here, so their installation is checked too.
+        .arg("--capture-ipv6")
         .args(args)
         .output()
         .expect("running mesh-init in the pod");

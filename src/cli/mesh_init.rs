@@ -1,7 +1,7 @@
 //! `envoy-operator mesh-init`: installs a mesh sidecar's outbound capture in the network
 //! namespace it runs in (the pod's: the injector adds it as the pod's first init container).
 //! The rules are [`envoy_operator_core::capture::rules`], piped to `iptables-restore --noflush`
-//! and `ip6tables-restore --noflush`; it needs root with `NET_ADMIN` and `NET_RAW`, which that
+//! (and, with `--capture-ipv6`, `ip6tables-restore --noflush`); it needs root with `NET_ADMIN` and `NET_RAW`, which that
 //! init container has, and nothing else does.
 
 use std::io::Write;
@@ -28,6 +28,13 @@ pub struct MeshInitArgs {
     #[arg(long, value_name = "CIDRS", default_value = "")]
     pub exclude_outbound_cidrs: String,
 
+    /// Capture IPv6 too. Off by default: the outbound listener the control plane serves binds
+    /// IPv4 only (it cannot know whether a pod has IPv6, and a listener on `::` fails where it
+    /// has none), so an IPv6 connection redirected to `[::1]:15001` would be refused; left
+    /// alone, it goes where it was headed.
+    #[arg(long)]
+    pub capture_ipv6: bool,
+
     /// Print the rules instead of installing them (as for a namespace without any).
     #[arg(long)]
     pub dry_run: bool,
@@ -53,7 +60,8 @@ pub fn run(args: &MeshInitArgs) -> ExitCode {
         Ok(capture) => capture,
         Err(message) => return super::usage_error(&message),
     };
-    for family in Family::ALL {
+    let families = if args.capture_ipv6 { &Family::ALL[..] } else { &[Family::V4][..] };
+    for &family in families {
         if args.dry_run {
             print!("# {}\n{}", family.restore_program(), capture::rules(&capture, family, false));
             continue;

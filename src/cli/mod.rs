@@ -71,7 +71,7 @@ pub enum Command {
     /// skips on stderr, and exits 1 when a pod is denied or a document is unreadable.
     Inject(inject::InjectArgs),
     /// Install a mesh sidecar's outbound capture in this network namespace: iptables `nat` rules
-    /// (IPv4 and IPv6) redirecting outbound TCP to the sidecar's outbound listener, except the
+    /// (IPv4; IPv6 with --capture-ipv6) redirecting outbound TCP to the sidecar's outbound listener, except the
     /// proxy's own uid, loopback and the ports and networks left alone. The first init container
     /// of a pod with a mesh sidecar; needs root with NET_ADMIN and NET_RAW, and iptables.
     MeshInit(mesh_init::MeshInitArgs),

@@ -3,7 +3,8 @@
 //! the original destination (`SO_ORIGINAL_DST`, Envoy's `original_dst` listener filter).
 //!
 //! Generated here, as `iptables-restore` input, and installed by `envoy-operator mesh-init`
-//! (the init container the injector adds) in the pod's network namespace, for IPv4 and IPv6:
+//! (the init container the injector adds) in the pod's network namespace, for IPv4 (and IPv6
+//! when asked: the served outbound listener binds IPv4 only):
 //!
 //! ```text
 //! *nat
