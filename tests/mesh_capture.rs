@@ -66,8 +66,9 @@ fn envoy_executable() -> PathBuf {
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("eo-mesh-capture-{}", std::process::id()));
+    /// `tag` tells apart the tests of this process running at once.
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("eo-mesh-capture-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -245,7 +246,7 @@ fn outbound_tcp_goes_through_the_sidecar_but_its_own_and_the_ports_left_alone() 
     assert!(v6.contains("-d fd00::/8 -j RETURN") && v6.contains("--to-ports 15001"), "{v6}");
 
     // Envoy as the proxy's uid, from files that uid can read.
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("static");
     let executable = std::fs::read(envoy_executable()).expect("reading Envoy's executable");
     let envoy = scratch.write("envoy", &executable, 0o755);
     let config = scratch.write("envoy.json", envoy_config().to_string().as_bytes(), 0o644);
@@ -311,5 +312,190 @@ fn outbound_tcp_goes_through_the_sidecar_but_its_own_and_the_ports_left_alone() 
     assert_eq!(stat(admin, "cluster.passthrough.upstream_cx_total"), 1);
     // Envoy stops before its files go.
     drop(_envoy);
+    drop(scratch);
+}
+
+/// An HTTP backend on the host's side: answers every request with `<name> <path>` and the
+/// header `x-backend: <name>`, one request per connection.
+fn http_backend(name: &'static str) -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("a backend port");
+    let port = listener.local_addr().expect("its address").port();
+    // Ends with the test process.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let head = String::from_utf8_lossy(&head);
+            let path = head.split_whitespace().nth(1).unwrap_or("?").to_owned();
+            let body = format!("{name} {path}");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nx-backend: {name}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// What curl, run in the pod (root, as the application), got from `url`: the status line and
+/// headers, then the body.
+fn curl_from_pod(pod: &PodHost, url: &str, extra: &[&str]) -> String {
+    let out = pod
+        .command("curl")
+        .args(["-s", "-i", "--max-time", "5"])
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("running curl in the pod");
+    String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
+}
+
+/// The mesh's whole path, for real: HTTPRoute objects on Services, translated by the mesh door
+/// (`gateway::translate`), rendered and served over ADS by the library's xDS server to a real
+/// Envoy running as the proxy's uid in a pod whose outbound TCP `mesh-init` captured. The
+/// application in the pod calls the Service `web` (its cluster IP, port 80): its sidecar splits
+/// the requests between `web-v1` and `web-v2` by the route's weights, rewrites their path and
+/// sets a response header, whatever the request's Host (`MeshClusterIPMatching`); a destination
+/// no route takes is reached as without a mesh, through the pass-through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_on_a_service_splits_and_rewrites_the_pods_requests_through_its_sidecar() {
+    use envoy_operator::xds::publish;
+    use envoy_operator::xds::server::{AdsService, FleetKey, ServeConfig, SnapshotCache, Transport, serve};
+    use envoy_operator_core::api::gateway::HTTPRoute;
+    use envoy_operator_core::identity::mesh_fleet_key;
+    use envoy_operator_core::translate::gateway::{GatewayInputs, translate};
+
+    if !pod_host::available() || !envoy::available() || !tools_available() {
+        return;
+    }
+    let pod = PodHost::create();
+    let host = host_address(&pod);
+    // A route for the Services' cluster IPs, as a pod has (its default route).
+    let routed = pod.command("ip").args(["route", "add", "default", "via", &host.to_string()]).output();
+    assert!(routed.is_ok_and(|out| out.status.success()), "a default route in the pod");
+    let (v1, v2, plain) = (http_backend("web-v1"), http_backend("web-v2"), http_backend("plain"));
+
+    // The cluster: a meshed namespace, the Service `web` (no endpoints of its own: the route
+    // decides), `web-v1` and `web-v2` with one endpoint each on the host's side, and the route.
+    let service = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "shop"},
+               "spec": {"clusterIP": ip, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})
+    };
+    let slice = |service: &str, port: u16| {
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": format!("{service}-1"), "namespace": "shop",
+                            "labels": {"kubernetes.io/service-name": service}},
+               "addressType": "IPv4", "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+               "endpoints": [{"addresses": [host.to_string()], "conditions": {"ready": true}}]})
+    };
+    fn parse<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> K {
+        serde_json::from_value(value).expect("a valid object")
+    }
+    let namespaces = [Arc::new(parse(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "shop", "labels": {"envoy-injection": "enabled"}}})))];
+    let services = [
+        Arc::new(parse(service("web", "10.96.77.10"))),
+        Arc::new(parse(service("web-v1", "10.96.77.11"))),
+        Arc::new(parse(service("web-v2", "10.96.77.12"))),
+    ];
+    let slices = [Arc::new(parse(slice("web-v1", v1))), Arc::new(parse(slice("web-v2", v2)))];
+    let route: HTTPRoute = parse(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web-split", "namespace": "shop"},
+        "spec": {"parentRefs": [{"group": "", "kind": "Service", "name": "web", "port": 80}],
+                 "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+                            "filters": [
+                                {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2/api"}}},
+                                {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [{"name": "x-mesh", "value": "routed"}]}}],
+                            "backendRefs": [{"name": "web-v1", "port": 80, "weight": 1}, {"name": "web-v2", "port": 80, "weight": 1}]}]}}));
+    let translation = translate(&GatewayInputs {
+        routes: &[Arc::new(route)],
+        namespaces: &namespaces,
+        services: &services,
+        endpoint_slices: &slices,
+        ..GatewayInputs::default()
+    });
+    let parent = &translation.routes[0].parents[0];
+    assert!(parent.accepted.status && parent.resolved_refs.status, "the route is served: {parent:?}");
+    let mesh = translation.meshes.iter().find(|mesh| mesh.namespace == "shop").expect("shop is meshed");
+
+    // Its sidecars' configuration, served over ADS on the host's side of the veth (plaintext:
+    // the identity part is the authorizer's, tested on its own).
+    let key = mesh_fleet_key("shop");
+    let cache = SnapshotCache::new();
+    cache
+        .set(FleetKey::from(key.clone()), publish::snapshot(&mesh.resources).expect("a consistent snapshot"));
+    let service =
+        AdsService::builder(cache, envoy_operator_testkit::xds::authorize_fleets::<FleetKey>(&[&key]))
+            .build();
+    let mut config = ServeConfig::new(Transport::Plaintext);
+    config.shutdown_grace = Duration::from_secs(1);
+    let plane = envoy_operator_testkit::xds::ControlPlane::spawn(
+        SocketAddr::new(host.into(), 0),
+        |listener, shutdown| serve(listener, service, config, shutdown),
+    );
+
+    mesh_init(&pod, &[]);
+    let mut bootstrap = envoy::bootstrap("web-client-7d9f", &key, plane.address, "", envoy::Ads::Delta);
+    if let Some(cluster) = bootstrap["static_resources"]["clusters"][0].as_object_mut() {
+        cluster.remove("transport_socket");
+    }
+    bootstrap["admin"] = json!({"address": {"socket_address": {"address": "0.0.0.0", "port_value": 9901}}});
+    let scratch = Scratch::new("served");
+    let executable = std::fs::read(envoy_executable()).expect("reading Envoy's executable");
+    let envoy_path = scratch.write("envoy", &executable, 0o755);
+    let config_path = scratch.write("envoy.json", bootstrap.to_string().as_bytes(), 0o644);
+    let log = std::fs::File::create(scratch.0.join("envoy.log")).expect("a log file");
+    let uid = PROXY_UID.to_string();
+    let sidecar = Process(
+        pod.command("setpriv")
+            .args(["--reuid", &uid, "--regid", &uid, "--clear-groups", "--"])
+            .arg(&envoy_path)
+            .arg("-c")
+            .arg(&config_path)
+            .args(["--concurrency", "1", "--disable-hot-restart", "-l", "warning"])
+            .args(["--base-id", &(std::process::id() % 10_000 + 1).to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log"))
+            .stderr(log)
+            .spawn()
+            .expect("starting Envoy in the pod"),
+    );
+    let admin = SocketAddr::new(pod.address, 9901);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready(admin) {
+        let log = std::fs::read_to_string(scratch.0.join("envoy.log")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "the sidecar never got ready (configured):\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The Service `web`, by its cluster IP: split, rewritten, the header set; whatever the Host.
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..24 {
+        let host_header = if i % 2 == 0 { "Host: web.shop" } else { "Host: somewhere.else" };
+        let answer = curl_from_pod(&pod, "http://10.96.77.10/api/items", &["-H", host_header]);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("\nx-mesh: routed\n"), "the route's response header: {answer}");
+        let body = answer.rsplit("\n\n").next().unwrap_or_default().to_owned();
+        assert!(body.ends_with(" /v2/api/items"), "the path rewritten: {answer}");
+        seen.insert(body.split(' ').next().unwrap_or_default().to_owned());
+    }
+    assert_eq!(seen, ["web-v1".to_owned(), "web-v2".to_owned()].into(), "both backends by weight");
+
+    // A destination no route takes: reached as without the mesh, through the pass-through.
+    let passed_before = stat(admin, "tcp.passthrough.downstream_cx_total");
+    let answer = curl_from_pod(&pod, &format!("http://{host}:{plain}/direct"), &[]);
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("plain /direct"), "{answer}");
+    assert!(!answer.contains("x-mesh"), "no route touched it: {answer}");
+    assert_eq!(stat(admin, "tcp.passthrough.downstream_cx_total"), passed_before + 1, "through the sidecar");
+
+    drop(sidecar);
+    plane.stop().await;
     drop(scratch);
 }
