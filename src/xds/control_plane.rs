@@ -117,9 +117,14 @@ impl ControlPlaneServer {
                 })
                 .boxed()
             }
+            // No HTTPRoutes, so no mesh routes: the mesh's sidecars are served pass-through.
             false => {
-                let _ = gateways_done.send(());
-                futures::future::ready(()).boxed()
+                let (mesh_caches, changed) = gateways::mesh_only_from_index(index);
+                let outputs = GatewayOutputs { snapshots, outcomes: gateway_outcomes, isolation: None };
+                gateways::run(mesh_caches, changed, outputs, move || {
+                    let _ = gateways_done.send(());
+                })
+                .boxed()
             }
         };
         let readiness = async move {

@@ -334,3 +334,36 @@ async fn a_meshed_namespace_is_served_its_sidecars_and_a_route_on_a_service_rout
     .expect("the snapshot removed in time");
     publisher.abort();
 }
+
+/// Where the API server serves no Gateway API, a meshed namespace's sidecars are still served,
+/// pass-through only (a mesh sidecar is Ready only once configured: its pod must start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_gateway_api_a_meshed_namespace_is_served_pass_through() {
+    let api = FakeApi::new();
+    api.put(
+        &format!("/api/v1/namespaces/{NS}"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"envoy-injection": "enabled"}}}),
+    );
+    let index = Arc::new(Index::new(api.client(), None));
+    assert_ne!(*index.gateway_api().await, GatewayApi::On);
+    let cache = SnapshotCache::new();
+    let (caches, changed) = gateways::mesh_only_from_index(&index);
+    let outputs = GatewayOutputs {
+        snapshots: Some((cache.clone(), Tracker::new())),
+        outcomes: GatewayOutcomes::new(),
+        isolation: None,
+    };
+    let (ready, published) = tokio::sync::oneshot::channel();
+    let publisher = tokio::spawn(gateways::run(caches, changed, outputs, move || {
+        let _ = ready.send(());
+    }));
+    tokio::time::timeout(HANG_GUARD, published).await.expect("published in time").expect("published");
+    let snapshot =
+        cache.get(&FleetKey::from(format!("{NS}/:mesh"))).expect("the meshed namespace's snapshot");
+    let names = |type_url: &str| -> Vec<String> {
+        snapshot.resources(type_url).iter().map(|resource| resource.name().to_owned()).collect()
+    };
+    assert_eq!(names(LISTENER), ["outbound"]);
+    assert_eq!(names(CLUSTER), ["passthrough"]);
+    publisher.abort();
+}

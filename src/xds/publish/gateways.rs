@@ -146,6 +146,28 @@ pub fn statuses_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = 
     statuses_from_index_with(index, super::inputs::listed_empty())
 }
 
+/// The caches where the API server serves no Gateway API: no routes of any kind (listed and
+/// empty), only the Namespaces, so every namespace labelled for injection still gets its mesh
+/// sidecars' configuration, pass-through only: a mesh sidecar is Ready only once configured, and
+/// its pod must start and reach everything as without a mesh. Ticks on Namespace changes.
+pub fn mesh_only_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Send + 'static) {
+    use super::inputs::listed_empty as empty;
+    let caches = GatewayCaches {
+        classes: empty(),
+        gateways: empty(),
+        routes: empty(),
+        grpc_routes: empty(),
+        tls_routes: empty(),
+        grants: empty(),
+        namespaces: index.namespaces().store().clone(),
+        services: empty(),
+        endpoint_slices: empty(),
+        secrets: empty(),
+        envoys: empty(),
+    };
+    (caches, ticks(index.namespaces().changes()))
+}
+
 fn statuses_from_index_with(
     index: &Index,
     endpoint_slices: Store<EndpointSlice>,
