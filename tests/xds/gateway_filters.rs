@@ -202,6 +202,7 @@ fn fleet(route: Value, backends: &[&RecordingBackend]) -> ir::Fleet {
         fleets: &[],
         parameters: &[],
         rejected: envoy_operator_core::fleet::isolate::Rejections::none(),
+        mesh_pods: &[],
     });
     let route = &translation.routes[0].parents[0];
     assert!(route.accepted.status && route.resolved_refs.status, "the route is served: {route:?}");

@@ -175,6 +175,7 @@ fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
         fleets: &envoys,
         parameters: &envoys,
         rejected: &rejections(objects),
+        mesh_pods: &[],
     });
     let text = serde_saphyr::to_string(&translation).expect("the translation prints");
     let gateways = translation.gateways.into_iter().map(|g| (format!("{}/{}", g.namespace, g.name), g.ir));
@@ -187,7 +188,7 @@ fn gateway(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
 /// is printed (the HTTPRoutes naming a Service, with every parent's outcome, and each meshed
 /// namespace's sidecar IR); and those IRs.
 fn mesh(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
-    let kinds = ["HTTPRoute", "ReferenceGrant", "Namespace", "Service", "EndpointSlice"];
+    let kinds = ["HTTPRoute", "ReferenceGrant", "Namespace", "Service", "EndpointSlice", "Pod"];
     check_kinds(objects, &[&kinds[..], &["Rejection"]].concat());
     let translation = gateway::translate(&GatewayInputs {
         routes: &of_kind(objects, "HTTPRoute"),
@@ -196,6 +197,8 @@ fn mesh(objects: &[Value]) -> (String, Vec<(String, Fleet)>) {
         services: &of_kind(objects, "Service"),
         endpoint_slices: &of_kind(objects, "EndpointSlice"),
         rejected: &rejections(objects),
+        // Every Pod of a case has a mesh sidecar (the index watches only those).
+        mesh_pods: &of_kind(objects, "Pod"),
         ..GatewayInputs::default()
     });
     #[derive(Serialize)]

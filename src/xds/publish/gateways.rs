@@ -34,7 +34,7 @@ use envoy_operator_core::translate::gateway::{
 use envoy_operator_core::translate::mesh;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -108,6 +108,8 @@ pub struct GatewayCaches {
     /// Every Envoy: the Gateways' fleets (labelled [`GATEWAY_LABEL`]), those whose names
     /// Gateways would take, and the GatewayClasses' parameters.
     pub envoys: Store<Envoy>,
+    /// The pods with a mesh sidecar: their namespaces are meshed, labelled or not.
+    pub mesh_pods: Store<Pod>,
 }
 
 impl GatewayCaches {
@@ -123,6 +125,7 @@ impl GatewayCaches {
         self.services.wait_until_ready().await?;
         self.endpoint_slices.wait_until_ready().await?;
         self.secrets.wait_until_ready().await?;
+        self.mesh_pods.wait_until_ready().await?;
         self.envoys.wait_until_ready().await
     }
 }
@@ -164,8 +167,12 @@ pub fn mesh_only_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item =
         endpoint_slices: empty(),
         secrets: empty(),
         envoys: empty(),
+        mesh_pods: index.mesh_pods().store().clone(),
     };
-    (caches, ticks(index.namespaces().changes()))
+    let mut changed = SelectAll::<BoxStream<'static, ()>>::new();
+    changed.push(ticks(index.namespaces().changes()));
+    changed.push(namespace_ticks(index.mesh_pods().changes()));
+    (caches, changed)
 }
 
 fn statuses_from_index_with(
@@ -186,6 +193,7 @@ fn statuses_from_index_with(
         endpoint_slices,
         secrets: index.tls_secrets().store().clone(),
         envoys: index.envoys().store().clone(),
+        mesh_pods: index.mesh_pods().store().clone(),
     };
     let named = Named::from(&caches);
     let mut changed = SelectAll::<BoxStream<'static, ()>>::new();
@@ -200,6 +208,7 @@ fn statuses_from_index_with(
     }
     changed.push(ticks(index.reference_grants().changes()));
     changed.push(ticks(index.namespaces().changes()));
+    changed.push(namespace_ticks(index.mesh_pods().changes()));
     let services = named.clone();
     changed.push(named_ticks(index.services().changes(), move |service: &Service| {
         services.service(&service.namespace().unwrap_or_default(), &service.name_any())
@@ -216,6 +225,30 @@ fn ticks<K: Send + 'static>(
     changes: impl Stream<Item = Change<K>> + Send + 'static,
 ) -> BoxStream<'static, ()> {
     changes.map(|_| ()).boxed()
+}
+
+/// A tick for each mesh pod that is the first, or the last, of its namespace (a namespace
+/// meshed or no longer, by its pods), and for each relist: a pod's other changes change nothing
+/// the translation reads.
+fn namespace_ticks(changes: impl Stream<Item = Change<Pod>> + Send + 'static) -> BoxStream<'static, ()> {
+    let mut counts: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    changes
+        .filter_map(move |change| {
+            let tick = match &change {
+                Change::Relisted => true,
+                Change::Applied(pod) | Change::Deleted(pod) => {
+                    let pods = counts.entry(pod.namespace().unwrap_or_default()).or_default();
+                    let before = pods.is_empty();
+                    match change {
+                        Change::Applied(_) => pods.insert(pod.name_any()),
+                        _ => pods.remove(&pod.name_any()),
+                    };
+                    before != pods.is_empty()
+                }
+            };
+            std::future::ready(tick.then_some(()))
+        })
+        .boxed()
 }
 
 /// A tick for each change of `changes` to an object the Gateway API objects name (`named`),
@@ -315,8 +348,10 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
     // namespace is meshed: nothing to translate, whatever else changed, so the other caches are
     // not even read.
     let namespaces = caches.namespaces.state();
+    let mesh_pods = caches.mesh_pods.state();
     let ours = classes.iter().any(|class| class.spec.controller_name == CONTROLLER_NAME)
-        || namespaces.iter().any(|namespace| mesh::is_meshed(namespace));
+        || namespaces.iter().any(|namespace| mesh::is_meshed(namespace))
+        || !mesh_pods.is_empty();
     let translation = match ours {
         true => gateway::translate(&GatewayInputs {
             classes: &classes,
@@ -332,6 +367,7 @@ pub fn publish(caches: &GatewayCaches, outputs: &GatewayOutputs) -> Published {
             fleets: &envoys,
             parameters: &envoys,
             rejected: &rejected,
+            mesh_pods: &mesh_pods,
         }),
         false => GatewayTranslation::default(),
     };
@@ -586,6 +622,7 @@ mod tests {
                 endpoint_slices,
                 secrets,
                 envoys,
+                mesh_pods: crate::xds::publish::inputs::listed_empty(),
             },
             classes: class_writer,
             gateways: gateway_writer,

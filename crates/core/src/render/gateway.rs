@@ -89,6 +89,7 @@ impl GatewayObjects {
             fleets: &self.envoys,
             parameters: &self.envoys,
             rejected: crate::fleet::isolate::Rejections::none(),
+            mesh_pods: &[],
         })
     }
 

@@ -11,7 +11,8 @@
 //! - A request belongs to the Service it is sent to (a connection's original destination: the
 //!   Service's cluster IP and port), never to its Host header, so route `hostnames` are not
 //!   read.
-//! - Every namespace labelled for injection has one configuration, shared by all its sidecars
+//! - Every namespace labelled for injection (or holding a pod with a mesh sidecar) has one
+//!   configuration, shared by all its sidecars
 //!   ([`MeshOutcome`]): the Service ports some route takes there, nothing for the others, which
 //!   pass through untouched. A route's change reaches the namespaces it is served in: a
 //!   producer route every meshed namespace (but those overriding it), a consumer route its own.
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 
@@ -71,6 +72,9 @@ pub struct MeshInputs<'a> {
     pub services: &'a [Arc<Service>],
     pub endpoint_slices: &'a [Arc<EndpointSlice>],
     pub rejected: &'a Rejections,
+    /// The pods with a mesh sidecar (a pod opted in where its namespace is not labelled has
+    /// one): their namespaces are meshed too.
+    pub mesh_pods: &'a [Arc<Pod>],
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -162,8 +166,10 @@ pub fn translate(inputs: &MeshInputs) -> MeshTranslation {
         .iter()
         .filter(|namespace| is_meshed(namespace))
         .filter_map(|namespace| namespace.metadata.name.as_deref())
+        .chain(inputs.mesh_pods.iter().filter_map(|pod| pod.metadata.namespace.as_deref()))
         .collect();
     meshed.sort_unstable();
+    meshed.dedup();
     let namespaces = meshed
         .into_iter()
         .map(|namespace| {

@@ -89,6 +89,8 @@ pub struct GatewayInputs<'a> {
     pub parameters: &'a [Arc<Envoy>],
     /// Routes the fleets' proxies refused ([`crate::fleet::isolate`]): left out, with the reason.
     pub rejected: &'a crate::fleet::isolate::Rejections,
+    /// The pods with a mesh sidecar: their namespaces are meshed, labelled or not.
+    pub mesh_pods: &'a [Arc<k8s_openapi::api::core::v1::Pod>],
 }
 
 /// What the translation makes of every object naming the operator.

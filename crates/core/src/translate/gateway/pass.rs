@@ -111,6 +111,7 @@ pub fn translate(inputs: &GatewayInputs) -> GatewayTranslation {
         services: inputs.services,
         endpoint_slices: inputs.endpoint_slices,
         rejected: inputs.rejected,
+        mesh_pods: inputs.mesh_pods,
     });
     for outcome in mesh.routes {
         let same =

@@ -216,6 +216,7 @@ impl World {
             fleets: &self.fleets,
             parameters: &self.parameters,
             rejected: &self.rejected,
+            mesh_pods: &[],
         })
     }
 }
