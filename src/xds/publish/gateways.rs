@@ -134,7 +134,9 @@ impl GatewayCaches {
 /// a way the translation could read (`Named`). Call only where [`Index::gateway_api`] is on.
 pub fn from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Send + 'static) {
     let slices = index.endpoint_slices();
-    let (caches, mut changed) = statuses_from_index_with(index, slices.store().clone());
+    let (caches, mut changed) =
+        statuses_from_index_with(index, slices.store().clone(), index.mesh_pods().store().clone());
+    changed.push(namespace_ticks(index.mesh_pods().changes()));
     let named = Named::from(&caches);
     changed.push(named_ticks(slices.changes(), move |slice: &EndpointSlice| {
         let service = slice.labels().get(SERVICE_NAME_LABEL);
@@ -146,7 +148,8 @@ pub fn from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Sen
 /// [`from_index`] for a process that translates only for the statuses and serves no xDS (the
 /// `controller` command): no EndpointSlice is watched, and their cache is empty.
 pub fn statuses_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Send + 'static) {
-    statuses_from_index_with(index, super::inputs::listed_empty())
+    // Nor the mesh's pods: which namespaces are meshed decides snapshots, not statuses.
+    statuses_from_index_with(index, super::inputs::listed_empty(), super::inputs::listed_empty())
 }
 
 /// The caches where the API server serves no Gateway API: no routes of any kind (listed and
@@ -178,6 +181,7 @@ pub fn mesh_only_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item =
 fn statuses_from_index_with(
     index: &Index,
     endpoint_slices: Store<EndpointSlice>,
+    mesh_pods: Store<Pod>,
 ) -> (GatewayCaches, SelectAll<BoxStream<'static, ()>>) {
     let grpc_routes = index.grpc_routes_if_served();
     let tls_routes = index.tls_routes_if_served();
@@ -193,7 +197,7 @@ fn statuses_from_index_with(
         endpoint_slices,
         secrets: index.tls_secrets().store().clone(),
         envoys: index.envoys().store().clone(),
-        mesh_pods: index.mesh_pods().store().clone(),
+        mesh_pods,
     };
     let named = Named::from(&caches);
     let mut changed = SelectAll::<BoxStream<'static, ()>>::new();
@@ -208,7 +212,6 @@ fn statuses_from_index_with(
     }
     changed.push(ticks(index.reference_grants().changes()));
     changed.push(ticks(index.namespaces().changes()));
-    changed.push(namespace_ticks(index.mesh_pods().changes()));
     let services = named.clone();
     changed.push(named_ticks(index.services().changes(), move |service: &Service| {
         services.service(&service.namespace().unwrap_or_default(), &service.name_any())
