@@ -196,6 +196,45 @@ fn envoy_config() -> serde_json::Value {
     })
 }
 
+/// A real Envoy in `pod` as the proxy's uid, started from `config` (written, with a copy of
+/// Envoy's executable, into `scratch`, which that uid can read), once ready (`/ready` answered
+/// 200 on the pod's admin port 9901): the process, killed when dropped, and that admin address.
+/// `base_id` tells apart the Envoys of this process running at once.
+fn start_sidecar(
+    pod: &PodHost,
+    scratch: &Scratch,
+    config: &serde_json::Value,
+    base_id: u32,
+) -> (Process, SocketAddr) {
+    let executable = std::fs::read(envoy_executable()).expect("reading Envoy's executable");
+    let envoy = scratch.write("envoy", &executable, 0o755);
+    let config = scratch.write("envoy.json", config.to_string().as_bytes(), 0o644);
+    let log = std::fs::File::create(scratch.0.join("envoy.log")).expect("a log file");
+    let uid = PROXY_UID.to_string();
+    let process = Process(
+        pod.command("setpriv")
+            .args(["--reuid", &uid, "--regid", &uid, "--clear-groups", "--"])
+            .arg(&envoy)
+            .arg("-c")
+            .arg(&config)
+            .args(["--concurrency", "1", "--disable-hot-restart", "-l", "warning"])
+            .args(["--base-id", &(std::process::id() % 10_000 * 10 + base_id).to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log"))
+            .stderr(log)
+            .spawn()
+            .expect("starting Envoy in the pod"),
+    );
+    let admin = SocketAddr::new(pod.address, 9901);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready(admin) {
+        let log = std::fs::read_to_string(scratch.0.join("envoy.log")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "Envoy never got ready (configured):\n{log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (process, admin)
+}
+
 fn mesh_init(pod: &PodHost, args: &[&str]) {
     let out = pod
         .command(env!("CARGO_BIN_EXE_envoy-operator"))
@@ -245,34 +284,8 @@ fn outbound_tcp_goes_through_the_sidecar_but_its_own_and_the_ports_left_alone() 
     assert_eq!(v6.matches(&format!("-j {CHAIN}")).count(), 1, "IPv6 too:\n{v6}");
     assert!(v6.contains("-d fd00::/8 -j RETURN") && v6.contains("--to-ports 15001"), "{v6}");
 
-    // Envoy as the proxy's uid, from files that uid can read.
     let scratch = Scratch::new("static");
-    let executable = std::fs::read(envoy_executable()).expect("reading Envoy's executable");
-    let envoy = scratch.write("envoy", &executable, 0o755);
-    let config = scratch.write("envoy.json", envoy_config().to_string().as_bytes(), 0o644);
-    let log = std::fs::File::create(scratch.0.join("envoy.log")).expect("a log file");
-    let uid = PROXY_UID.to_string();
-    let _envoy = Process(
-        pod.command("setpriv")
-            .args(["--reuid", &uid, "--regid", &uid, "--clear-groups", "--"])
-            .arg(&envoy)
-            .arg("-c")
-            .arg(&config)
-            .args(["--concurrency", "1", "--disable-hot-restart", "-l", "warning"])
-            .args(["--base-id", &(std::process::id() % 10_000).to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("the log"))
-            .stderr(log)
-            .spawn()
-            .expect("starting Envoy in the pod"),
-    );
-    let admin = SocketAddr::new(pod.address, 9901);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready(admin) {
-        let log = std::fs::read_to_string(scratch.0.join("envoy.log")).unwrap_or_default();
-        assert!(Instant::now() < deadline, "Envoy never got ready:\n{log}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (_envoy, admin) = start_sidecar(&pod, &scratch, &envoy_config(), 0);
     assert_eq!(stat(admin, "tcp.outbound.downstream_cx_total"), 0);
 
     // Captured: through Envoy, whose own connection to the backend is not captured again (it
@@ -448,32 +461,7 @@ async fn a_route_on_a_service_splits_and_rewrites_the_pods_requests_through_its_
     }
     bootstrap["admin"] = json!({"address": {"socket_address": {"address": "0.0.0.0", "port_value": 9901}}});
     let scratch = Scratch::new("served");
-    let executable = std::fs::read(envoy_executable()).expect("reading Envoy's executable");
-    let envoy_path = scratch.write("envoy", &executable, 0o755);
-    let config_path = scratch.write("envoy.json", bootstrap.to_string().as_bytes(), 0o644);
-    let log = std::fs::File::create(scratch.0.join("envoy.log")).expect("a log file");
-    let uid = PROXY_UID.to_string();
-    let sidecar = Process(
-        pod.command("setpriv")
-            .args(["--reuid", &uid, "--regid", &uid, "--clear-groups", "--"])
-            .arg(&envoy_path)
-            .arg("-c")
-            .arg(&config_path)
-            .args(["--concurrency", "1", "--disable-hot-restart", "-l", "warning"])
-            .args(["--base-id", &(std::process::id() % 10_000 + 1).to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("the log"))
-            .stderr(log)
-            .spawn()
-            .expect("starting Envoy in the pod"),
-    );
-    let admin = SocketAddr::new(pod.address, 9901);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready(admin) {
-        let log = std::fs::read_to_string(scratch.0.join("envoy.log")).unwrap_or_default();
-        assert!(Instant::now() < deadline, "the sidecar never got ready (configured):\n{log}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (sidecar, admin) = start_sidecar(&pod, &scratch, &bootstrap, 1);
 
     // The Service `web`, by its cluster IP: split, rewritten, the header set; whatever the Host.
     let mut seen = std::collections::BTreeSet::new();

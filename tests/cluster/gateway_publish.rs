@@ -84,16 +84,13 @@ fn a_gateway_and_its_route(api: &FakeApi) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gateway_is_served_its_routes_and_judged_from_the_api_server() {
-    let api = FakeApi::new();
-    api.install_gateway_api();
-    a_gateway_and_its_route(&api);
-    let index = Arc::new(Index::new(api.client(), None));
-    assert_eq!(*index.gateway_api().await, GatewayApi::On);
-
+/// The Gateway API's publisher running on `caches`, once it has published: its snapshots, its
+/// translations, and its task.
+async fn published(
+    caches: gateways::GatewayCaches,
+    changed: impl futures::Stream<Item = ()> + Send + 'static,
+) -> (SnapshotCache, GatewayOutcomes, tokio::task::JoinHandle<()>) {
     let (cache, outcomes) = (SnapshotCache::new(), GatewayOutcomes::new());
-    let (caches, changed) = gateways::from_index(&index);
     let outputs = GatewayOutputs {
         snapshots: Some((cache.clone(), Tracker::new())),
         outcomes: outcomes.clone(),
@@ -104,6 +101,19 @@ async fn a_gateway_is_served_its_routes_and_judged_from_the_api_server() {
         let _ = ready.send(());
     }));
     tokio::time::timeout(HANG_GUARD, published).await.expect("published in time").expect("published");
+    (cache, outcomes, publisher)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_is_served_its_routes_and_judged_from_the_api_server() {
+    let api = FakeApi::new();
+    api.install_gateway_api();
+    a_gateway_and_its_route(&api);
+    let index = Arc::new(Index::new(api.client(), None));
+    assert_eq!(*index.gateway_api().await, GatewayApi::On);
+
+    let (caches, changed) = gateways::from_index(&index);
+    let (cache, outcomes, publisher) = published(caches, changed).await;
 
     let fleet = FleetKey::from("shop/edge-envoy");
     let snapshot = cache.get(&fleet).expect("the Gateway's fleet has a snapshot");
@@ -281,18 +291,8 @@ async fn a_meshed_namespace_is_served_its_sidecars_and_a_route_on_a_service_rout
                "spec": {"clusterIP": "10.96.0.40", "ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}}),
     );
     let index = Arc::new(Index::new(api.client(), None));
-    let (cache, outcomes) = (SnapshotCache::new(), GatewayOutcomes::new());
     let (caches, changed) = gateways::from_index(&index);
-    let outputs = GatewayOutputs {
-        snapshots: Some((cache.clone(), Tracker::new())),
-        outcomes: outcomes.clone(),
-        isolation: None,
-    };
-    let (ready, published) = tokio::sync::oneshot::channel();
-    let publisher = tokio::spawn(gateways::run(caches, changed, outputs, move || {
-        let _ = ready.send(());
-    }));
-    tokio::time::timeout(HANG_GUARD, published).await.expect("published in time").expect("published");
+    let (cache, outcomes, publisher) = published(caches, changed).await;
     let key = FleetKey::from(format!("{NS}/:mesh"));
     let names = |type_url: &str| -> Vec<String> {
         let snapshot = cache.get(&key).expect("the meshed namespace has a snapshot");
@@ -346,18 +346,8 @@ async fn without_the_gateway_api_a_meshed_namespace_is_served_pass_through() {
     );
     let index = Arc::new(Index::new(api.client(), None));
     assert_ne!(*index.gateway_api().await, GatewayApi::On);
-    let cache = SnapshotCache::new();
     let (caches, changed) = gateways::mesh_only_from_index(&index);
-    let outputs = GatewayOutputs {
-        snapshots: Some((cache.clone(), Tracker::new())),
-        outcomes: GatewayOutcomes::new(),
-        isolation: None,
-    };
-    let (ready, published) = tokio::sync::oneshot::channel();
-    let publisher = tokio::spawn(gateways::run(caches, changed, outputs, move || {
-        let _ = ready.send(());
-    }));
-    tokio::time::timeout(HANG_GUARD, published).await.expect("published in time").expect("published");
+    let (cache, _, publisher) = published(caches, changed).await;
     let snapshot =
         cache.get(&FleetKey::from(format!("{NS}/:mesh"))).expect("the meshed namespace's snapshot");
     let names = |type_url: &str| -> Vec<String> {

@@ -26,12 +26,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, DeleteParams, LogParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 use crate::harness::{
     Cluster, E2E_LABEL, LONG, SHORT, create_in, get, gone, in_cluster, in_cluster_mode,
-    in_cluster_watching_all, is_not_found, pod_state, wait_for,
+    in_cluster_watching_all, is_not_found, pod_state, script_pod_log, wait_for,
 };
 use crate::load_client::CURL_IMAGE;
 const BACKEND_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
@@ -452,34 +452,8 @@ for i in $(seq 1 {REQUESTS}); do
   echo "$code $(tr -d '\r\n' < /tmp/body 2>/dev/null | head -c 200)"
 done"#
         );
-        let pods = self.cluster.api::<Pod>();
-        let name = format!("probe-{}", envoy_operator_testkit::e2e::random_suffix());
-        let pod: Pod =
-            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "curl", "image": CURL_IMAGE, "command": ["sh", "-c", script],
-                                     "env": [{"name": "CA", "value": &self.ca}]}]}}))
-            .map_err(|e| e.to_string())?;
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .map_err(|e| format!("creating the probe pod: {e}"))?;
-        let mut state = String::from("not read yet");
-        let finished = tokio::time::timeout(Duration::from_secs(120), async {
-            loop {
-                if let Ok(pod) = get(&pods, &name).await {
-                    state = pod_state(&pod);
-                    let phase = pod.status.and_then(|s| s.phase);
-                    if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
-                        return;
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
-        .await;
-        let log = pods.logs(&name, &LogParams::default()).await.map_err(|e| e.to_string());
-        let _ = pods.delete(&name, &DeleteParams::background()).await;
-        finished.map_err(|_| format!("the probe pod did not finish in 120 s: {state}"))?;
+        let env = json!([{"name": "CA", "value": &self.ca}]);
+        let log = script_pod_log(self.cluster, CURL_IMAGE, &script, env, Duration::from_secs(120)).await;
         let answers: Vec<(String, String)> = log?
             .lines()
             .filter_map(|line| {

@@ -13,11 +13,11 @@ use envoy_operator_core::api::gateway::HTTPRoute;
 use envoy_operator_core::inject::annotations::{NAMESPACE_LABEL, NAMESPACE_LABEL_ENABLED};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use crate::harness::{
-    Cluster, LONG, SHORT, create_in, get, in_cluster, in_cluster_mode, pod_state, wait_for,
+    Cluster, LONG, SHORT, create_in, get, in_cluster, in_cluster_mode, pod_state, script_pod_log, wait_for,
 };
 use crate::load_client::CURL_IMAGE;
 
@@ -112,32 +112,9 @@ pub fn answers(log: &str) -> Vec<Answer> {
 /// Runs a probe pod (it gets a mesh sidecar, as every pod of the namespace) calling `url`, and
 /// returns its answers once it has finished.
 async fn probe(cluster: &Cluster, url: &str) -> Result<Vec<Answer>, String> {
-    let pods = cluster.api::<Pod>();
-    let name = format!("probe-{}", envoy_operator_testkit::e2e::random_suffix());
-    let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never",
-                 "containers": [{"name": "curl", "image": CURL_IMAGE, "command": ["sh", "-c", probe_script(url)]}]}}))
-    .map_err(|e| e.to_string())?;
-    pods.create(&PostParams::default(), &pod).await.map_err(|e| format!("creating the probe pod: {e}"))?;
-    let mut state = String::from("not read yet");
-    let finished = tokio::time::timeout(Duration::from_secs(180), async {
-        loop {
-            if let Ok(pod) = get(&pods, &name).await {
-                state = pod_state(&pod);
-                let phase = pod.status.and_then(|s| s.phase);
-                if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    })
-    .await;
-    let params = LogParams { container: Some("curl".to_owned()), ..LogParams::default() };
-    let log = pods.logs(&name, &params).await.map_err(|e| e.to_string());
-    let _ = pods.delete(&name, &DeleteParams::background()).await;
-    finished.map_err(|_| format!("the probe pod did not finish in 180 s: {state}"))?;
-    let answers = answers(&log?);
+    let log =
+        script_pod_log(cluster, CURL_IMAGE, &probe_script(url), json!([]), Duration::from_secs(180)).await?;
+    let answers = answers(&log);
     if answers.len() == REQUESTS {
         Ok(answers)
     } else {

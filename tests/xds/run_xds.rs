@@ -79,10 +79,12 @@ async fn run_serves_a_fleet_its_routes_from_the_api_server() {
 /// One `run` process, leading and serving xDS, holds one watch per resource it reads, whoever
 /// reads it (the reconcilers, the route status writer, the xDS publisher and authorizer, the
 /// injector, the Gateway API's translation and controllers): the API server's own count of
-/// long-running WATCH requests. ConfigMaps are watched three times (the fleets' bootstraps
-/// everywhere; the replicas' reports in the operator's namespace twice, by the leader for the
-/// Envoys' status and by the xDS server for the routes other replicas' proxies rejected, so that
-/// no replica sends them to its proxies again) and Secrets three times (the
+/// long-running WATCH requests. ConfigMaps are watched four times (the fleets' bootstraps
+/// everywhere; the meshes' CA ConfigMaps, by label; the replicas' reports in the operator's
+/// namespace twice, by the leader for the Envoys' status and by the xDS server for the routes
+/// other replicas' proxies rejected, so that no replica sends them to its proxies again), Pods
+/// twice (the fleets' pods; the pods with a mesh sidecar, by label: whose identities to issue,
+/// which namespaces are meshed) and Secrets three times (the
 /// webhook certificate's and the identity CA's, each by name, as least-privilege RBAC grants
 /// them; and the Gateways' certificates, by type).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,7 +106,8 @@ async fn one_run_process_holds_one_watch_per_resource() {
 }
 
 /// Without the Gateway API's CRDs, `run` serves as before and opens no watch of it (nor of the
-/// Namespaces and certificates only its translation reads).
+/// certificates only its translation reads); the Namespaces it watches all the same, for which
+/// are meshed (their sidecars are served pass-through).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_gateway_api_run_opens_no_watch_of_it() {
     let expected = expected_watches(&[]);
@@ -160,13 +163,14 @@ async fn watches_of_a_run(api: FakeApi, expected: &BTreeMap<String, usize>) -> B
 /// What every `run` watches, with `gateway_api`'s counts over them.
 fn expected_watches(gateway_api: &[(&str, usize)]) -> BTreeMap<String, usize> {
     let mut expected: BTreeMap<String, usize> = [
-        ("configmaps", 3),
+        ("configmaps", 4),
         ("deployments", 1),
         ("endpointslices", 1),
         ("envoyroutes", 1),
         ("envoys", 1),
         ("foos", 1),
-        ("pods", 1),
+        ("namespaces", 1),
+        ("pods", 2),
         ("secrets", 2),
         ("services", 1),
     ]
