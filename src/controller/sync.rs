@@ -242,8 +242,16 @@ async fn ensure_service(
         .filter(|service| controlled_by(*service, parent.uid))
         .and_then(|service| service.spec.as_ref()?.cluster_ip.clone())
         .filter(|ip| !ip.is_empty() && ip != "None");
+    // Two spellings of one IPv6 address are one address: no Service is made again for that.
+    let same_ip = |held: &str, wanted: &str| match (
+        held.parse::<std::net::IpAddr>(),
+        wanted.parse::<std::net::IpAddr>(),
+    ) {
+        (Ok(held), Ok(wanted)) => held == wanted,
+        _ => held == wanted,
+    };
     if let (Some(wanted), Some(held), Some(service)) = (wanted, held, current.as_deref())
-        && held != wanted
+        && !same_ip(&held, wanted)
     {
         let api: Api<Service> = Api::namespaced(ctx.client.clone(), &parent.namespace);
         let params = DeleteParams {
