@@ -357,3 +357,48 @@ async fn without_the_gateway_api_a_meshed_namespace_is_served_pass_through() {
     assert_eq!(names(CLUSTER), ["passthrough"]);
     publisher.abort();
 }
+
+/// A namespace not labelled for injection is meshed while it holds a pod with a mesh sidecar
+/// (one opted in on its own): its sidecars' snapshot comes with its first such pod and goes
+/// with its last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_is_meshed_while_it_holds_a_mesh_sidecars_pod() {
+    let api = FakeApi::new();
+    api.put(
+        &format!("/api/v1/namespaces/{NS}"),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    );
+    let index = Arc::new(Index::new(api.client(), None));
+    let (caches, changed) = gateways::mesh_only_from_index(&index);
+    let (cache, _, publisher) = published(caches, changed).await;
+    let key = FleetKey::from(format!("{NS}/:mesh"));
+    assert!(cache.get(&key).is_none(), "no pod with a mesh sidecar: not meshed");
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "labels": {envoy_operator_core::names::MESH_SIDECAR_LABEL: "true"}},
+               "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}})
+    };
+    for name in ["client-a", "client-b"] {
+        api.put(&core("pods", name), pod(name));
+    }
+    let until = |present: bool| {
+        let cache = cache.clone();
+        let key = key.clone();
+        async move {
+            tokio::time::timeout(HANG_GUARD, async {
+                while cache.get(&key).is_some() != present {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("the snapshot followed the pods in time");
+        }
+    };
+    until(true).await;
+    api.delete(&core("pods", "client-a"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(cache.get(&key).is_some(), "one pod with a mesh sidecar is left");
+    api.delete(&core("pods", "client-b"));
+    until(false).await;
+    publisher.abort();
+}

@@ -44,7 +44,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use super::{Published, Said, publish_logged, snapshot};
-use crate::index::{Change, Index};
+use crate::index::{Change, Index, Watched};
 use crate::xds::isolate::Isolation;
 use crate::xds::server::{FleetKey, SnapshotCache, Tracker};
 
@@ -136,7 +136,7 @@ pub fn from_index(index: &Index) -> (GatewayCaches, impl Stream<Item = ()> + Sen
     let slices = index.endpoint_slices();
     let (caches, mut changed) =
         statuses_from_index_with(index, slices.store().clone(), index.mesh_pods().store().clone());
-    changed.push(namespace_ticks(index.mesh_pods().changes()));
+    changed.push(namespace_ticks(index.mesh_pods()));
     let named = Named::from(&caches);
     changed.push(named_ticks(slices.changes(), move |slice: &EndpointSlice| {
         let service = slice.labels().get(SERVICE_NAME_LABEL);
@@ -174,7 +174,7 @@ pub fn mesh_only_from_index(index: &Index) -> (GatewayCaches, impl Stream<Item =
     };
     let mut changed = SelectAll::<BoxStream<'static, ()>>::new();
     changed.push(ticks(index.namespaces().changes()));
-    changed.push(namespace_ticks(index.mesh_pods().changes()));
+    changed.push(namespace_ticks(index.mesh_pods()));
     (caches, changed)
 }
 
@@ -232,21 +232,32 @@ fn ticks<K: Send + 'static>(
 
 /// A tick for each mesh pod that is the first, or the last, of its namespace (a namespace
 /// meshed or no longer, by its pods), and for each relist: a pod's other changes change nothing
-/// the translation reads.
-fn namespace_ticks(changes: impl Stream<Item = Change<Pod>> + Send + 'static) -> BoxStream<'static, ()> {
-    let mut counts: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
-    changes
+/// the translation reads. The pods per namespace are counted from the changes, and counted
+/// again from the cache at each relist (a subscriber that fell behind missed some).
+fn namespace_ticks(pods: &Watched<Pod>) -> BoxStream<'static, ()> {
+    let store = pods.store().clone();
+    let mut by_namespace: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    pods.changes()
         .filter_map(move |change| {
             let tick = match &change {
-                Change::Relisted => true,
+                Change::Relisted => {
+                    by_namespace.clear();
+                    for pod in store.state() {
+                        by_namespace
+                            .entry(pod.namespace().unwrap_or_default())
+                            .or_default()
+                            .insert(pod.name_any());
+                    }
+                    true
+                }
                 Change::Applied(pod) | Change::Deleted(pod) => {
-                    let pods = counts.entry(pod.namespace().unwrap_or_default()).or_default();
-                    let before = pods.is_empty();
+                    let names = by_namespace.entry(pod.namespace().unwrap_or_default()).or_default();
+                    let before = names.is_empty();
                     match change {
-                        Change::Applied(_) => pods.insert(pod.name_any()),
-                        _ => pods.remove(&pod.name_any()),
+                        Change::Applied(_) => names.insert(pod.name_any()),
+                        _ => names.remove(&pod.name_any()),
                     };
-                    before != pods.is_empty()
+                    before != names.is_empty()
                 }
             };
             std::future::ready(tick.then_some(()))
