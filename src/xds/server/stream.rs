@@ -73,8 +73,8 @@ pub(crate) fn nack_message(message: &str) -> String {
 
 /// What differs between the two protocol variants.
 pub(crate) trait Wire: Send + 'static {
-    type Request: prost::Message + Default + Send + 'static;
-    type Response: prost::Message + Send + 'static;
+    type Request: Send + 'static;
+    type Response: Send + 'static;
     const PROTOCOL: Protocol;
 
     fn node(request: &Self::Request) -> Option<&Node>;
@@ -109,18 +109,11 @@ pub(crate) struct StreamContext {
     pub shutdown: CancellationToken,
 }
 
-/// What a stream task queues for its client: a response still as the plan made it (references
-/// to the snapshot's resources: the connection encodes it when it can send it), or the status
-/// ending the stream. Boxed, so a queue's slots (tokio allocates them 32 at a time) take a
-/// pointer each.
-#[derive(Debug)]
-pub(crate) enum Reply {
-    Push(Push),
-    End(Status),
-}
-
-pub(crate) async fn run<W, S>(context: StreamContext, requests: S, tx: mpsc::Sender<Box<Reply>>)
-where
+pub(crate) async fn run<W, S>(
+    context: StreamContext,
+    requests: S,
+    tx: mpsc::Sender<Result<W::Response, Status>>,
+) where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
 {
@@ -134,7 +127,7 @@ where
 
 /// Serves the stream until it ends, with the status to end it with (none: the client left or
 /// the fleet's cache went away).
-async fn serve<W, S>(context: &StreamContext, mut requests: S, outbox: &Outbox) -> Option<Status>
+async fn serve<W, S>(context: &StreamContext, mut requests: S, outbox: &Outbox<W::Response>) -> Option<Status>
 where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
@@ -176,6 +169,7 @@ where
     let mut snapshots = context.shared.cache.subscribe(&session.key);
     let mut state = StreamState::new(W::PROTOCOL, started, context.shared.subscriptions.share());
     state.set_target(snapshots.borrow_and_update().clone());
+    let control_plane = context.shared.control_plane.as_ref();
 
     let mut next = Some(first);
     loop {
@@ -193,7 +187,7 @@ where
         }
         for push in state.plan() {
             session.sending(&push);
-            if !outbox.send(push).await {
+            if !outbox.send(W::response(push, control_plane)).await {
                 return None;
             }
         }
@@ -247,16 +241,16 @@ fn authorize<W: Wire>(context: &StreamContext, first: &W::Request) -> Result<(Fl
 }
 
 /// The response side of a stream: sends give up when the server shuts down.
-struct Outbox {
-    tx: mpsc::Sender<Box<Reply>>,
+struct Outbox<T> {
+    tx: mpsc::Sender<Result<T, Status>>,
     shutdown: CancellationToken,
 }
 
-impl Outbox {
+impl<T> Outbox<T> {
     /// Whether the response was queued (false: the client is gone or the server stopping).
-    async fn send(&self, push: Push) -> bool {
+    async fn send(&self, response: T) -> bool {
         tokio::select! {
-            sent = self.tx.send(Box::new(Reply::Push(push))) => sent.is_ok(),
+            sent = self.tx.send(Ok(response)) => sent.is_ok(),
             _ = self.shutdown.cancelled() => false,
         }
     }
@@ -266,7 +260,7 @@ impl Outbox {
     async fn close(&self, status: Status) {
         tokio::select! {
             biased;
-            _ = self.tx.send(Box::new(Reply::End(status))) => {}
+            _ = self.tx.send(Err(status)) => {}
             _ = self.shutdown.cancelled() => {}
         }
     }
