@@ -71,6 +71,18 @@ struct Args {
     /// Plaintext HTTP/2 instead of mutual TLS.
     #[arg(long)]
     plaintext: bool,
+    /// Extensions the node of each proxy's first request lists, as Envoy's does (Envoy 1.40:
+    /// 516, making its first request 61,228 bytes, its largest); 0 for a bare node.
+    #[arg(long, default_value_t = 516)]
+    node_extensions: usize,
+    /// Leave the server its default connection cap (from a 512 MiB memory limit and the open
+    /// files limit) rather than raising it to the connection count: connections beyond it are
+    /// refused, and counted.
+    #[arg(long)]
+    default_cap: bool,
+    /// Connections opened at once while connecting (each a TLS handshake).
+    #[arg(long, default_value_t = 32)]
+    connect_concurrency: usize,
     /// Route changes to measure.
     #[arg(long, default_value_t = 5)]
     changes: usize,
@@ -110,8 +122,22 @@ const ROUTES: usize = 20;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if args.serve { runtime.block_on(run_server(args)) } else { runtime.block_on(run_load(args)) }
+}
+
+/// A connection per proxy takes a file descriptor in each process: the soft limit (often
+/// 1,024) is raised to the hard limit, for this process and the server it starts.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(error) = setrlimit(Resource::Nofile, limit) {
+            eprintln!("cannot raise the open files limit: {error}");
+        }
+    }
 }
 
 /// Snapshot `generation`: one listener, 20 routes over 10 EDS clusters of 3 endpoints; the
@@ -162,7 +188,9 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut config = ServeConfig::new(transport);
     eprintln!("the server's default connection cap here: {}", config.limits.max_connections);
-    config.limits.max_connections = config.limits.max_connections.max(args.max_connections.unwrap_or(0));
+    if !args.default_cap {
+        config.limits.max_connections = config.limits.max_connections.max(args.max_connections.unwrap_or(0));
+    }
     config.limits.http2_max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
@@ -226,6 +254,9 @@ impl ServerProcess {
         let mut command = Command::new(std::env::current_exe()?);
         command.args(["--serve", "--streams", &args.streams.to_string()]);
         command.args(["--max-connections", &connections.to_string()]);
+        if args.default_cap {
+            command.arg("--default-cap");
+        }
         if let Some(path) = ca_out {
             command.arg("--ca-out").arg(path);
         }
@@ -301,13 +332,37 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         server.child.id()
     );
 
+    let first = DeltaDiscoveryRequest {
+        node: Some(envoy_node(0, args.node_extensions)),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    };
+    println!(
+        "each proxy's first request: {} bytes (its node lists {} extensions)",
+        first.encoded_len(),
+        args.node_extensions
+    );
     let initial = server.set(0)?;
-    let channels = connect(address, connections, (!args.plaintext).then_some(&certs)).await?;
+    let connecting = Instant::now();
+    let (channels, refused) =
+        connect(address, connections, (!args.plaintext).then_some(&certs), args.connect_concurrency).await?;
+    println!(
+        "{} connections open in {:.1}s; {refused} refused or failed",
+        channels.len(),
+        connecting.elapsed().as_secs_f64()
+    );
+    if channels.is_empty() {
+        return Err("no connection".into());
+    }
+    // Streams over the connections the server admitted (one each when every one was).
+    let streams = if refused > 0 { streams * channels.len() / connections } else { streams };
+    let connections = channels.len();
     let (acks, mut acked) = mpsc::unbounded_channel();
     let started = Instant::now();
     let mut proxies = tokio::task::JoinSet::new();
+    let extensions = args.node_extensions;
     for id in 0..streams {
-        proxies.spawn(proxy(id, channels[id % connections].clone(), acks.clone()));
+        proxies.spawn(proxy(id, channels[id % connections].clone(), acks.clone(), extensions));
     }
     let synced = wait_for_acks(&mut acked, &initial, streams, started).await?;
     println!(
@@ -315,6 +370,10 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed().as_secs_f64() * 1000.0
     );
     print_memory(&server, "after the initial sync");
+    let retries = RETRIES.load(std::sync::atomic::Ordering::Relaxed);
+    if retries > 0 {
+        println!("streams retried after RESOURCE_EXHAUSTED or UNAVAILABLE: {retries}");
+    }
 
     let ticks = clock_ticks_per_second();
     let before = server.cpu_ticks().ok_or("cannot read the server's CPU time")?;
@@ -435,11 +494,16 @@ fn print_memory(server: &ServerProcess, when: &str) {
     println!("server memory {when}: VmRSS {}, VmHWM {}", mib("VmRSS:"), mib("VmHWM:"));
 }
 
+/// Opens `connections` connections, `concurrency` handshakes at a time, all through one
+/// endpoint (one TLS client configuration, whose session cache lets later handshakes resume).
+/// Connections the server refuses (at its cap) are counted, not fatal.
 async fn connect(
     address: SocketAddr,
     connections: usize,
     certs: Option<&PathBuf>,
-) -> Result<Vec<Channel>, Box<dyn std::error::Error>> {
+    concurrency: usize,
+) -> Result<(Vec<Channel>, usize), Box<dyn std::error::Error>> {
+    use futures::StreamExt;
     let tls = match certs {
         Some(dir) => {
             let ca = std::fs::read_to_string(dir.join("ca.pem"))?;
@@ -457,15 +521,25 @@ async fn connect(
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut channels = Vec::with_capacity(connections);
-    for _ in 0..connections {
-        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?;
-        if let Some(tls) = &tls {
-            endpoint = endpoint.tls_config(tls.clone())?;
-        }
-        channels.push(endpoint.connect().await?);
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls)?;
     }
-    Ok(channels)
+    let mut attempts = futures::stream::iter((0..connections).map(|_| endpoint.connect()))
+        .buffer_unordered(concurrency.max(1));
+    let (mut channels, mut refused) = (Vec::with_capacity(connections), 0);
+    while let Some(attempt) = attempts.next().await {
+        match attempt {
+            Ok(channel) => channels.push(channel),
+            Err(error) => {
+                if refused == 0 {
+                    eprintln!("a connection failed: {error:?}");
+                }
+                refused += 1;
+            }
+        }
+    }
+    Ok((channels, refused))
 }
 
 async fn wait_for_acks(
@@ -501,16 +575,44 @@ async fn collect_acks(
     Ok(())
 }
 
-/// One simulated Envoy on a delta ADS stream.
-async fn proxy(id: usize, channel: Channel, acks: Acks) {
-    if let Err(error) = run_proxy(id, channel, acks).await {
-        eprintln!("stream {id}: {error}");
+/// Streams the server asked to retry (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`), all proxies
+/// together.
+static RETRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One simulated Envoy on a delta ADS stream. Like Envoy, a stream the server ends with
+/// `RESOURCE_EXHAUSTED` or `UNAVAILABLE` (e.g. every request budget taken by the first
+/// requests of thousands of proxies connecting at once) is opened again after a jittered
+/// backoff.
+async fn proxy(id: usize, channel: Channel, acks: Acks, extensions: usize) {
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        match run_proxy(id, channel.clone(), acks.clone(), extensions).await {
+            Ok(()) => return,
+            Err(error) => {
+                let retry = error.downcast_ref::<tonic::Status>().is_some_and(|status| {
+                    matches!(status.code(), tonic::Code::ResourceExhausted | tonic::Code::Unavailable)
+                });
+                if !retry {
+                    return eprintln!("stream {id}: {error}");
+                }
+            }
+        }
+        RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Jitter from the id: between one and two backoffs.
+        let jitter = backoff.mul_f64(((id * 7919) % 1000) as f64 / 1000.0);
+        tokio::time::sleep(backoff + jitter).await;
+        backoff = (backoff * 2).min(Duration::from_secs(4));
     }
 }
 
-async fn run_proxy(id: usize, channel: Channel, acks: Acks) -> Result<(), Box<dyn std::error::Error>> {
+async fn run_proxy(
+    id: usize,
+    channel: Channel,
+    acks: Acks,
+    extensions: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
     let (requests, rx) = mpsc::unbounded_channel();
-    let node = Node { id: format!("load-{id}"), cluster: FLEET.into(), ..Default::default() };
+    let node = envoy_node(id, extensions);
     requests.send(DeltaDiscoveryRequest {
         node: Some(node),
         type_url: CLUSTER.into(),
@@ -554,6 +656,21 @@ async fn run_proxy(id: usize, channel: Channel, acks: Acks) -> Result<(), Box<dy
         }
     }
     Ok(())
+}
+
+/// A node as Envoy's first request carries it: its id, its cluster (the fleet), and the
+/// extensions it was built with (about 118 bytes each on the wire).
+fn envoy_node(id: usize, extensions: usize) -> Node {
+    use envoy_types::pb::envoy::config::core::v3::Extension;
+    let extensions = (0..extensions)
+        .map(|i| Extension {
+            name: format!("envoy.filters.http.extension_{i:04}"),
+            category: "envoy.filters.http".into(),
+            type_urls: vec![format!("envoy.extensions.filters.http.extension_{i:04}.v3.Config")],
+            ..Default::default()
+        })
+        .collect();
+    Node { id: format!("load-{id}"), cluster: FLEET.into(), extensions, ..Default::default() }
 }
 
 /// The names the resources of `response` refer to, by `names` (decoded as Envoy does).

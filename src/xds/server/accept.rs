@@ -126,13 +126,20 @@ pub(crate) struct Connection {
     io: Io,
     info: XdsConnectInfo,
     deadlines: Deadlines,
+    frames: HeaderBlocks,
     _permit: OwnedSemaphorePermit,
 }
 
 impl Connection {
     fn new(io: Io, info: XdsConnectInfo, idle_timeout: Duration, permit: OwnedSemaphorePermit) -> Self {
         let deadlines = Deadlines::new(info.activity.clone(), info.identity.as_ref(), idle_timeout);
-        Self { io, info, deadlines, _permit: permit }
+        Self {
+            io,
+            info,
+            deadlines,
+            frames: HeaderBlocks::new(super::serve::MAX_HEADER_BLOCK_BYTES),
+            _permit: permit,
+        }
     }
 }
 
@@ -151,10 +158,81 @@ impl AsyncRead for Connection {
         if let Some(due) = this.deadlines.poll_due(cx) {
             return Poll::Ready(Err(due));
         }
-        match &mut this.io {
+        let before = buf.filled().len();
+        let read = match &mut this.io {
             Io::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             Io::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
+        };
+        if let Poll::Ready(Ok(())) = read {
+            this.frames.follow(&buf.filled()[before..])?;
         }
+        read
+    }
+}
+
+/// Follows HTTP/2's framing in what a client sends, to end its connection when a header block
+/// (a HEADERS frame and its CONTINUATION frames) grows over a bound before h2 holds it: h2
+/// keeps what it cannot decode yet of up to 6 frames of a block (16 KiB each) whatever its
+/// header list limit, and xDS requests carry a few hundred bytes of headers.
+#[derive(Debug)]
+struct HeaderBlocks {
+    limit: usize,
+    /// Bytes of the client's connection preface not yet seen.
+    preface: usize,
+    header: [u8; 9],
+    header_len: usize,
+    /// Payload bytes of the current frame not yet seen.
+    payload: usize,
+    /// Bytes of the header block being received.
+    block: usize,
+}
+
+impl HeaderBlocks {
+    /// The client's preface: `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`.
+    const PREFACE: usize = 24;
+    const HEADERS: u8 = 0x1;
+    const CONTINUATION: u8 = 0x9;
+    const END_HEADERS: u8 = 0x4;
+
+    fn new(limit: usize) -> Self {
+        Self { limit, preface: Self::PREFACE, header: [0; 9], header_len: 0, payload: 0, block: 0 }
+    }
+
+    /// Follows `data`, the next bytes the client sent; an error once a header block is over
+    /// the limit.
+    fn follow(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let skip = if self.preface > 0 { &mut self.preface } else { &mut self.payload };
+            if *skip > 0 {
+                let n = (*skip).min(data.len());
+                *skip -= n;
+                data = &data[n..];
+                continue;
+            }
+            let n = (9 - self.header_len).min(data.len());
+            self.header[self.header_len..self.header_len + n].copy_from_slice(&data[..n]);
+            self.header_len += n;
+            data = &data[n..];
+            if self.header_len < 9 {
+                break;
+            }
+            self.header_len = 0;
+            let [l0, l1, l2, kind, flags, ..] = self.header;
+            self.payload = u32::from_be_bytes([0, l0, l1, l2]) as usize;
+            if kind == Self::HEADERS || kind == Self::CONTINUATION {
+                self.block += self.payload;
+                if self.block > self.limit {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a header block of over {} bytes", self.limit),
+                    ));
+                }
+                if flags & Self::END_HEADERS != 0 {
+                    self.block = 0;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -291,7 +369,7 @@ async fn tls_handshake(
     let Handshake::Tls { acceptor, identities } = &accepting.handshake else { return };
     let peer = info.remote_addr;
     let handshake = handshake(acceptor, tcp, &info.activity);
-    let stream = match tokio::time::timeout(accepting.handshake_timeout, handshake).await {
+    let mut stream = match tokio::time::timeout(accepting.handshake_timeout, handshake).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(HandshakeError::Failed(error))) => {
             accepting.metrics.connection_refused("handshake");
@@ -315,7 +393,59 @@ async fn tls_handshake(
             }
         }
     }
+    // What rustls may hold of records to send while the client does not read (64 KiB by
+    // default): the budget counts this.
+    stream.get_mut().1.set_buffer_limit(Some(super::serve::TLS_SEND_BUFFER));
     let connection = Connection::new(Io::Tls(Box::new(stream)), info, accepting.idle_timeout, permit);
     // Fails only once the server stopped accepting; the connection is then dropped.
     let _ = accepting.tx.send(Ok(connection)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeaderBlocks;
+
+    fn frame(kind: u8, flags: u8, len: usize) -> Vec<u8> {
+        let mut frame = (len as u32).to_be_bytes()[1..].to_vec();
+        frame.extend([kind, flags, 0, 0, 0, 1]);
+        frame.resize(9 + len, 0x55);
+        frame
+    }
+
+    fn client(frames: &[Vec<u8>]) -> Vec<u8> {
+        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        for frame in frames {
+            bytes.extend(frame);
+        }
+        bytes
+    }
+
+    #[test]
+    fn header_blocks_within_the_limit_pass_whatever_the_reads() {
+        let bytes = client(&[
+            frame(0x4, 0, 18),     // SETTINGS
+            frame(0x1, 0x4, 300),  // HEADERS, END_HEADERS
+            frame(0x0, 0, 16_000), // DATA
+            frame(0x1, 0, 4000),   // HEADERS...
+            frame(0x9, 0x4, 4000), // ...and a CONTINUATION ending it: 8,000 bytes
+            frame(0x1, 0x4, 8000),
+        ]);
+        let mut whole = HeaderBlocks::new(8192);
+        whole.follow(&bytes).unwrap();
+        let mut bytewise = HeaderBlocks::new(8192);
+        for byte in &bytes {
+            bytewise.follow(std::slice::from_ref(byte)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_header_block_over_the_limit_ends_the_connection_before_it_is_all_sent() {
+        let bytes = client(&[frame(0x1, 0, 4000), frame(0x9, 0, 4000), frame(0x9, 0x4, 4000)]);
+        let mut blocks = HeaderBlocks::new(8192);
+        // The third frame's header announces it: refused before its payload.
+        let third = 24 + 2 * (9 + 4000) + 9;
+        blocks.follow(&bytes[..third - 1]).unwrap();
+        let refused = blocks.follow(&bytes[third - 1..third]).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidData);
+    }
 }

@@ -69,6 +69,7 @@ mod accept;
 mod authorizer;
 mod cache;
 mod delta;
+mod grpc;
 mod metrics;
 mod plan;
 mod receive_budget;
@@ -86,6 +87,7 @@ mod tests;
 pub use accept::{XdsConnectInfo, server_config};
 pub use authorizer::{Authorizer, Peer};
 pub use cache::{FleetKey, SnapshotCache};
+pub use grpc::AdsGrpc;
 pub use metrics::{NoMetrics, XdsMetrics};
 #[doc(hidden)]
 pub use plan::fuzzing;

@@ -51,13 +51,20 @@ use super::tracker::Protocol;
 // the client's, so they are charged against a per-stream byte budget (and the service's,
 // `SubscriptionBudget`, shared by all its streams): their length plus
 // `ENTRY_OVERHEAD_BYTES` each, an estimate of the set and map entries (and the `Arc` header)
-// that hold them. Everything else a stream holds is the server's (resources of the snapshot,
-// shared with every stream) or bounded by those names.
+// that hold them. Each type a stream requests is charged too (`TYPE_STATE_BYTES`), so what a
+// client makes a stream hold is in these budgets, not in each connection's. Everything else a
+// stream holds is the server's (resources of the snapshot, shared with every stream) or
+// bounded by those names.
 
 /// Resource types one stream may request.
 pub(crate) const MAX_TYPES: usize = 32;
 /// Bytes of a type URL (Envoy's are under 80).
 pub(crate) const MAX_TYPE_URL_BYTES: usize = 256;
+/// What one type of a stream takes beside its subscribed names, charged to the stream's
+/// budget (and the service's) when the type is first requested: its boxed [`TypeState`], its
+/// entry in the stream's map (nodes half full at worst), its type URL (at most
+/// [`MAX_TYPE_URL_BYTES`]) and its nonces. Checked against the types' sizes by a test.
+pub(crate) const TYPE_STATE_BYTES: usize = 832;
 /// Bytes of a resource name, or of a version a reconnecting proxy reports. The operator's
 /// names are at most 133 bytes (`namespace/service/port`), its versions 16.
 pub(crate) const MAX_NAME_BYTES: usize = 1024;
@@ -280,14 +287,14 @@ pub(crate) struct TypeState {
     answered: bool,
     /// Delta: requested names already reported as not existing.
     reported_absent: HashSet<Arc<str>>,
-    /// What this type's subscription takes of the stream's budget.
+    /// What this type takes of the stream's budget: [`TYPE_STATE_BYTES`] and its subscription.
     charged: usize,
 }
 
 impl TypeState {
-    fn new(type_url: &str) -> Self {
+    fn new(type_url: Arc<str>) -> Self {
         Self {
-            type_url: type_url.into(),
+            type_url,
             requested: false,
             wildcard: false,
             named_explicitly: false,
@@ -298,7 +305,7 @@ impl TypeState {
             rejected: HashMap::new(),
             answered: false,
             reported_absent: HashSet::new(),
-            charged: 0,
+            charged: TYPE_STATE_BYTES,
         }
     }
 
@@ -318,7 +325,7 @@ impl TypeState {
         // Duplicates count twice here, so the check errs on the side of refusing.
         let cost: usize = names.iter().filter(|name| *name != "*").map(|name| name_cost(name)).sum();
         let others = share.bytes() - self.charged;
-        share.reserve(others + cost)?;
+        share.reserve(others + TYPE_STATE_BYTES + cost)?;
         self.requested = true;
         self.named_explicitly |= !names.is_empty();
         self.wildcard = !self.named_explicitly || names.iter().any(|name| name == "*");
@@ -326,7 +333,7 @@ impl TypeState {
         for name in names.difference(&self.names) {
             forget_for_resend(&mut self.held, name);
         }
-        let charged = names.iter().map(|name| name_cost(name)).sum();
+        let charged = TYPE_STATE_BYTES + names.iter().map(|name| name_cost(name)).sum::<usize>();
         share.shrink_to(others + charged);
         self.charged = charged;
         self.names = names;
@@ -572,8 +579,9 @@ struct PushDraft {
 pub(crate) struct StreamState {
     protocol: Protocol,
     started: Instant,
-    /// By push order, then type URL.
-    types: BTreeMap<(u8, Arc<str>), TypeState>,
+    /// By push order, then type URL. Boxed: a map node has room for 11 entries, and a stream
+    /// has 4 to 6 types.
+    types: BTreeMap<(u8, Arc<str>), Box<TypeState>>,
     target: Option<Published>,
     next_nonce: u64,
     /// What the subscriptions of all types take, within [`MAX_SUBSCRIBED_BYTES`] and the
@@ -643,11 +651,15 @@ impl StreamState {
         if type_url.len() > MAX_TYPE_URL_BYTES {
             return Err(PlanError::TypeUrlTooLong { length: type_url.len() });
         }
-        let key = (push_rank(type_url), Arc::<str>::from(type_url));
-        if !self.types.contains_key(&key) && self.types.len() >= MAX_TYPES {
-            return Err(PlanError::TooManyTypes);
+        let url = Arc::<str>::from(type_url);
+        let key = (push_rank(type_url), url.clone());
+        if !self.types.contains_key(&key) {
+            if self.types.len() >= MAX_TYPES {
+                return Err(PlanError::TooManyTypes);
+            }
+            self.subscribed.reserve(self.subscribed.bytes() + TYPE_STATE_BYTES)?;
         }
-        let state = self.types.entry(key).or_insert_with(|| TypeState::new(type_url));
+        let state: &mut TypeState = self.types.entry(key).or_insert_with(|| Box::new(TypeState::new(url)));
         Ok(TypeEntry { state, subscribed: &mut self.subscribed })
     }
 
@@ -722,7 +734,7 @@ impl StreamState {
     }
 
     fn get(&self, type_url: &str) -> Option<&TypeState> {
-        self.types.get(&(push_rank(type_url), Arc::from(type_url)))
+        self.types.get(&(push_rank(type_url), Arc::from(type_url))).map(|state| &**state)
     }
 
     /// The target's version once the proxy has all of it: nothing in flight or rejected, every
@@ -754,5 +766,21 @@ impl StreamState {
                 || state.held.keys().all(|name| resources.get(name).is_some() || state.names.contains(name));
             all_delivered && nothing_extra
         })
+    }
+}
+
+#[cfg(test)]
+mod sizes {
+    use super::*;
+
+    #[test]
+    fn a_type_takes_at_most_what_the_connection_budget_counts() {
+        // The map's entry (key and box pointer) twice for half-full nodes, the boxes' and the
+        // type URL's allocations, two nonces of 20 digits.
+        let entry = std::mem::size_of::<(u8, Arc<str>)>() + std::mem::size_of::<Box<TypeState>>();
+        let url = 2 * std::mem::size_of::<usize>() + MAX_TYPE_URL_BYTES;
+        let nonces = 2 * 20;
+        let worst = std::mem::size_of::<TypeState>() + 2 * entry + url + nonces;
+        assert!(worst <= TYPE_STATE_BYTES, "a type takes up to {worst} bytes, over {TYPE_STATE_BYTES}");
     }
 }

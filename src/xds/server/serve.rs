@@ -92,22 +92,59 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 2;
 /// of Envoy's largest request (its first, about 60 KB) at once.
 pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// HTTP/2 flow control: how much a client may send before the server reads it, per connection
-/// and per stream. Requests are small; a larger one only waits for a window update.
-pub const CONNECTION_WINDOW: u32 = 32 * 1024;
-pub const STREAM_WINDOW: u32 = 32 * 1024;
-/// rustls' record buffers and hyper/h2's frame buffers of one connection, measured high.
-const TRANSPORT_BUFFERS: usize = 64 * 1024;
-/// A stream's own state beyond what the shared budgets count, at most: its task and its queue
-/// of responses (shared snapshot data; a few KiB), its per-type state (at most 32 type URLs of
-/// 256 bytes: 8 KiB) and its record in the tracker (an ACKed version and a NACK of at most
-/// 1,024 characters, up to 4 bytes each, for each of the 4 types served: about 17 KiB; a NACK
-/// of a type never sent is not kept).
-const STREAM_STATE: usize = 32 * 1024;
+/// and per stream; what h2 may hold of a connection's requests that no stream has taken (a
+/// stream waiting for its client to read its responses takes none). Requests are small but the
+/// first (Envoy's: 61,228 bytes), which takes a few window updates.
+pub const CONNECTION_WINDOW: u32 = 16 * 1024;
+pub const STREAM_WINDOW: u32 = 16 * 1024;
+/// The largest header block a client may send (hyper's default is 16 KiB): Envoy's ADS
+/// requests carry a few hundred bytes of headers.
+pub const MAX_HEADER_LIST_BYTES: u32 = 8 * 1024;
+/// The largest header block (HPACK-encoded, in a HEADERS frame and its CONTINUATION frames)
+/// a client may send: beyond it the connection ends before h2 buffers it.
+pub const MAX_HEADER_BLOCK_BYTES: usize = 8 * 1024;
+/// What rustls may hold of records to send while the client does not read (its default is
+/// 64 KiB); writes go on in pieces of this size.
+pub const TLS_SEND_BUFFER: usize = 4 * 1024;
+/// What a connection holds at rest, its stream's part aside, measured (dhat,
+/// `examples/xds_load`, 1,000 and 5,000 connections of Envoy-sized first requests; README,
+/// "The xDS port's memory budget"): h2's buffers, which it allocates at a fixed size whatever
+/// the traffic (a 16 KiB write buffer; a read buffer of 8 KiB, 16 KiB and a frame header once
+/// a whole frame came, as Envoy's first request brings, and no more: a frame is at most 16 KiB
+/// here, HTTP/2's smallest limit; 4 KiB for HPACK's decoding), h2's connection state, hyper's
+/// and tonic's connection task, rustls' session (its read buffer back to 4 KiB) and the
+/// accept wrapper.
+const CONNECTION_AT_REST: usize = 56 * 1024;
+/// What a client can make the transport hold beyond that, at most:
+/// - a header block arriving in pieces: what h2 cannot decode yet of it (the connection ends
+///   beyond [`MAX_HEADER_BLOCK_BYTES`], `accept.rs`; h2 itself would keep up to 6 frames of
+///   16 KiB) and the headers decoded ([`MAX_HEADER_LIST_BYTES`]; h2 refuses the stream
+///   beyond);
+/// - rustls: a TLS record being received (18,437 bytes at most, 14,341 more than the 4 KiB
+///   it keeps at rest), the plaintext of one record that h2 has not read (16 KiB: h2 reads no
+///   more while it cannot write), and records to send ([`TLS_SEND_BUFFER`], and a record's
+///   header and tag).
+const TRANSPORT_GROWTH: usize =
+    MAX_HEADER_BLOCK_BYTES + MAX_HEADER_LIST_BYTES as usize + 14_341 + 16 * 1024 + TLS_SEND_BUFFER + 5 + 17;
+/// A stream's own state at most, beyond the shared budgets (its types and subscribed names:
+/// `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`]): its task and hyper's,
+/// its h2 stream, its queue (boxed replies; a queued response is references to the
+/// snapshot's resources until the connection encodes it), its held resources' map (bounded by
+/// its names) and its tracker record at rest: 14 KiB counted; and what a client can add to
+/// its record in the tracker: an ACKed version and a NACK of at most 1,024 characters (up to 4
+/// bytes each) for each of the 4 types served: 18 KiB (a NACK of a type never sent is not
+/// kept).
+const STREAM_STATE: usize = 14 * 1024 + 18 * 1024;
 /// The worst a connection costs beyond the shared budgets (requests being received,
-/// [`RECEIVE_BUDGET`]; subscriptions, [`super::stream`]'s): its buffers, its receive window and
-/// its streams' state.
-pub const WORST_CASE_PER_CONNECTION: usize =
-    TRANSPORT_BUFFERS + CONNECTION_WINDOW as usize + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
+/// [`RECEIVE_BUDGET`]; types and subscriptions, [`super::stream`]'s): its buffers at rest,
+/// what a client can make them grow to, its receive window and its streams' state. Not
+/// counted: the responses a client that stops reading leaves in the connection (one per type
+/// of each stream: a type's next response waits for its ACK), which are its fleet's snapshot,
+/// the operator's data, not the client's.
+pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
+    + TRANSPORT_GROWTH
+    + CONNECTION_WINDOW as usize
+    + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
 /// budget"), the caches, the runtime and the allocator.
 pub const RESERVED_MEMORY: u64 = 192 * 1024 * 1024;
@@ -203,6 +240,7 @@ pub async fn serve(
         .max_concurrent_streams(Some(limits.http2_max_concurrent_streams))
         .initial_connection_window_size(Some(limits.http2_connection_window))
         .initial_stream_window_size(Some(limits.http2_stream_window))
+        .http2_max_header_list_size(Some(MAX_HEADER_LIST_BYTES))
         .serve_with_incoming_shutdown(
             service.with_shutdown(streams_end.clone()).into_grpc(),
             connections.connections,
@@ -223,4 +261,22 @@ pub async fn serve(
     // The loop's end drops the listener; waiting for it frees the port for a restart.
     let _ = connections.accept_loop.await;
     Ok(result?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_cap_fits_every_connection_at_its_worst_in_what_the_limit_leaves_xds() {
+        let cap = connection_cap(None, u64::MAX) as u64;
+        let shared = (RECEIVE_BUDGET + super::super::stream::SUBSCRIPTION_BUDGET) as u64;
+        let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
+        let worst = WORST_CASE_PER_CONNECTION as u64;
+        assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
+        // The figure README gives ("The xDS port's memory budget").
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (1497, 190_491));
+        // The open files limit bounds it too.
+        assert_eq!(connection_cap(None, 1024 + 100), 100);
+    }
 }

@@ -7,33 +7,37 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use envoy_types::pb::envoy::config::core::v3::ControlPlane;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
+#[cfg(test)]
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 use futures::Stream;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::Status;
 
 use super::accept::XdsConnectInfo;
 use super::authorizer::{Authorizer, Peer};
 use super::cache::SnapshotCache;
+#[cfg(test)]
 use super::delta::Delta;
+use super::grpc::AdsGrpc;
 use super::metrics::{NoMetrics, XdsMetrics};
-use super::plan::SubscriptionBudget;
+use super::plan::{Push, SubscriptionBudget};
+#[cfg(test)]
 use super::sotw::Sotw;
-use super::stream::{SUBSCRIPTION_BUDGET, Shared, StreamContext, Wire, run};
+use super::stream::{Reply, SUBSCRIPTION_BUDGET, Shared, StreamContext, Wire, run};
 use super::tracker::{StreamId, Tracker};
 
 /// Tuning of the service.
 #[derive(Clone, Debug)]
 pub struct AdsConfig {
-    /// Responses queued per stream before its task waits for the connection to take them.
+    /// Responses queued per stream before its task waits for the connection to take them
+    /// (each a few references to the snapshot's resources until the connection encodes it).
     pub response_buffer: usize,
     /// Sent as `control_plane.identifier` in every response (Envoy shows it in config dumps).
     pub control_plane_id: Option<String>,
@@ -129,8 +133,33 @@ impl AdsServiceBuilder {
     }
 }
 
-/// Responses of one stream, as tonic sends them.
-pub type ResponseStream<T> = ReceiverStream<Result<T, Status>>;
+/// Responses of one stream: each queued as references to the snapshot's resources, made a
+/// message of type `T` when taken.
+pub struct ResponseStream<T> {
+    rx: mpsc::Receiver<Box<Reply>>,
+    shared: Arc<Shared>,
+    response: fn(Push, Option<&ControlPlane>) -> T,
+}
+
+impl<T> fmt::Debug for ResponseStream<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseStream").finish_non_exhaustive()
+    }
+}
+
+impl<T> Stream for ResponseStream<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        this.rx.poll_recv(cx).map(|reply| {
+            reply.map(|reply| match *reply {
+                Reply::Push(push) => Ok((this.response)(push, this.shared.control_plane.as_ref())),
+                Reply::End(status) => Err(status),
+            })
+        })
+    }
+}
 
 impl AdsService {
     pub fn builder(cache: SnapshotCache, authorizer: impl Authorizer) -> AdsServiceBuilder {
@@ -156,12 +185,15 @@ impl AdsService {
         &self.shared.tracker
     }
 
-    /// The tonic service, e.g. to add to a router next to other services. [`super::serve`]
+    /// The gRPC service, e.g. to add to a tonic router next to other services. [`super::serve`]
     /// uses it too, and also ends every stream when it shuts down.
     /// Requests over [`AdsConfig::max_request_bytes`] are refused from their 5-byte header.
-    pub fn into_grpc(self) -> AggregatedDiscoveryServiceServer<AdsService> {
-        let max_request_bytes = self.shared.max_request_bytes;
-        AggregatedDiscoveryServiceServer::new(self).max_decoding_message_size(max_request_bytes)
+    pub fn into_grpc(self) -> AdsGrpc {
+        AdsGrpc::new(self)
+    }
+
+    pub(crate) fn max_request_bytes(&self) -> usize {
+        self.shared.max_request_bytes
     }
 
     /// This service, with its streams ending when `shutdown` is cancelled.
@@ -197,7 +229,7 @@ impl AdsService {
 
     /// Runs a stream of the connection `info` (if it is one of [`super::serve`]'s), counted as
     /// activity of that connection while it runs.
-    fn open<W: Wire, S>(
+    pub(crate) fn open<W: Wire, S>(
         &self,
         requests: S,
         peer: Peer,
@@ -219,43 +251,6 @@ impl AdsService {
             run::<W, S>(context, requests, tx).await;
             drop(activity);
         });
-        ReceiverStream::new(rx)
-    }
-
-    /// The peer of a request tonic hands over, and its connection's information.
-    fn peer_of<T>(request: &Request<T>) -> (Peer, Option<XdsConnectInfo>) {
-        match request.extensions().get::<XdsConnectInfo>() {
-            Some(info) => {
-                let peer = Peer {
-                    address: info.remote_addr,
-                    identity: info.identity.as_ref().map(|identity| identity.fleet.clone()),
-                };
-                (peer, Some(info.clone()))
-            }
-            // Served by another tonic server (tests): the address it knows, no identity.
-            None => (Peer { address: request.remote_addr(), identity: None }, None),
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsService {
-    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let (peer, info) = Self::peer_of(&request);
-        Ok(Response::new(self.open::<Sotw, _>(request.into_inner(), peer, info.as_ref())))
-    }
-
-    async fn delta_aggregated_resources(
-        &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let (peer, info) = Self::peer_of(&request);
-        Ok(Response::new(self.open::<Delta, _>(request.into_inner(), peer, info.as_ref())))
+        ResponseStream { rx, shared: self.shared.clone(), response: W::response }
     }
 }

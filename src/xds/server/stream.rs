@@ -73,8 +73,8 @@ pub(crate) fn nack_message(message: &str) -> String {
 
 /// What differs between the two protocol variants.
 pub(crate) trait Wire: Send + 'static {
-    type Request: Send + 'static;
-    type Response: Send + 'static;
+    type Request: prost::Message + Default + Send + 'static;
+    type Response: prost::Message + Send + 'static;
     const PROTOCOL: Protocol;
 
     fn node(request: &Self::Request) -> Option<&Node>;
@@ -109,11 +109,18 @@ pub(crate) struct StreamContext {
     pub shutdown: CancellationToken,
 }
 
-pub(crate) async fn run<W, S>(
-    context: StreamContext,
-    requests: S,
-    tx: mpsc::Sender<Result<W::Response, Status>>,
-) where
+/// What a stream task queues for its client: a response still as the plan made it (references
+/// to the snapshot's resources: the connection encodes it when it can send it), or the status
+/// ending the stream. Boxed, so a queue's slots (tokio allocates them 32 at a time) take a
+/// pointer each.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Push(Push),
+    End(Status),
+}
+
+pub(crate) async fn run<W, S>(context: StreamContext, requests: S, tx: mpsc::Sender<Box<Reply>>)
+where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
 {
@@ -127,7 +134,7 @@ pub(crate) async fn run<W, S>(
 
 /// Serves the stream until it ends, with the status to end it with (none: the client left or
 /// the fleet's cache went away).
-async fn serve<W, S>(context: &StreamContext, mut requests: S, outbox: &Outbox<W::Response>) -> Option<Status>
+async fn serve<W, S>(context: &StreamContext, mut requests: S, outbox: &Outbox) -> Option<Status>
 where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
@@ -169,7 +176,6 @@ where
     let mut snapshots = context.shared.cache.subscribe(&session.key);
     let mut state = StreamState::new(W::PROTOCOL, started, context.shared.subscriptions.share());
     state.set_target(snapshots.borrow_and_update().clone());
-    let control_plane = context.shared.control_plane.as_ref();
 
     let mut next = Some(first);
     loop {
@@ -187,7 +193,7 @@ where
         }
         for push in state.plan() {
             session.sending(&push);
-            if !outbox.send(W::response(push, control_plane)).await {
+            if !outbox.send(push).await {
                 return None;
             }
         }
@@ -241,16 +247,16 @@ fn authorize<W: Wire>(context: &StreamContext, first: &W::Request) -> Result<(Fl
 }
 
 /// The response side of a stream: sends give up when the server shuts down.
-struct Outbox<T> {
-    tx: mpsc::Sender<Result<T, Status>>,
+struct Outbox {
+    tx: mpsc::Sender<Box<Reply>>,
     shutdown: CancellationToken,
 }
 
-impl<T> Outbox<T> {
+impl Outbox {
     /// Whether the response was queued (false: the client is gone or the server stopping).
-    async fn send(&self, response: T) -> bool {
+    async fn send(&self, push: Push) -> bool {
         tokio::select! {
-            sent = self.tx.send(Ok(response)) => sent.is_ok(),
+            sent = self.tx.send(Box::new(Reply::Push(push))) => sent.is_ok(),
             _ = self.shutdown.cancelled() => false,
         }
     }
@@ -260,7 +266,7 @@ impl<T> Outbox<T> {
     async fn close(&self, status: Status) {
         tokio::select! {
             biased;
-            _ = self.tx.send(Err(status)) => {}
+            _ = self.tx.send(Box::new(Reply::End(status))) => {}
             _ = self.shutdown.cancelled() => {}
         }
     }

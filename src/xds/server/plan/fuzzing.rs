@@ -42,7 +42,7 @@ use super::super::stream::{SUBSCRIPTION_BUDGET, Wire};
 use super::super::tracker::Protocol;
 use super::{
     ENTRY_OVERHEAD_BYTES, MAX_NAME_BYTES, MAX_SUBSCRIBED_BYTES, MAX_TYPE_URL_BYTES, MAX_TYPES, StreamState,
-    SubscriptionBudget, name_cost,
+    SubscriptionBudget, TYPE_STATE_BYTES, name_cost,
 };
 
 /// Runs one stream over `input` (see the module's documentation), panicking if the stream
@@ -224,7 +224,11 @@ fn check_limits(state: &StreamState, budget: &SubscriptionBudget) {
             type_state.charged
         );
         if state.protocol == Protocol::StateOfTheWorld {
-            assert_eq!(names, type_state.charged, "a state-of-the-world subscription is charged exactly");
+            assert_eq!(
+                TYPE_STATE_BYTES + names,
+                type_state.charged,
+                "a state-of-the-world type is charged exactly: itself and its names"
+            );
         }
         // Held resources are the snapshot's (shared) or reported on the type's first request
         // (charged then); without a wildcard, only subscribed ones.

@@ -16,7 +16,7 @@ use super::cache::FleetKey;
 use super::metrics::XdsMetrics;
 use super::plan::{
     ENTRY_OVERHEAD_BYTES, MAX_NAME_BYTES, MAX_SUBSCRIBED_BYTES, MAX_TYPE_URL_BYTES, PlanError, StreamState,
-    SubscriptionBudget,
+    SubscriptionBudget, TYPE_STATE_BYTES,
 };
 use super::resource::type_url::{CLUSTER, ENDPOINT, ROUTE};
 use super::tracker::Protocol;
@@ -203,7 +203,8 @@ async fn delta_subscriptions_over_the_stream_budget_end_it_with_resource_exhaust
     }
     let status = envoy.failure().await;
     assert_eq!(status.code(), Code::ResourceExhausted);
-    let needed = (batches + 1) * BATCH;
+    // Each of its 3 types is charged too.
+    let needed = (batches + 1) * BATCH + 3 * TYPE_STATE_BYTES;
     assert_eq!(
         status.message(),
         format!(
@@ -286,9 +287,10 @@ fn streams_share_the_servers_subscription_budget_and_give_it_back_when_they_end(
         subscribe(&mut second, "second-"),
         Err(PlanError::ServerSubscriptionsFull { limit: 3 * BATCH })
     );
-    assert_eq!(budget.used(), 2 * BATCH);
+    // Each stream's type is charged when first requested, whatever its names.
+    assert_eq!(budget.used(), 2 * BATCH + 2 * TYPE_STATE_BYTES);
     drop(first);
-    assert_eq!(budget.used(), 0);
+    assert_eq!(budget.used(), TYPE_STATE_BYTES);
     assert_eq!(subscribe(&mut second, "second-"), Ok(()));
-    assert_eq!(budget.used(), 2 * BATCH);
+    assert_eq!(budget.used(), 2 * BATCH + TYPE_STATE_BYTES);
 }
