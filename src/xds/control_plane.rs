@@ -24,7 +24,8 @@ use crate::index::Index;
 use crate::ops::health::{Health, Readiness};
 use crate::xds::metrics::ControlPlaneMetrics;
 use crate::xds::server::{
-    self, AdsConfig, AdsService, ServeConfig, ServeError, SnapshotCache, Tracker, Transport,
+    self, AdsConfig, AdsService, ServeConfig, ServeError, SnapshotCache, Tracker, Transport, memory_limit,
+    subscription_budget,
 };
 
 /// What `run` is told about the control plane.
@@ -85,7 +86,11 @@ impl ControlPlaneServer {
         let service = AdsService::builder(cache.clone(), authorizer)
             .tracker(tracker.clone())
             .metrics(Arc::new(metrics.clone()))
-            .config(AdsConfig { control_plane_id: Some(identity.to_owned()), ..AdsConfig::default() })
+            .config(AdsConfig {
+                control_plane_id: Some(identity.to_owned()),
+                subscription_budget: subscription_budget(memory_limit()),
+                ..AdsConfig::default()
+            })
             .build();
         let ready = Readiness::default();
         health.add_readiness("xds", &ready);

@@ -96,7 +96,7 @@ pub use resource::{Reference, Resource, XdsResource};
 pub use serve::{
     CONNECTION_WINDOW, DEFAULT_MEMORY_LIMIT, Grpc, MAX_STREAMS_PER_CONNECTION, RECEIVE_BUDGET,
     RESERVED_MEMORY, STREAM_WINDOW, ServeConfig, ServeError, Transport, WORST_CASE_PER_CONNECTION,
-    connection_cap, memory_limit, open_files_limit, serve,
+    connection_cap, memory_limit, open_files_limit, receive_budget, serve, subscription_budget,
 };
 pub use service::{AdsConfig, AdsService, AdsServiceBuilder, MAX_REQUEST_BYTES, ResponseStream};
 pub use snapshot::{Describe, Snapshot, SnapshotBuilder, SnapshotError, TypeResources};

@@ -60,11 +60,17 @@ impl ServeConfig {
     /// The operator's settings for `transport`: a client finds the cap (sized from this
     /// process's limits) refused at once, and a failed accept is retried after 100 ms.
     pub fn new(transport: Transport) -> Self {
+        Self::sized_for(transport, memory_limit())
+    }
+
+    /// The same, sized for `memory_limit` (the Deployment's 512 MiB where `None`) rather than
+    /// this process's: the connection cap and the receive budget.
+    pub fn sized_for(transport: Transport, memory_limit: Option<u64>) -> Self {
         Self {
             name: "xds",
             limits: ConnectionLimits {
                 // Beyond it, new connections are closed at once.
-                max_connections: connection_cap(memory_limit(), open_files_limit()),
+                max_connections: connection_cap(memory_limit, open_files_limit()),
                 handshake_timeout: Duration::from_secs(10),
                 // A connection without a stream this long is closed.
                 http2_idle_timeout: Duration::from_secs(30),
@@ -80,7 +86,7 @@ impl ServeConfig {
             at_capacity: AtCapacity::Refuse,
             accept_retry: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
-            server: Grpc { transport, receive_budget: ReceiveBudget::new(RECEIVE_BUDGET) },
+            server: Grpc { transport, receive_budget: ReceiveBudget::new(receive_budget(memory_limit)) },
         }
     }
 }
@@ -88,8 +94,9 @@ impl ServeConfig {
 /// Concurrent streams per connection: Envoy keeps one ADS stream per connection; a second lets
 /// a new stream open while the server still counts the one that just ended.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 2;
-/// Requests being received, all connections together ([`ReceiveBudget`]): room for over 250
-/// of Envoy's largest request (its first, about 60 KB) at once.
+/// Requests being received, all connections together ([`ReceiveBudget`]), at the Deployment's
+/// memory limit: room for over 250 of Envoy's largest request (its first, about 60 KB) at once.
+/// Another limit gets its share ([`receive_budget`]).
 pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// HTTP/2 flow control: how much a client may send before the server reads it, per connection
 /// and per stream; what h2 may hold of a connection's requests that no stream has taken (a
@@ -159,10 +166,28 @@ const RESERVED_FILES: u64 = 1024;
 /// process runs out of file descriptors.
 pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize {
     let for_xds = memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT).saturating_sub(RESERVED_MEMORY);
-    let shared = (RECEIVE_BUDGET + super::stream::SUBSCRIPTION_BUDGET) as u64;
+    let shared = (receive_budget(memory_limit) + subscription_budget(memory_limit)) as u64;
     let by_memory = for_xds.saturating_sub(shared) / WORST_CASE_PER_CONNECTION as u64;
     let by_files = open_files_limit.saturating_sub(RESERVED_FILES);
     usize::try_from(by_memory.min(by_files)).unwrap_or(usize::MAX).max(1)
+}
+
+/// What requests being received may take, all connections together, under `memory_limit`
+/// (512 MiB assumed without one): a thirty-second of it, 16 MiB at the Deployment's limit. In
+/// proportion, like [`subscription_budget`]: the many proxies a larger limit admits reconnect
+/// together after a restart, each with a first request of about 60 KB, and a stream that finds
+/// the budget full is refused and retries later.
+pub fn receive_budget(memory_limit: Option<u64>) -> usize {
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
+}
+
+/// What every stream's subscriptions together may take under `memory_limit` (512 MiB assumed
+/// without one): a sixteenth of it, 32 MiB at the Deployment's limit. In proportion, so that a
+/// larger limit, which admits more connections ([`connection_cap`]), also has room for their
+/// streams' subscriptions: a fixed 32 MiB holds about 6,900 streams of a fleet's four types
+/// and a dozen names.
+pub fn subscription_budget(memory_limit: Option<u64>) -> usize {
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 16).unwrap_or(usize::MAX)
 }
 
 /// The process's memory limit: its cgroup's (`memory.max` of cgroup v2, `memory.limit_in_bytes`
@@ -270,12 +295,21 @@ mod tests {
     #[test]
     fn the_default_cap_fits_every_connection_at_its_worst_in_what_the_limit_leaves_xds() {
         let cap = connection_cap(None, u64::MAX) as u64;
-        let shared = (RECEIVE_BUDGET + super::super::stream::SUBSCRIPTION_BUDGET) as u64;
+        let shared = (receive_budget(None) + subscription_budget(None)) as u64;
+        assert_eq!(receive_budget(None), RECEIVE_BUDGET);
+        assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
         assert_eq!((cap, WORST_CASE_PER_CONNECTION), (1497, 190_491));
+        // A larger limit admits more connections and has room for their streams'
+        // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
+        // (`examples/xds_load`).
+        for gib in [1u64, 2, 4, 16] {
+            let limit = Some(gib << 30);
+            assert!(subscription_budget(limit) / 4_832 >= connection_cap(limit, u64::MAX), "{gib} GiB");
+        }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);
     }

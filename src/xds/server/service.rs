@@ -54,6 +54,9 @@ pub struct AdsConfig {
     /// deadline, since an ADS stream idles between changes; half of one holds at most
     /// `max_request_bytes`.
     pub first_request_timeout: Duration,
+    /// Bytes every stream's subscriptions together may take (32 MiB by default, the share of
+    /// the Deployment's 512 MiB; [`super::subscription_budget`] gives a memory limit's).
+    pub subscription_budget: usize,
 }
 
 /// The default [`AdsConfig::max_request_bytes`]: 128 KiB. Envoy 1.40's largest request is its
@@ -71,6 +74,7 @@ impl Default for AdsConfig {
             control_plane_id: None,
             max_request_bytes: MAX_REQUEST_BYTES,
             first_request_timeout: Duration::from_secs(15),
+            subscription_budget: SUBSCRIPTION_BUDGET,
         }
     }
 }
@@ -124,7 +128,7 @@ impl AdsServiceBuilder {
             authorizer: self.authorizer,
             control_plane,
             first_request_timeout: self.config.first_request_timeout,
-            subscriptions: SubscriptionBudget::new(SUBSCRIPTION_BUDGET),
+            subscriptions: SubscriptionBudget::new(self.config.subscription_budget),
             max_request_bytes: self.config.max_request_bytes,
             response_buffer: self.config.response_buffer.max(1),
             next_stream: AtomicU64::new(1),

@@ -26,9 +26,10 @@ use super::metrics::XdsMetrics;
 use super::plan::{PlanError, Push, Settled, StreamState, SubscriptionBudget};
 use super::tracker::{Protocol, StreamId, Tracker};
 
-/// Bytes of subscribed resource names every stream together may hold: a stream whose
-/// subscriptions would take more ends with `RESOURCE_EXHAUSTED` (each stream also has its own
-/// cap, [`super::plan`]'s).
+/// Bytes of subscribed resource names (and types' state) every stream together may hold at the
+/// Deployment's memory limit: a stream whose subscriptions would take more ends with
+/// `RESOURCE_EXHAUSTED` (each stream also has its own cap, [`super::plan`]'s). Another limit
+/// gets its share ([`super::serve::subscription_budget`]).
 pub(crate) const SUBSCRIPTION_BUDGET: usize = 32 * 1024 * 1024;
 
 /// A request the server cannot honour; the stream ends with the matching gRPC status.
