@@ -38,7 +38,8 @@ use envoy_operator::certs::client_auth::ClientTrust;
 use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::xds::server::resource::type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use envoy_operator::xds::server::{
-    AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport, XdsResource, serve,
+    AdsConfig, AdsService, DEFAULT_MEMORY_LIMIT, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport,
+    XdsResource, connection_cap, serve, subscription_budget,
 };
 use envoy_operator_core::identity::FleetIdentity;
 use envoy_operator_testkit::Percentiles;
@@ -75,11 +76,12 @@ struct Args {
     /// 516, making its first request 61,228 bytes, its largest); 0 for a bare node.
     #[arg(long, default_value_t = 516)]
     node_extensions: usize,
-    /// Leave the server its default connection cap (from a 512 MiB memory limit and the open
-    /// files limit) rather than raising it to the connection count: connections beyond it are
-    /// refused, and counted.
-    #[arg(long)]
-    default_cap: bool,
+    /// Size the server as its cgroup's memory limit would, in MiB (the Deployment's: 512): its
+    /// connection cap and its subscription budget. Connections beyond the cap are refused, and
+    /// counted. Without it, the server is sized for the connections: the smallest limit whose
+    /// cap admits them all (at least 512 MiB).
+    #[arg(long, value_name = "MIB")]
+    memory_limit: Option<u64>,
     /// Connections opened at once while connecting (each a TLS handshake).
     #[arg(long, default_value_t = 32)]
     connect_concurrency: usize,
@@ -107,7 +109,7 @@ struct Args {
     /// key into (TLS).
     #[arg(long, hide = true)]
     ca_out: Option<PathBuf>,
-    /// Internal (server): connections to allow (the default cap where fewer).
+    /// Internal (server): the connections to size the server for (without `--memory-limit`).
     #[arg(long, hide = true)]
     max_connections: Option<usize>,
 }
@@ -165,11 +167,28 @@ fn snapshot(generation: usize) -> Snapshot {
 // ---------------------------------------------------------------------------------------------
 // Server (child process)
 
+/// The smallest memory limit, in whole MiB and at least the Deployment's, under which the
+/// server's cap admits `connections`.
+fn limit_admitting(connections: usize) -> u64 {
+    let mut limit = DEFAULT_MEMORY_LIMIT;
+    while connection_cap(Some(limit), u64::MAX) < connections {
+        limit += 1 << 20;
+    }
+    limit
+}
+
 async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut profiler = heap_profiler(args.heap_profile.as_deref())?;
     let cache = SnapshotCache::new();
+    let memory_limit = match args.memory_limit {
+        Some(mib) => mib << 20,
+        None => limit_admitting(args.max_connections.unwrap_or(0)),
+    };
+    let ads =
+        AdsConfig { subscription_budget: subscription_budget(Some(memory_limit)), ..AdsConfig::default() };
     let service =
         AdsService::builder(cache.clone(), |_: &Node, _: Option<SocketAddr>| Ok(FleetKey::from(FLEET)))
+            .config(ads)
             .build();
     let transport = match &args.ca_out {
         Some(dir) => {
@@ -186,11 +205,14 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         None => Transport::Plaintext,
     };
-    let mut config = ServeConfig::new(transport);
-    eprintln!("the server's default connection cap here: {}", config.limits.max_connections);
-    if !args.default_cap {
-        config.limits.max_connections = config.limits.max_connections.max(args.max_connections.unwrap_or(0));
-    }
+    let mut config = ServeConfig::sized_for(transport, Some(memory_limit));
+    eprintln!(
+        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a receive budget of {} MiB, a subscription budget of {} MiB",
+        memory_limit >> 20,
+        config.limits.max_connections,
+        config.server.receive_budget.available() >> 20,
+        subscription_budget(Some(memory_limit)) >> 20
+    );
     config.limits.http2_max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
@@ -254,8 +276,8 @@ impl ServerProcess {
         let mut command = Command::new(std::env::current_exe()?);
         command.args(["--serve", "--streams", &args.streams.to_string()]);
         command.args(["--max-connections", &connections.to_string()]);
-        if args.default_cap {
-            command.arg("--default-cap");
+        if let Some(mib) = args.memory_limit {
+            command.args(["--memory-limit", &mib.to_string()]);
         }
         if let Some(path) = ca_out {
             command.arg("--ca-out").arg(path);
