@@ -22,6 +22,22 @@ pub fn truncate(value: &str, max_chars: usize) -> Cow<'_, str> {
     }
 }
 
+/// `value` cut to at most `max_bytes` bytes (on a character boundary), followed by
+/// `…(N more bytes)` when cut: what a value held for a while takes is then bounded in bytes,
+/// whatever its characters' widths. The note adds at most [`CUT_NOTE_BYTES`].
+pub fn truncate_bytes(value: &str, max_bytes: usize) -> Cow<'_, str> {
+    if value.len() <= max_bytes {
+        return Cow::Borrowed(value);
+    }
+    // A character is at most 4 bytes: a boundary is at most 3 bytes back.
+    let cut = (0..=max_bytes).rev().find(|&at| value.is_char_boundary(at)).unwrap_or(0);
+    Cow::Owned(format!("{}…({} more bytes)", &value[..cut], value.len() - cut))
+}
+
+/// The most bytes the note of a cut adds: `…` (3 bytes) and `(N more bytes)` with N of up
+/// to 20 digits.
+pub const CUT_NOTE_BYTES: usize = 3 + "( more bytes)".len() + 20;
+
 /// Keeps the first `max` items; when there were more, the last kept item is replaced by
 /// `more(left_out)` so the list still says that something was left out (e.g. "and 12 more").
 pub fn capped<T>(mut items: Vec<T>, max: usize, more: impl FnOnce(usize) -> T) -> Vec<T> {
@@ -48,6 +64,20 @@ mod tests {
         assert!(cut.ends_with(&format!("…({} more bytes)", (1000 - MAX_ECHO_CHARS) * 2)), "{cut}");
         assert_eq!(truncate("abcdef", 6), "abcdef");
         assert_eq!(truncate("abcdefg", 6), "abcdef…(1 more bytes)");
+    }
+
+    #[test]
+    fn values_cut_in_bytes_keep_whole_characters_and_stay_within_the_bound() {
+        assert!(matches!(truncate_bytes("edge", 4), Cow::Borrowed("edge")));
+        assert_eq!(truncate_bytes("abcdefg", 6), "abcdef…(1 more bytes)");
+        // 4-byte characters: 1,024 bytes hold 256 of them, not 1,024.
+        let wide = "😀".repeat(1000);
+        let cut = truncate_bytes(&wide, 1022);
+        assert!(cut.starts_with(&"😀".repeat(255)) && !cut.starts_with(&"😀".repeat(256)), "{cut}");
+        assert!(cut.ends_with("…(2980 more bytes)"), "{cut}");
+        assert!(cut.len() <= 1022 + CUT_NOTE_BYTES);
+        let longest_note = format!("…({} more bytes)", u64::MAX);
+        assert_eq!(longest_note.len(), CUT_NOTE_BYTES);
     }
 
     #[test]

@@ -67,10 +67,14 @@ pub(crate) struct Answer {
 }
 
 /// A NACK's explanation as the server keeps and logs it: Envoy's text, cut to
-/// `MAX_MESSAGE_CHARS`, since a client can send megabytes of it.
+/// [`MAX_NACK_BYTES`] (and the note of the cut), since a client can send megabytes of it.
 pub(crate) fn nack_message(message: &str) -> String {
-    bounded::truncate(message, MAX_MESSAGE_CHARS).into_owned()
+    bounded::truncate_bytes(message, MAX_NACK_BYTES).into_owned()
 }
+
+/// Bytes of a NACK's explanation kept: `MAX_MESSAGE_CHARS` (1,024), counted in bytes, so a
+/// stream's record of its NACKs is bounded in memory whatever the characters' widths.
+pub(crate) const MAX_NACK_BYTES: usize = MAX_MESSAGE_CHARS;
 
 /// What differs between the two protocol variants.
 pub(crate) trait Wire: Send + 'static {

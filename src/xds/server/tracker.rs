@@ -42,7 +42,7 @@ pub struct StreamId(pub u64);
 pub struct Nack {
     /// The snapshot version the rejected response came from.
     pub version: String,
-    /// Envoy's `error_detail.message`, cut to `MAX_MESSAGE_CHARS` characters (1,024) with a
+    /// Envoy's `error_detail.message`, cut to 1,024 bytes (on a character boundary) with a
     /// note of how many bytes were left out: a client can send megabytes of it.
     pub message: String,
     pub at: SystemTime,

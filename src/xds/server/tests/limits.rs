@@ -118,7 +118,8 @@ async fn a_huge_nack_message_is_cut_before_the_tracker_keeps_it_and_the_log_show
     let mut envoy = open_delta(&fixture);
     envoy.send(hello(CLUSTER));
     let clusters = envoy.next().await;
-    let huge = "x".repeat(4 * 1024 * 1024);
+    // 4-byte characters: kept in bytes, 256 of them.
+    let huge = "😀".repeat(1024 * 1024);
     envoy.send(DeltaDiscoveryRequest {
         type_url: CLUSTER.into(),
         response_nonce: clusters.nonce.clone(),
@@ -130,6 +131,7 @@ async fn a_huge_nack_message_is_cut_before_the_tracker_keeps_it_and_the_log_show
     let nack = fixture.tracker.fleet_status(&FleetKey::from(FLEET)).last_nack.expect("a NACK").nack;
     let left_out = huge.len() - MAX_MESSAGE_CHARS;
     assert_eq!(nack.message, format!("{}…({left_out} more bytes)", &huge[..MAX_MESSAGE_CHARS]));
+    assert_eq!(nack.message.chars().filter(|c| *c == '😀').count(), MAX_MESSAGE_CHARS / 4);
     let logs = logs.text();
     let nack_lines: Vec<&str> = logs.lines().filter(|line| line.contains("NACK")).collect();
     assert_eq!(nack_lines.len(), 1, "{logs}");
