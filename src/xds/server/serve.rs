@@ -141,14 +141,15 @@ const TRANSPORT_GROWTH: usize =
 /// its h2 stream, its queue (boxed replies; a queued response is references to the
 /// snapshot's resources until the connection encodes it), its held resources' map (bounded by
 /// its names) and its tracker record at rest: 14 KiB counted; and what a client can add to
-/// its record in the tracker for each of the 4 types served: a NACK's explanation (at most
+/// its record in the tracker for each type served: a NACK's explanation (at most
 /// [`super::stream::MAX_NACK_BYTES`] and the note of its cut) and, with the ACKed and NACKed
-/// versions and the entries holding them, 2 KiB for all four (a NACK of a type never sent is
-/// not kept).
+/// versions and the entries holding them, 2 KiB for all of them (a NACK of a type never sent
+/// is not kept).
 const STREAM_STATE: usize =
     14 * 1024 + TYPES_SERVED * (super::stream::MAX_NACK_BYTES + bounded::CUT_NOTE_BYTES) + 2 * 1024;
-/// Resource types the server serves a stream: clusters, endpoints, listeners, routes.
-const TYPES_SERVED: usize = 4;
+/// Resource types the operator's snapshots hold, so a stream may be sent and NACK: secrets,
+/// clusters, endpoints, listeners, routes.
+const TYPES_SERVED: usize = 5;
 /// The worst a connection costs beyond the shared budgets (requests being received,
 /// [`RECEIVE_BUDGET`]; types and subscriptions, [`super::stream`]'s): its buffers at rest,
 /// what a client can make them grow to, its receive window and its streams' state. Not
@@ -309,7 +310,7 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (1805, 158_011));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (1781, 160_131));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).
