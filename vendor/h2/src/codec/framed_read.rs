@@ -21,6 +21,10 @@ use tokio_util::codec::{LengthDelimitedCodec, LengthDelimitedCodecError};
 // 16 MB "sane default" taken from golang http2
 const DEFAULT_SETTINGS_MAX_HEADER_LIST_SIZE: usize = 16 << 20;
 
+/// What a read begins with when the read buffer was let go: tokio-util's `FramedRead` starts
+/// with the same.
+const READ_BUFFER_CAPACITY: usize = 8 * 1024;
+
 #[derive(Debug)]
 pub struct FramedRead<T> {
     inner: InnerFramedRead<T, LengthDelimitedCodec>,
@@ -421,7 +425,17 @@ where
         let _e = span.enter();
         loop {
             tracing::trace!("poll");
-            let bytes = match ready!(Pin::new(&mut self.inner).poll_next(cx)) {
+            // Patched (PATCHED.md): the read buffer is allocated when a read begins and let go
+            // while the connection waits for data with nothing buffered, so an idle connection
+            // holds none.
+            if self.inner.read_buffer().capacity() == 0 {
+                self.inner.read_buffer_mut().reserve(READ_BUFFER_CAPACITY);
+            }
+            let polled = Pin::new(&mut self.inner).poll_next(cx);
+            if polled.is_pending() && self.inner.read_buffer().is_empty() {
+                *self.inner.read_buffer_mut() = BytesMut::new();
+            }
+            let bytes = match ready!(polled) {
                 Some(Ok(bytes)) => bytes,
                 Some(Err(e)) => return Poll::Ready(Some(Err(map_err(e)))),
                 None => return Poll::Ready(None),

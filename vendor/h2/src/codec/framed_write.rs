@@ -93,7 +93,9 @@ where
             final_flush_done: false,
             encoder: Encoder {
                 hpack: hpack::Encoder::default(),
-                buf: Cursor::new(BytesMut::with_capacity(DEFAULT_BUFFER_CAPACITY)),
+                // Patched (PATCHED.md): allocated when a frame is buffered, let go once
+                // everything buffered is written.
+                buf: Cursor::new(BytesMut::new()),
                 next: None,
                 last_data_frame: None,
                 max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
@@ -206,6 +208,7 @@ where
             Some(Next::Data(frame)) => {
                 self.last_data_frame = Some(frame);
                 debug_assert!(self.is_empty());
+                self.release_buffer();
                 ControlFlow::Break
             }
             Some(Next::Continuation(frame)) => {
@@ -216,13 +219,25 @@ where
                 }
                 ControlFlow::Continue
             }
-            None => ControlFlow::Break,
+            None => {
+                self.release_buffer();
+                ControlFlow::Break
+            }
         }
+    }
+
+    /// Patched (PATCHED.md): everything buffered was written, so an idle connection holds no
+    /// write buffer; the next frame allocates one ([`Encoder::buffer`]).
+    fn release_buffer(&mut self) {
+        *self.buf.get_mut() = BytesMut::new();
     }
 
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());
+        if self.buf.get_ref().capacity() == 0 {
+            self.buf.get_mut().reserve(DEFAULT_BUFFER_CAPACITY);
+        }
         let span = tracing::trace_span!("FramedWrite::buffer", frame = ?item);
         let _e = span.enter();
 
@@ -307,9 +322,12 @@ where
     }
 
     fn has_capacity(&self) -> bool {
-        self.next.is_none()
-            && (self.buf.get_ref().capacity() - self.buf.get_ref().len()
-                >= self.min_buffer_capacity)
+        // A buffer let go is allocated at its full size when a frame comes ([`Encoder::buffer`]).
+        let capacity = match self.buf.get_ref().capacity() {
+            0 => DEFAULT_BUFFER_CAPACITY,
+            allocated => allocated,
+        };
+        self.next.is_none() && (capacity - self.buf.get_ref().len() >= self.min_buffer_capacity)
     }
 
     fn is_empty(&self) -> bool {

@@ -158,7 +158,8 @@ impl Decoder {
             max_size_update: None,
             last_max_update: size,
             table: Table::new(size),
-            buffer: BytesMut::with_capacity(4096),
+            // Patched (PATCHED.md): grows with the strings decoded, none held before.
+            buffer: BytesMut::new(),
         }
     }
 
