@@ -2,7 +2,7 @@
 //! development certificates it generates, exposes metrics and readiness, says that
 //! reconciling is off, and shuts down cleanly on SIGTERM.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use crate::tls::{client_config, connect, http1, post, send1};
 
 /// A port free right now (the operator binds it a moment later).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    envoy_operator_testkit::ports::unclaimed_port().port()
 }
 
 async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {

@@ -289,7 +289,7 @@ fn fleet_with_backends(
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+    envoy_operator_testkit::ports::unclaimed_port().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,8 +42,9 @@ pub fn at_in(namespace: &str, group_version: &str, resource: &str, name: &str) -
     format!("{prefix}/namespaces/{namespace}/{resource}/{name}")
 }
 
+/// A port for a server the test starts a moment later (an Envoy listener): [`crate::ports`].
 pub fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port")
+    crate::ports::unclaimed_port()
 }
 
 /// An EnvoyRoute named `name` attached to `edge`, with `rules`.

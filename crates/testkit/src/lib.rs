@@ -27,6 +27,7 @@ pub mod fleet_world;
 pub mod gateway_api_schema;
 pub mod mock;
 pub mod pod_host;
+pub mod ports;
 pub mod rbac;
 pub mod schema;
 pub mod service_ips;
