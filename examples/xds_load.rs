@@ -207,9 +207,11 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut config = ServeConfig::sized_for(transport, Some(memory_limit));
     eprintln!(
-        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a receive budget of {} MiB, a subscription budget of {} MiB",
+        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a receive budget of {} MiB, a subscription budget of {} MiB",
         memory_limit >> 20,
         config.limits.max_connections,
+        config.server.reading_budget.available() >> 20,
+        config.server.reading_budget.readers(),
         config.server.receive_budget.available() >> 20,
         subscription_budget(Some(memory_limit)) >> 20
     );

@@ -11,16 +11,18 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use envoy_operator::xds::server::resource::type_url::CLUSTER;
 use envoy_operator::xds::server::{
-    AdsConfig, AdsService, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport,
+    AdsConfig, AdsService, FleetKey, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot, SnapshotCache,
+    Transport,
 };
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
+use futures::FutureExt;
 use prost::Message;
 use support::certs::pki;
 use support::control_plane::ControlPlane;
 use support::resources::{eds_cluster, endpoints};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -71,13 +73,11 @@ async fn first_response(channel: Channel) -> Result<usize, String> {
     Ok(response.resources.len())
 }
 
-/// Whether the server closes `stream` (EOF or reset) within 30 s.
+/// Whether the server closes `stream` (EOF or reset) within 30 s, whatever it sends before.
 async fn closed_by_server(mut stream: TcpStream) -> bool {
     let mut buffer = [0u8; 64];
-    matches!(
-        tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buffer)).await,
-        Ok(Ok(0) | Err(_))
-    )
+    let closed = async { while let Ok(1..) = stream.read(&mut buffer).await {} };
+    tokio::time::timeout(Duration::from_secs(30), closed).await.is_ok()
 }
 
 #[tokio::test]
@@ -130,6 +130,89 @@ async fn a_client_that_never_completes_the_handshake_is_dropped() {
     let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
     let silent = TcpStream::connect(plane.address).await.expect("a connection");
     assert!(closed_by_server(silent).await);
+    plane.stop().await;
+}
+
+/// A plaintext server whose transport may hold what one connection reads, at once
+/// ([`ReadingBudget`]), closing a connection that holds it for `hold` without coming to rest.
+fn one_reader(hold: Duration) -> (ServeConfig, ReadingBudget) {
+    let mut config = ServeConfig::new(Transport::Plaintext);
+    let budget = ReadingBudget::new(READ_IN_FLIGHT).with_hold_timeout(hold);
+    config.server.reading_budget = budget.clone();
+    (config, budget)
+}
+
+async fn channel(address: SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{address}"))
+        .expect("an endpoint")
+        .connect()
+        .await
+        .expect("a channel")
+}
+
+/// A client that sent HTTP/2's preface and then half a frame header, and stopped: rustls and
+/// h2 would hold the frame in part.
+async fn stopped_mid_frame(address: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(address).await.expect("a connection");
+    stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x12\x04").await.expect("the bytes sent");
+    stream
+}
+
+#[tokio::test]
+async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest() {
+    let (config, budget) = one_reader(Duration::from_secs(600));
+    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let address = plane.address;
+    let within = |what: &'static str| async move {
+        let answer = tokio::time::timeout(support::CONVERGE, first_response(channel(address).await)).await;
+        answer.unwrap_or_else(|_| panic!("{what}: no response within {:?}", support::CONVERGE))
+    };
+    // A proxy whose stream stays open: between its requests its reads are at rest, holding
+    // nothing of the budget...
+    let (requests, rx) = mpsc::unbounded_channel();
+    let node = Node { id: "pod-open".into(), ..Default::default() };
+    requests
+        .send(DeltaDiscoveryRequest { node: Some(node), type_url: CLUSTER.into(), ..Default::default() })
+        .expect("the first request queued");
+    let mut open = AggregatedDiscoveryServiceClient::new(channel(address).await)
+        .delta_aggregated_resources(UnboundedReceiverStream::new(rx))
+        .await
+        .expect("a stream")
+        .into_inner();
+    open.message().await.expect("a response").expect("the stream open");
+    // ...so others read in turn.
+    assert_eq!(within("a proxy beside an idle one").await, Ok(1));
+
+    // A client stopped mid-frame holds all of it, and a proxy arriving then waits.
+    let stopped = stopped_mid_frame(address).await;
+    support::eventually("the stopped client holding the reading budget", support::CONVERGE, || async {
+        (budget.available() == 0).then_some(()).ok_or(format!("{} bytes free", budget.available()))
+    })
+    .await;
+    let waiting = tokio::spawn(within("a proxy once the stopped client left"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "a proxy read while another connection held the whole reading budget");
+    // The client leaves: its reservation goes back and the proxy is served.
+    drop(stopped);
+    assert_eq!(waiting.await.expect("the waiting proxy"), Ok(1));
+    assert!(open.message().now_or_never().is_none(), "the open stream still open, nothing new sent");
+    drop(requests);
+    plane.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_holding_the_reading_budget_without_coming_to_rest_is_closed() {
+    let (config, budget) = one_reader(Duration::from_millis(300));
+    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let stopped = stopped_mid_frame(plane.address).await;
+    assert!(closed_by_server(stopped).await, "a client stopped mid-frame is closed after the hold timeout");
+    support::eventually("the reading budget given back", support::CONVERGE, || async {
+        (budget.available() == READ_IN_FLIGHT)
+            .then_some(())
+            .ok_or(format!("{} bytes free", budget.available()))
+    })
+    .await;
+    assert_eq!(first_response(channel(plane.address).await).await, Ok(1));
     plane.stop().await;
 }
 

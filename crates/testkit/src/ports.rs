@@ -35,7 +35,8 @@ pub fn unclaimed_port() -> SocketAddr {
 /// Whether a server could bind `port` on every address, which is how Envoy binds its
 /// listeners, and on loopback.
 fn free_everywhere(port: u16) -> bool {
-    TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok() && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
+    TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok()
+        && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
 }
 
 /// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), 32768

@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
 
 use rustls::server::ResolvesServerCert;
@@ -34,14 +34,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinHandle;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 use tracing::{debug, warn};
 
+use super::framing::{HeaderBlocks, TlsRecords};
 use super::metrics::XdsMetrics;
+use super::reading_budget::{ReadingBudget, Reserving};
 use crate::certs::client_auth::{PeerIdentity, peer_identity};
 use crate::net::ServeConfig;
 use crate::net::accept::{Accept, accept_loop};
@@ -116,8 +118,96 @@ impl Deadlines {
 }
 
 enum Io {
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<TlsRecords<TcpStream>>>),
     Plain(TcpStream),
+}
+
+impl Io {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Io::Tls(stream) => stream.get_ref().0.get_ref(),
+            Io::Plain(stream) => stream,
+        }
+    }
+
+    /// Whether what was read from the socket ends with a whole TLS record: rustls then holds
+    /// none in part.
+    fn records_at_boundary(&self) -> bool {
+        match self {
+            Io::Tls(stream) => stream.get_ref().0.at_boundary(),
+            Io::Plain(_) => true,
+        }
+    }
+}
+
+/// A connection's part in the reading budget ([`ReadingBudget`]).
+struct Reading {
+    budget: ReadingBudget,
+    state: ReadState,
+    /// When the reservation held since this long ends the connection.
+    overdue: Pin<Box<Sleep>>,
+}
+
+enum ReadState {
+    /// Holding nothing of the client's: a read waits for the socket to have bytes before it
+    /// reserves.
+    AtRest,
+    Reserving(Reserving),
+    /// Reading, with its reservation (given back when dropped).
+    Holding {
+        _reservation: OwnedSemaphorePermit,
+    },
+}
+
+impl Reading {
+    fn new(budget: ReadingBudget) -> Self {
+        // The handshake may have read past its end: the first read reserves whatever the
+        // socket holds.
+        let state = ReadState::Reserving(budget.reserve());
+        let overdue = Box::pin(tokio::time::sleep(budget.hold_timeout()));
+        Self { budget, state, overdue }
+    }
+
+    /// Ready once the connection holds its reservation, so it may read; pending while its
+    /// socket has no bytes and it is at rest, or while the budget has no room; an error once
+    /// it held the reservation for the budget's hold timeout.
+    fn poll_reserved(&mut self, cx: &mut Context<'_>, socket: &TcpStream) -> Poll<io::Result<()>> {
+        loop {
+            match &mut self.state {
+                ReadState::AtRest => {
+                    ready!(socket.poll_read_ready(cx))?;
+                    self.state = ReadState::Reserving(self.budget.reserve());
+                }
+                ReadState::Reserving(reserving) => {
+                    let permit = ready!(reserving.as_mut().poll(cx)).map_err(io::Error::other)?;
+                    self.overdue.as_mut().reset(Instant::now() + self.budget.hold_timeout());
+                    self.state = ReadState::Holding { _reservation: permit };
+                }
+                ReadState::Holding { .. } => return Poll::Ready(self.check_overdue(cx)),
+            }
+        }
+    }
+
+    /// An error once the connection held its reservation for the budget's hold timeout without its
+    /// reads coming to rest; registers for a wake-up at then otherwise. Checked where the
+    /// connection writes too: a client that stops reading stops h2 from reading.
+    fn check_overdue(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if matches!(self.state, ReadState::Holding { .. }) && self.overdue.as_mut().poll(cx).is_ready() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "reading for {:?} without a whole record, frame or header block",
+                    self.budget.hold_timeout()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The connection's reads are at rest: the reservation goes back.
+    fn rest(&mut self) {
+        self.state = ReadState::AtRest;
+    }
 }
 
 /// An accepted connection: its byte stream, what it is known by, its place under the cap, and
@@ -127,17 +217,19 @@ pub(crate) struct Connection {
     info: XdsConnectInfo,
     deadlines: Deadlines,
     frames: HeaderBlocks,
+    reading: Reading,
     _permit: OwnedSemaphorePermit,
 }
 
 impl Connection {
-    fn new(io: Io, info: XdsConnectInfo, idle_timeout: Duration, permit: OwnedSemaphorePermit) -> Self {
-        let deadlines = Deadlines::new(info.activity.clone(), info.identity.as_ref(), idle_timeout);
+    fn new(io: Io, info: XdsConnectInfo, accepting: &Accepting, permit: OwnedSemaphorePermit) -> Self {
+        let deadlines = Deadlines::new(info.activity.clone(), info.identity.as_ref(), accepting.idle_timeout);
         Self {
             io,
             info,
             deadlines,
             frames: HeaderBlocks::new(super::serve::MAX_HEADER_BLOCK_BYTES),
+            reading: Reading::new(accepting.reading_budget.clone()),
             _permit: permit,
         }
     }
@@ -158,87 +250,28 @@ impl AsyncRead for Connection {
         if let Some(due) = this.deadlines.poll_due(cx) {
             return Poll::Ready(Err(due));
         }
+        ready!(this.reading.poll_reserved(cx, this.io.socket()))?;
         let before = buf.filled().len();
         let read = match &mut this.io {
             Io::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             Io::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
         };
-        if let Poll::Ready(Ok(())) = read {
-            this.frames.follow(&buf.filled()[before..])?;
+        match read {
+            Poll::Ready(Ok(())) => this.frames.follow(&buf.filled()[before..])?,
+            // Pending means rustls holds no plaintext h2 has not read; with no record, frame
+            // or header block in part, nothing of the client's is held until its next bytes.
+            Poll::Pending if this.io.records_at_boundary() && this.frames.at_rest() => this.reading.rest(),
+            _ => {}
         }
         read
     }
 }
 
-/// Follows HTTP/2's framing in what a client sends, to end its connection when a header block
-/// (a HEADERS frame and its CONTINUATION frames) grows over a bound before h2 holds it: h2
-/// keeps what it cannot decode yet of up to 6 frames of a block (16 KiB each) whatever its
-/// header list limit, and xDS requests carry a few hundred bytes of headers.
-#[derive(Debug)]
-struct HeaderBlocks {
-    limit: usize,
-    /// Bytes of the client's connection preface not yet seen.
-    preface: usize,
-    header: [u8; 9],
-    header_len: usize,
-    /// Payload bytes of the current frame not yet seen.
-    payload: usize,
-    /// Bytes of the header block being received.
-    block: usize,
-}
-
-impl HeaderBlocks {
-    /// The client's preface: `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`.
-    const PREFACE: usize = 24;
-    const HEADERS: u8 = 0x1;
-    const CONTINUATION: u8 = 0x9;
-    const END_HEADERS: u8 = 0x4;
-
-    fn new(limit: usize) -> Self {
-        Self { limit, preface: Self::PREFACE, header: [0; 9], header_len: 0, payload: 0, block: 0 }
-    }
-
-    /// Follows `data`, the next bytes the client sent; an error once a header block is over
-    /// the limit.
-    fn follow(&mut self, mut data: &[u8]) -> io::Result<()> {
-        while !data.is_empty() {
-            let skip = if self.preface > 0 { &mut self.preface } else { &mut self.payload };
-            if *skip > 0 {
-                let n = (*skip).min(data.len());
-                *skip -= n;
-                data = &data[n..];
-                continue;
-            }
-            let n = (9 - self.header_len).min(data.len());
-            self.header[self.header_len..self.header_len + n].copy_from_slice(&data[..n]);
-            self.header_len += n;
-            data = &data[n..];
-            if self.header_len < 9 {
-                break;
-            }
-            self.header_len = 0;
-            let [l0, l1, l2, kind, flags, ..] = self.header;
-            self.payload = u32::from_be_bytes([0, l0, l1, l2]) as usize;
-            if kind == Self::HEADERS || kind == Self::CONTINUATION {
-                self.block += self.payload;
-                if self.block > self.limit {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("a header block of over {} bytes", self.limit),
-                    ));
-                }
-                if flags & Self::END_HEADERS != 0 {
-                    self.block = 0;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 impl AsyncWrite for Connection {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().io {
+        let this = self.get_mut();
+        this.reading.check_overdue(cx)?;
+        match &mut this.io {
             Io::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             Io::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
         }
@@ -249,7 +282,9 @@ impl AsyncWrite for Connection {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().io {
+        let this = self.get_mut();
+        this.reading.check_overdue(cx)?;
+        match &mut this.io {
             Io::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
             Io::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
         }
@@ -263,7 +298,9 @@ impl AsyncWrite for Connection {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().io {
+        let this = self.get_mut();
+        this.reading.check_overdue(cx)?;
+        match &mut this.io {
             Io::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             Io::Plain(stream) => Pin::new(stream).poll_flush(cx),
         }
@@ -290,6 +327,7 @@ pub(crate) fn incoming<S: Send + Sync + 'static>(
     listener: TcpListener,
     handshake: Handshake,
     config: ServeConfig<S>,
+    reading_budget: ReadingBudget,
     metrics: Arc<dyn XdsMetrics>,
 ) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
@@ -297,6 +335,7 @@ pub(crate) fn incoming<S: Send + Sync + 'static>(
         handshake,
         handshake_timeout: config.limits.handshake_timeout,
         idle_timeout: config.limits.http2_idle_timeout,
+        reading_budget,
         tx,
         metrics,
     };
@@ -311,6 +350,7 @@ struct Accepting {
     handshake: Handshake,
     handshake_timeout: Duration,
     idle_timeout: Duration,
+    reading_budget: ReadingBudget,
     tx: Sender,
     /// Where refused connections are counted: strangers are not logged above debug, so this
     /// is how an operator sees them.
@@ -339,7 +379,7 @@ impl Accept for XdsConnections {
             XdsConnectInfo { remote_addr: Some(peer), identity: None, activity: Arc::new(Activity::new()) };
         match &accepting.handshake {
             Handshake::Plaintext => {
-                let connection = Connection::new(Io::Plain(tcp), info, accepting.idle_timeout, slot);
+                let connection = Connection::new(Io::Plain(tcp), info, accepting, slot);
                 if accepting.tx.send(Ok(connection)).await.is_err() {
                     return ControlFlow::Break(());
                 }
@@ -368,7 +408,7 @@ async fn tls_handshake(
 ) {
     let Handshake::Tls { acceptor, identities } = &accepting.handshake else { return };
     let peer = info.remote_addr;
-    let handshake = handshake(acceptor, tcp, &info.activity);
+    let handshake = handshake(acceptor, TlsRecords::new(tcp), &info.activity);
     let mut stream = match tokio::time::timeout(accepting.handshake_timeout, handshake).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(HandshakeError::Failed(error))) => {
@@ -396,56 +436,7 @@ async fn tls_handshake(
     // What rustls may hold of records to send while the client does not read (64 KiB by
     // default): the budget counts this.
     stream.get_mut().1.set_buffer_limit(Some(super::serve::TLS_SEND_BUFFER));
-    let connection = Connection::new(Io::Tls(Box::new(stream)), info, accepting.idle_timeout, permit);
+    let connection = Connection::new(Io::Tls(Box::new(stream)), info, &accepting, permit);
     // Fails only once the server stopped accepting; the connection is then dropped.
     let _ = accepting.tx.send(Ok(connection)).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::HeaderBlocks;
-
-    fn frame(kind: u8, flags: u8, len: usize) -> Vec<u8> {
-        let mut frame = (len as u32).to_be_bytes()[1..].to_vec();
-        frame.extend([kind, flags, 0, 0, 0, 1]);
-        frame.resize(9 + len, 0x55);
-        frame
-    }
-
-    fn client(frames: &[Vec<u8>]) -> Vec<u8> {
-        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-        for frame in frames {
-            bytes.extend(frame);
-        }
-        bytes
-    }
-
-    #[test]
-    fn header_blocks_within_the_limit_pass_whatever_the_reads() {
-        let bytes = client(&[
-            frame(0x4, 0, 18),     // SETTINGS
-            frame(0x1, 0x4, 300),  // HEADERS, END_HEADERS
-            frame(0x0, 0, 16_000), // DATA
-            frame(0x1, 0, 4000),   // HEADERS...
-            frame(0x9, 0x4, 4000), // ...and a CONTINUATION ending it: 8,000 bytes
-            frame(0x1, 0x4, 8000),
-        ]);
-        let mut whole = HeaderBlocks::new(8192);
-        whole.follow(&bytes).unwrap();
-        let mut bytewise = HeaderBlocks::new(8192);
-        for byte in &bytes {
-            bytewise.follow(std::slice::from_ref(byte)).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_header_block_over_the_limit_ends_the_connection_before_it_is_all_sent() {
-        let bytes = client(&[frame(0x1, 0, 4000), frame(0x9, 0, 4000), frame(0x9, 0x4, 4000)]);
-        let mut blocks = HeaderBlocks::new(8192);
-        // The third frame's header announces it: refused before its payload.
-        let third = 24 + 2 * (9 + 4000) + 9;
-        blocks.follow(&bytes[..third - 1]).unwrap();
-        let refused = blocks.follow(&bytes[third - 1..third]).unwrap_err();
-        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidData);
-    }
 }

@@ -69,9 +69,11 @@ mod accept;
 mod authorizer;
 mod cache;
 mod delta;
+mod framing;
 mod grpc;
 mod metrics;
 mod plan;
+mod reading_budget;
 mod receive_budget;
 pub mod resource;
 mod serve;
@@ -91,12 +93,14 @@ pub use grpc::AdsGrpc;
 pub use metrics::{NoMetrics, XdsMetrics};
 #[doc(hidden)]
 pub use plan::fuzzing;
+pub use reading_budget::{READ_HOLD_TIMEOUT, ReadingBudget};
 pub use receive_budget::ReceiveBudget;
 pub use resource::{Reference, Resource, XdsResource};
 pub use serve::{
-    CONNECTION_WINDOW, DEFAULT_MEMORY_LIMIT, Grpc, MAX_STREAMS_PER_CONNECTION, RECEIVE_BUDGET,
-    RESERVED_MEMORY, STREAM_WINDOW, ServeConfig, ServeError, Transport, WORST_CASE_PER_CONNECTION,
-    connection_cap, memory_limit, open_files_limit, receive_budget, serve, subscription_budget,
+    CONNECTION_WINDOW, DEFAULT_MEMORY_LIMIT, Grpc, MAX_STREAMS_PER_CONNECTION, READ_IN_FLIGHT,
+    RECEIVE_BUDGET, RESERVED_MEMORY, STREAM_WINDOW, ServeConfig, ServeError, Transport,
+    WORST_CASE_PER_CONNECTION, connection_cap, memory_limit, open_files_limit, reading_budget,
+    receive_budget, serve, subscription_budget,
 };
 pub use service::{AdsConfig, AdsService, AdsServiceBuilder, MAX_REQUEST_BYTES, ResponseStream};
 pub use snapshot::{Describe, Snapshot, SnapshotBuilder, SnapshotError, TypeResources};

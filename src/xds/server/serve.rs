@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use envoy_operator_core::bounded;
 
 use super::accept::{Handshake, incoming, server_config};
+use super::reading_budget::ReadingBudget;
 use super::receive_budget::ReceiveBudget;
 use super::service::AdsService;
 use crate::certs::client_auth::ClientTrust;
@@ -56,6 +57,9 @@ pub struct Grpc {
     pub transport: Transport,
     /// Bytes of requests being received, all connections together ([`ReceiveBudget`]).
     pub receive_budget: ReceiveBudget,
+    /// Bytes the transport may hold of what clients send while it reads it, all connections
+    /// together ([`ReadingBudget`]).
+    pub reading_budget: ReadingBudget,
 }
 
 impl ServeConfig {
@@ -88,7 +92,11 @@ impl ServeConfig {
             at_capacity: AtCapacity::Refuse,
             accept_retry: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
-            server: Grpc { transport, receive_budget: ReceiveBudget::new(receive_budget(memory_limit)) },
+            server: Grpc {
+                transport,
+                receive_budget: ReceiveBudget::new(receive_budget(memory_limit)),
+                reading_budget: ReadingBudget::new(reading_budget(memory_limit)),
+            },
         }
     }
 }
@@ -116,26 +124,30 @@ pub const MAX_HEADER_BLOCK_BYTES: usize = 4 * 1024;
 /// What rustls may hold of records to send while the client does not read (its default is
 /// 64 KiB); writes go on in pieces of this size.
 pub const TLS_SEND_BUFFER: usize = 4 * 1024;
-/// What a connection holds at rest, its stream's part aside, measured (dhat,
+/// What a connection holds at rest, its streams' part aside, measured (dhat,
 /// `examples/xds_load`, 1,000 and 5,000 connections of Envoy-sized first requests; README,
-/// "The xDS port's memory budget"): h2's buffers, which it allocates at a fixed size whatever
-/// the traffic (a 16 KiB write buffer; a read buffer of 8 KiB, 16 KiB and a frame header once
-/// a whole frame came, as Envoy's first request brings, and no more: a frame is at most 16 KiB
-/// here, HTTP/2's smallest limit; 4 KiB for HPACK's decoding), h2's connection state, hyper's
-/// and tonic's connection task, rustls' session (its read buffer back to 4 KiB) and the
-/// accept wrapper.
-const CONNECTION_AT_REST: usize = 56 * 1024;
-/// What a client can make the transport hold beyond that, at most:
-/// - a header block arriving in pieces: what h2 cannot decode yet of it (the connection ends
-///   beyond [`MAX_HEADER_BLOCK_BYTES`], `accept.rs`; h2 itself would keep up to 6 frames of
-///   16 KiB) and the headers decoded ([`MAX_HEADER_LIST_BYTES`]; h2 refuses the stream
-///   beyond);
-/// - rustls: a TLS record being received (18,437 bytes at most, 14,341 more than the 4 KiB
-///   it keeps at rest), the plaintext of one record that h2 has not read (16 KiB: h2 reads no
-///   more while it cannot write), and records to send ([`TLS_SEND_BUFFER`], and a record's
-///   header and tag).
-const TRANSPORT_GROWTH: usize =
-    MAX_HEADER_BLOCK_BYTES + MAX_HEADER_LIST_BYTES as usize + 14_341 + 16 * 1024 + TLS_SEND_BUFFER + 5 + 17;
+/// "The xDS port's memory budget") with h2 letting go of its buffers while the connection
+/// waits (vendor/h2): h2's connection state and HPACK tables, hyper's and tonic's connection
+/// task, rustls' session (its read buffer back to 4 KiB) and the accept wrapper.
+const CONNECTION_AT_REST: usize = 24 * 1024;
+/// HPACK's scratch buffer for Huffman-coded strings, which h2 keeps: it grows to what the
+/// largest header block decoded needs, at most 8/5 of [`MAX_HEADER_BLOCK_BYTES`].
+const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
+/// What writing holds while a client does not read, until the keepalive ends its connection:
+/// h2's write buffer (16 KiB, allocated when a frame is buffered and let go once written) and
+/// records to send ([`TLS_SEND_BUFFER`], and a record's header and tag).
+const WRITING: usize = 16 * 1024 + TLS_SEND_BUFFER + 5 + 17;
+/// What reading holds of what a client sends, counted in the reading budget
+/// ([`reading_budget`], [`super::ReadingBudget`]) while a connection reads rather than for
+/// every connection, since a connection whose reads are at rest holds none of it:
+/// - h2's read buffer: a frame in part (16 KiB and its header at most: HTTP/2's smallest frame
+///   limit, which the server keeps), and what h2 cannot decode yet of a header block (the
+///   connection ends beyond [`MAX_HEADER_BLOCK_BYTES`], `framing.rs`; h2 itself would keep up
+///   to 6 frames of 16 KiB);
+/// - rustls: a TLS record being received (18,437 bytes at most, 14,341 more than the 4 KiB it
+///   keeps at rest), and the plaintext of one record that h2 has not read (16 KiB: h2 reads no
+///   more while it cannot write).
+pub const READ_IN_FLIGHT: usize = 16 * 1024 + 9 + MAX_HEADER_BLOCK_BYTES + 14_341 + 16 * 1024;
 /// A stream's own state at most, beyond the shared budgets (its types and subscribed names:
 /// `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`]): its task and hyper's,
 /// its h2 stream, its queue (boxed replies; a queued response is references to the
@@ -150,14 +162,17 @@ const STREAM_STATE: usize =
 /// Resource types the operator's snapshots hold, so a stream may be sent and NACK: secrets,
 /// clusters, endpoints, listeners, routes.
 const TYPES_SERVED: usize = 5;
-/// The worst a connection costs beyond the shared budgets (requests being received,
-/// [`RECEIVE_BUDGET`]; types and subscriptions, [`super::stream`]'s): its buffers at rest,
-/// what a client can make them grow to, its receive window and its streams' state. Not
-/// counted: the responses a client that stops reading leaves in the connection (one per type
-/// of each stream: a type's next response waits for its ACK), which are its fleet's snapshot,
-/// the operator's data, not the client's.
+/// The worst a connection costs beyond the shared budgets (what reading holds,
+/// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; types and subscriptions,
+/// [`super::stream`]'s): what it holds at rest, HPACK's scratch, what writing holds, the
+/// headers of a request decoded ([`MAX_HEADER_LIST_BYTES`]; h2 refuses the stream beyond),
+/// its receive window and its streams' state. Not counted: the responses a client that stops
+/// reading leaves in the connection (one per type of each stream: a type's next response waits
+/// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
 pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
-    + TRANSPORT_GROWTH
+    + HPACK_SCRATCH
+    + WRITING
+    + MAX_HEADER_LIST_BYTES as usize
     + CONNECTION_WINDOW as usize
     + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
@@ -174,10 +189,21 @@ const RESERVED_FILES: u64 = 1024;
 /// process runs out of file descriptors.
 pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize {
     let for_xds = memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT).saturating_sub(RESERVED_MEMORY);
-    let shared = (receive_budget(memory_limit) + subscription_budget(memory_limit)) as u64;
+    let shared = (reading_budget(memory_limit)
+        + receive_budget(memory_limit)
+        + subscription_budget(memory_limit)) as u64;
     let by_memory = for_xds.saturating_sub(shared) / WORST_CASE_PER_CONNECTION as u64;
     let by_files = open_files_limit.saturating_sub(RESERVED_FILES);
     usize::try_from(by_memory.min(by_files)).unwrap_or(usize::MAX).max(1)
+}
+
+/// What reading may hold of what clients send, all connections together, under `memory_limit`
+/// (512 MiB assumed without one): a thirty-second of it, 16 MiB at the Deployment's limit,
+/// room for 327 connections reading at once ([`READ_IN_FLIGHT`] each). A connection reads
+/// for the milliseconds a request takes to arrive, and one that finds the budget taken waits
+/// its turn.
+pub fn reading_budget(memory_limit: Option<u64>) -> usize {
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
 
 /// What requests being received may take, all connections together, under `memory_limit`
@@ -255,7 +281,13 @@ pub async fn serve(
     if let Ok(address) = listener.local_addr() {
         info!(%address, transport = ?transport, "serving xDS");
     }
-    let connections = incoming(listener, handshake, config.clone(), service.metrics());
+    let connections = incoming(
+        listener,
+        handshake,
+        config.clone(),
+        config.server.reading_budget.clone(),
+        service.metrics(),
+    );
     let streams_end = CancellationToken::new();
     let signal = {
         let streams_end = streams_end.clone();
@@ -303,14 +335,16 @@ mod tests {
     #[test]
     fn the_default_cap_fits_every_connection_at_its_worst_in_what_the_limit_leaves_xds() {
         let cap = connection_cap(None, u64::MAX) as u64;
-        let shared = (receive_budget(None) + subscription_budget(None)) as u64;
+        let shared = (reading_budget(None) + receive_budget(None) + subscription_budget(None)) as u64;
         assert_eq!(receive_budget(None), RECEIVE_BUDGET);
+        // What reading holds, shared: room for 327 connections reading at once.
+        assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 327));
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (1781, 160_131));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2324, 115_480));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).
