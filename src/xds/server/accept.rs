@@ -9,10 +9,14 @@
 //! stream for the idle timeout (an open socket costs memory and a file descriptor, and a proxy
 //! always has its one ADS stream open).
 //!
+//! A connection reads only with a reservation from the reading budget ([`ReadingBudget`]),
+//! taken when its socket has bytes and given back once what it read ends with whole TLS records
+//! and HTTP/2 frames (`framing.rs`): rustls and h2 then hold none of its client's bytes.
+//!
 //! The accept loop, the connection slots (refusing at the cap: a proxy retries, and the cap is
 //! set from memory), the handshake and the activity tracking are `net`'s, shared with the
 //! webhook port; this module is what only xDS adds: the client's identity, the deadlines a
-//! connection ends on by itself, and the hand-over to tonic.
+//! connection ends on by itself, its reading reservations, and the hand-over to tonic.
 //!
 //! Hand-written rather than taken from a crate (`tls-listener`, tonic's own TLS): tonic's TLS
 //! takes a fixed identity, not a `ResolvesServerCert`, and the connection cap needs a permit
@@ -144,7 +148,8 @@ impl Io {
 struct Reading {
     budget: ReadingBudget,
     state: ReadState,
-    /// When the reservation held since this long ends the connection.
+    /// When a reservation held since then without the reads coming to rest ends the
+    /// connection.
     overdue: Pin<Box<Sleep>>,
 }
 

@@ -14,7 +14,8 @@
 //! - [`serve`]: TLS with a hot-swappable certificate and, in production, client certificates
 //!   naming the proxy's fleet ([`Transport::MutualTls`], handed to the [`Authorizer`] as the
 //!   [`Peer`]'s identity); HTTP/2 keepalive, stream and connection caps (the cap from the
-//!   process's limits, [`connection_cap`]), one budget for requests being received
+//!   process's limits, [`connection_cap`]), one budget for what the transport holds while
+//!   connections read ([`ReadingBudget`]) and one for requests being received
 //!   ([`ReceiveBudget`]), connections closed when idle or when their certificate expires,
 //!   graceful shutdown.
 //!
