@@ -227,6 +227,7 @@ mod layout {
                 "xds_nacks counter",
                 "xds_streams_refused counter",
                 "xds_connections_refused counter",
+                "xds_reading_budget_events counter",
                 "http_connections gauge",
                 "http_connections_closed counter",
             ]

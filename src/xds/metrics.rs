@@ -31,6 +31,11 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub event: &'static str,
+}
+
 /// The label values the xDS families start with, at zero.
 pub mod series {
     /// The xDS resource types the control plane serves, as their labels.
@@ -38,6 +43,9 @@ pub mod series {
     /// Why the xDS server closed a connection before it carried a stream.
     pub const XDS_CONNECTION_REFUSALS: [&str; 4] =
         ["handshake", "handshake_timeout", "no_fleet", "at_capacity"];
+    /// What the xDS server's reading budget counts: a connection that waited for its turn to
+    /// read, one closed for holding its reservation too long.
+    pub const XDS_READING_EVENTS: [&str; 2] = ["waited", "held_too_long"];
     /// Why the xDS server refused a stream or ended one for a request: the gRPC codes it uses.
     pub const XDS_REFUSALS: [&str; 8] = [
         "permission_denied",
@@ -67,6 +75,7 @@ pub struct ControlPlaneMetrics {
     nacks: Family<XdsTypeLabels, Counter>,
     streams_refused: Family<CodeLabels, Counter>,
     connections_refused: Family<ReasonLabels, Counter>,
+    reading: Family<EventLabels, Counter>,
 }
 
 impl Default for ControlPlaneMetrics {
@@ -111,6 +120,15 @@ impl ControlPlaneMetrics {
             "xDS connections closed before they could carry a stream, per reason (handshake: no valid client certificate of the identity CA, or a failed TLS handshake; handshake_timeout; no_fleet: a certificate naming no fleet; at_capacity: over the connection cap)",
             connections_refused.clone(),
         );
+        let reading = Family::<EventLabels, Counter>::default();
+        registry.register(
+            "xds_reading_budget_events",
+            "xDS connections that waited for their turn to read (waited: the reading budget was taken) or were closed for holding it (held_too_long: their reads did not come to rest within the hold timeout)",
+            reading.clone(),
+        );
+        for event in series::XDS_READING_EVENTS {
+            let _ = reading.get_or_create(&EventLabels { event });
+        }
         for r#type in series::XDS_TYPES {
             let _ = pushes.get_or_create(&XdsTypeLabels { r#type });
             let _ = push_duration.get_or_create(&XdsTypeLabels { r#type });
@@ -122,7 +140,15 @@ impl ControlPlaneMetrics {
         for reason in series::XDS_CONNECTION_REFUSALS {
             let _ = connections_refused.get_or_create(&ReasonLabels { reason });
         }
-        Self { connected_proxies, pushes, push_duration, nacks, streams_refused, connections_refused }
+        Self {
+            connected_proxies,
+            pushes,
+            push_duration,
+            nacks,
+            streams_refused,
+            connections_refused,
+            reading,
+        }
     }
 
     fn refused(&self, code: tonic::Code) {
@@ -166,6 +192,14 @@ impl XdsMetrics for ControlPlaneMetrics {
 
     fn connection_refused(&self, reason: &'static str) {
         self.connections_refused.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    fn reading_waited(&self) {
+        self.reading.get_or_create(&EventLabels { event: "waited" }).inc();
+    }
+
+    fn reading_held_too_long(&self) {
+        self.reading.get_or_create(&EventLabels { event: "held_too_long" }).inc();
     }
 
     fn stream_refused(&self, code: tonic::Code) {
@@ -240,6 +274,9 @@ mod tests {
         metrics.stream_refused(tonic::Code::PermissionDenied);
         metrics.stream_refused(tonic::Code::DeadlineExceeded);
         metrics.connection_refused("handshake");
+        metrics.reading_waited();
+        metrics.reading_waited();
+        metrics.reading_held_too_long();
         metrics.request_refused(&fleet, tonic::Code::ResourceExhausted);
         metrics.request_refused(&fleet, tonic::Code::ResourceExhausted);
         let text = metrics.encode();
@@ -251,6 +288,8 @@ mod tests {
             "envoy_operator_xds_streams_refused_total{code=\"permission_denied\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"deadline_exceeded\"} 1",
             "envoy_operator_xds_connections_refused_total{reason=\"handshake\"} 1",
+            "envoy_operator_xds_reading_budget_events_total{event=\"waited\"} 2",
+            "envoy_operator_xds_reading_budget_events_total{event=\"held_too_long\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"resource_exhausted\"} 2",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");

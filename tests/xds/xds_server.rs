@@ -5,14 +5,15 @@
 use crate::support;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use envoy_operator::xds::server::resource::type_url::CLUSTER;
 use envoy_operator::xds::server::{
-    AdsConfig, AdsService, FleetKey, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot, SnapshotCache,
-    Transport,
+    AdsConfig, AdsService, FleetKey, NoMetrics, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot,
+    SnapshotCache, Transport, XdsMetrics,
 };
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
@@ -37,10 +38,14 @@ fn any_port() -> SocketAddr {
 
 /// A service admitting every node into FLEET, remembering the peers it saw.
 fn service(peers: Arc<Mutex<Vec<Option<SocketAddr>>>>) -> AdsService {
-    service_with(peers, AdsConfig::default())
+    service_with(peers, AdsConfig::default(), Arc::new(NoMetrics))
 }
 
-fn service_with(peers: Arc<Mutex<Vec<Option<SocketAddr>>>>, config: AdsConfig) -> AdsService {
+fn service_with(
+    peers: Arc<Mutex<Vec<Option<SocketAddr>>>>,
+    config: AdsConfig,
+    metrics: Arc<dyn XdsMetrics>,
+) -> AdsService {
     let cache = SnapshotCache::new();
     let mut builder = Snapshot::builder();
     builder.add(&eds_cluster("a")).add(&endpoints("a", &[SocketAddr::from(([127, 0, 0, 1], 1))]));
@@ -50,6 +55,7 @@ fn service_with(peers: Arc<Mutex<Vec<Option<SocketAddr>>>>, config: AdsConfig) -
         Ok(FleetKey::from(FLEET))
     })
     .config(config)
+    .metrics(metrics)
     .build()
 }
 
@@ -133,6 +139,29 @@ async fn a_client_that_never_completes_the_handshake_is_dropped() {
     plane.stop().await;
 }
 
+/// Counts what the reading budget reports.
+#[derive(Default)]
+struct ReadingEvents {
+    waited: AtomicUsize,
+    held_too_long: AtomicUsize,
+}
+
+impl XdsMetrics for ReadingEvents {
+    fn reading_waited(&self) {
+        self.waited.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn reading_held_too_long(&self) {
+        self.held_too_long.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl ReadingEvents {
+    fn counts(&self) -> (usize, usize) {
+        (self.waited.load(Ordering::SeqCst), self.held_too_long.load(Ordering::SeqCst))
+    }
+}
+
 /// A plaintext server whose transport may hold what one connection reads, at once
 /// ([`ReadingBudget`]), closing a connection that holds it for `hold` without coming to rest.
 fn one_reader(hold: Duration) -> (ServeConfig, ReadingBudget) {
@@ -161,7 +190,9 @@ async fn stopped_mid_frame(address: SocketAddr) -> TcpStream {
 #[tokio::test]
 async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest() {
     let (config, budget) = one_reader(Duration::from_secs(600));
-    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let events = Arc::new(ReadingEvents::default());
+    let service = service_with(Arc::default(), AdsConfig::default(), events.clone());
+    let plane = ControlPlane::start_with(any_port(), service, config).await;
     let address = plane.address;
     let within = |what: &'static str| async move {
         let answer = tokio::time::timeout(support::CONVERGE, first_response(channel(address).await)).await;
@@ -195,6 +226,12 @@ async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest
     // The client leaves: its reservation goes back and the proxy is served.
     drop(stopped);
     assert_eq!(waiting.await.expect("the waiting proxy"), Ok(1));
+    let (waited, held_too_long) = events.counts();
+    assert!(
+        waited >= 1 && held_too_long == 0,
+        "the proxy's wait counted, no connection closed: {:?}",
+        events.counts()
+    );
     assert!(open.message().now_or_never().is_none(), "the open stream still open, nothing new sent");
     drop(requests);
     plane.stop().await;
@@ -203,7 +240,9 @@ async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest
 #[tokio::test]
 async fn a_connection_holding_the_reading_budget_without_coming_to_rest_is_closed() {
     let (config, budget) = one_reader(Duration::from_millis(300));
-    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let events = Arc::new(ReadingEvents::default());
+    let service = service_with(Arc::default(), AdsConfig::default(), events.clone());
+    let plane = ControlPlane::start_with(any_port(), service, config).await;
     let stopped = stopped_mid_frame(plane.address).await;
     assert!(closed_by_server(stopped).await, "a client stopped mid-frame is closed after the hold timeout");
     support::eventually("the reading budget given back", support::CONVERGE, || async {
@@ -213,6 +252,7 @@ async fn a_connection_holding_the_reading_budget_without_coming_to_rest_is_close
     })
     .await;
     assert_eq!(first_response(channel(plane.address).await).await, Ok(1));
+    assert_eq!(events.counts().1, 1, "the close counted once");
     plane.stop().await;
 }
 
@@ -359,7 +399,12 @@ fn first_request() -> Vec<u8> {
 
 /// A plaintext server with the given service configuration.
 async fn plane_with(config: AdsConfig) -> ControlPlane {
-    ControlPlane::start(any_port(), service_with(Arc::default(), config), Transport::Plaintext).await
+    ControlPlane::start(
+        any_port(),
+        service_with(Arc::default(), config, Arc::new(NoMetrics)),
+        Transport::Plaintext,
+    )
+    .await
 }
 
 #[tokio::test]

@@ -147,6 +147,7 @@ impl Io {
 /// A connection's part in the reading budget ([`ReadingBudget`]).
 struct Reading {
     budget: ReadingBudget,
+    metrics: Arc<dyn XdsMetrics>,
     state: ReadState,
     /// When a reservation held since then without the reads coming to rest ends the
     /// connection.
@@ -157,20 +158,21 @@ enum ReadState {
     /// Holding nothing of the client's: a read waits for the socket to have bytes before it
     /// reserves.
     AtRest,
-    Reserving(Reserving),
+    /// Waiting for a reservation; `waited` once the budget was found taken.
+    Reserving { reservation: Reserving, waited: bool },
     /// Reading, with its reservation (given back when dropped).
-    Holding {
-        _reservation: OwnedSemaphorePermit,
-    },
+    Holding { _reservation: OwnedSemaphorePermit },
+    /// Held too long: the connection ends, its reservation given back.
+    Overdue,
 }
 
 impl Reading {
-    fn new(budget: ReadingBudget) -> Self {
+    fn new(budget: ReadingBudget, metrics: Arc<dyn XdsMetrics>) -> Self {
         // The handshake may have read past its end: the first read reserves whatever the
         // socket holds.
-        let state = ReadState::Reserving(budget.reserve());
+        let state = ReadState::Reserving { reservation: budget.reserve(), waited: false };
         let overdue = Box::pin(tokio::time::sleep(budget.hold_timeout()));
-        Self { budget, state, overdue }
+        Self { budget, metrics, state, overdue }
     }
 
     /// Ready once the connection holds its reservation, so it may read; pending while its
@@ -181,14 +183,20 @@ impl Reading {
             match &mut self.state {
                 ReadState::AtRest => {
                     ready!(socket.poll_read_ready(cx))?;
-                    self.state = ReadState::Reserving(self.budget.reserve());
+                    self.state = ReadState::Reserving { reservation: self.budget.reserve(), waited: false };
                 }
-                ReadState::Reserving(reserving) => {
-                    let permit = ready!(reserving.as_mut().poll(cx)).map_err(io::Error::other)?;
+                ReadState::Reserving { reservation, waited } => {
+                    let Poll::Ready(permit) = reservation.as_mut().poll(cx) else {
+                        if !std::mem::replace(waited, true) {
+                            self.metrics.reading_waited();
+                        }
+                        return Poll::Pending;
+                    };
+                    let permit = permit.map_err(io::Error::other)?;
                     self.overdue.as_mut().reset(Instant::now() + self.budget.hold_timeout());
                     self.state = ReadState::Holding { _reservation: permit };
                 }
-                ReadState::Holding { .. } => return Poll::Ready(self.check_overdue(cx)),
+                ReadState::Holding { .. } | ReadState::Overdue => return Poll::Ready(self.check_overdue(cx)),
             }
         }
     }
@@ -197,16 +205,25 @@ impl Reading {
     /// reads coming to rest; registers for a wake-up at then otherwise. Checked where the
     /// connection writes too: a client that stops reading stops h2 from reading.
     fn check_overdue(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        if matches!(self.state, ReadState::Holding { .. }) && self.overdue.as_mut().poll(cx).is_ready() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "reading for {:?} without a whole record, frame or header block",
-                    self.budget.hold_timeout()
-                ),
-            ));
+        let overdue = match self.state {
+            ReadState::Holding { .. } => self.overdue.as_mut().poll(cx).is_ready(),
+            ReadState::Overdue => true,
+            ReadState::AtRest | ReadState::Reserving { .. } => false,
+        };
+        if !overdue {
+            return Ok(());
         }
-        Ok(())
+        if !matches!(self.state, ReadState::Overdue) {
+            self.metrics.reading_held_too_long();
+            self.state = ReadState::Overdue;
+        }
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "reading for {:?} without a whole record, frame or header block",
+                self.budget.hold_timeout()
+            ),
+        ))
     }
 
     /// The connection's reads are at rest: the reservation goes back.
@@ -234,7 +251,7 @@ impl Connection {
             info,
             deadlines,
             frames: HeaderBlocks::new(super::serve::MAX_HEADER_BLOCK_BYTES),
-            reading: Reading::new(accepting.reading_budget.clone()),
+            reading: Reading::new(accepting.reading_budget.clone(), accepting.metrics.clone()),
             _permit: permit,
         }
     }

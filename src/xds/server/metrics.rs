@@ -18,6 +18,14 @@ pub trait XdsMetrics: Send + Sync + 'static {
     /// certificate naming no fleet), `at_capacity` (over the connection cap).
     fn connection_refused(&self, _reason: &'static str) {}
 
+    /// A connection found the reading budget ([`super::ReadingBudget`]) taken and waited for
+    /// its turn to read.
+    fn reading_waited(&self) {}
+
+    /// A connection was closed for holding its reading reservation past the hold timeout
+    /// without its reads coming to rest.
+    fn reading_held_too_long(&self) {}
+
     /// A stream was authorized: one more connected proxy.
     fn stream_opened(&self, _fleet: &FleetKey, _protocol: Protocol) {}
 
