@@ -125,7 +125,8 @@ pub const MAX_HEADER_BLOCK_BYTES: usize = 4 * 1024;
 /// 64 KiB); writes go on in pieces of this size.
 pub const TLS_SEND_BUFFER: usize = 4 * 1024;
 /// What a connection holds at rest, its streams' part aside, measured (dhat,
-/// `examples/xds_load`, 1,000 connections of Envoy-sized first requests: 21 KiB; README,
+/// `examples/xds_load`: 21 KiB with 1,000 connections of Envoy-sized first requests, 20 KiB
+/// with 5,000 bare; README,
 /// "The xDS port's memory budget") with h2 letting go of its buffers while the connection
 /// waits (vendor/h2): h2's connection state and HPACK tables, hyper's and tonic's connection
 /// task, rustls' session (its read buffer back to 4 KiB) and the accept wrapper.
