@@ -163,12 +163,23 @@ impl ReadingEvents {
 }
 
 /// A plaintext server whose transport may hold what one connection reads, at once
-/// ([`ReadingBudget`]), closing a connection that holds it for `hold` without coming to rest.
-fn one_reader(hold: Duration) -> (ServeConfig, ReadingBudget) {
+/// ([`ReadingBudget`]), closing a connection that holds it for `hold` without coming to rest;
+/// with its budget and what it reports of it.
+async fn one_reader(hold: Duration) -> (ControlPlane, ReadingBudget, Arc<ReadingEvents>) {
     let mut config = ServeConfig::new(Transport::Plaintext);
     let budget = ReadingBudget::new(READ_IN_FLIGHT).with_hold_timeout(hold);
     config.server.reading_budget = budget.clone();
-    (config, budget)
+    let events = Arc::new(ReadingEvents::default());
+    let service = service_with(Arc::default(), AdsConfig::default(), events.clone());
+    (ControlPlane::start_with(any_port(), service, config).await, budget, events)
+}
+
+/// Waits until `budget` has `bytes` free.
+async fn budget_free(budget: &ReadingBudget, bytes: usize, what: &str) {
+    support::eventually(what, support::CONVERGE, || async {
+        (budget.available() == bytes).then_some(()).ok_or(format!("{} bytes free", budget.available()))
+    })
+    .await;
 }
 
 async fn channel(address: SocketAddr) -> Channel {
@@ -189,10 +200,7 @@ async fn stopped_mid_frame(address: SocketAddr) -> TcpStream {
 
 #[tokio::test]
 async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest() {
-    let (config, budget) = one_reader(Duration::from_secs(600));
-    let events = Arc::new(ReadingEvents::default());
-    let service = service_with(Arc::default(), AdsConfig::default(), events.clone());
-    let plane = ControlPlane::start_with(any_port(), service, config).await;
+    let (plane, budget, events) = one_reader(Duration::from_secs(600)).await;
     let address = plane.address;
     let within = |what: &'static str| async move {
         let answer = tokio::time::timeout(support::CONVERGE, first_response(channel(address).await)).await;
@@ -216,10 +224,7 @@ async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest
 
     // A client stopped mid-frame holds all of it, and a proxy arriving then waits.
     let stopped = stopped_mid_frame(address).await;
-    support::eventually("the stopped client holding the reading budget", support::CONVERGE, || async {
-        (budget.available() == 0).then_some(()).ok_or(format!("{} bytes free", budget.available()))
-    })
-    .await;
+    budget_free(&budget, 0, "the stopped client holding the reading budget").await;
     let waiting = tokio::spawn(within("a proxy once the stopped client left"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!waiting.is_finished(), "a proxy read while another connection held the whole reading budget");
@@ -239,18 +244,10 @@ async fn connections_beyond_the_reading_budget_wait_for_a_reader_to_come_to_rest
 
 #[tokio::test]
 async fn a_connection_holding_the_reading_budget_without_coming_to_rest_is_closed() {
-    let (config, budget) = one_reader(Duration::from_millis(300));
-    let events = Arc::new(ReadingEvents::default());
-    let service = service_with(Arc::default(), AdsConfig::default(), events.clone());
-    let plane = ControlPlane::start_with(any_port(), service, config).await;
+    let (plane, budget, events) = one_reader(Duration::from_millis(300)).await;
     let stopped = stopped_mid_frame(plane.address).await;
     assert!(closed_by_server(stopped).await, "a client stopped mid-frame is closed after the hold timeout");
-    support::eventually("the reading budget given back", support::CONVERGE, || async {
-        (budget.available() == READ_IN_FLIGHT)
-            .then_some(())
-            .ok_or(format!("{} bytes free", budget.available()))
-    })
-    .await;
+    budget_free(&budget, READ_IN_FLIGHT, "the reading budget given back").await;
     assert_eq!(first_response(channel(plane.address).await).await, Ok(1));
     assert_eq!(events.counts().1, 1, "the close counted once");
     plane.stop().await;
