@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use envoy_operator_core::bounded;
 use futures::Stream;
 use http::HeaderMap;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
@@ -283,8 +284,27 @@ pub(crate) fn encode<T: Message>(message: &T) -> Result<Bytes, Status> {
     Ok(buffer.freeze())
 }
 
+/// Bytes of a status message sent in a stream's trailers: a message may quote what a client
+/// sent (a node id, a type URL), and a connection whose client does not read holds its
+/// trailers in h2's write buffer (`serve.rs`'s `WRITING`).
+pub(crate) const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
+
+/// The largest trailers frame: its header (9 bytes), `grpc-status`, and `grpc-message`, cut to
+/// [`MAX_STATUS_MESSAGE_BYTES`] and its note and percent-encoded (3 bytes a byte at worst),
+/// with 64 bytes for HPACK's names and lengths.
+pub(crate) const MAX_TRAILERS_FRAME_BYTES: usize =
+    9 + 64 + 3 * (MAX_STATUS_MESSAGE_BYTES + bounded::CUT_NOTE_BYTES);
+
 fn trailers(status: &Status) -> HeaderMap {
     let mut trailers = HeaderMap::with_capacity(2);
+    let cut;
+    let status = match bounded::truncate_bytes(status.message(), MAX_STATUS_MESSAGE_BYTES) {
+        std::borrow::Cow::Borrowed(_) => status,
+        std::borrow::Cow::Owned(message) => {
+            cut = Status::new(status.code(), message);
+            &cut
+        }
+    };
     if status.add_header(&mut trailers).is_err() {
         trailers.insert(Status::GRPC_STATUS, (tonic::Code::Internal as i32).into());
     }
@@ -408,5 +428,16 @@ mod tests {
         assert_eq!(status.get("grpc-status").unwrap(), "8");
         assert_eq!(status.get("grpc-message").unwrap(), "full");
         assert_eq!(trailers(&Status::ok("")).get("grpc-status").unwrap(), "0");
+    }
+
+    #[test]
+    fn a_long_status_message_is_cut_so_the_trailers_fit_their_bound() {
+        // Control characters: each is percent-encoded into 3 bytes, the worst case.
+        let status = trailers(&Status::invalid_argument("\u{1}".repeat(10_000)));
+        let message = status.get("grpc-message").unwrap();
+        assert!(message.len() > 3 * MAX_STATUS_MESSAGE_BYTES - 3, "cut, not dropped: {}", message.len());
+        let fields: usize = status.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+        assert!(9 + fields + 16 <= MAX_TRAILERS_FRAME_BYTES, "{fields} bytes of fields");
+        assert_eq!(status.get("grpc-status").unwrap(), "3");
     }
 }

@@ -135,9 +135,13 @@ const CONNECTION_AT_REST: usize = 24 * 1024;
 /// largest header block decoded needs, at most 8/5 of [`MAX_HEADER_BLOCK_BYTES`].
 const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
 /// What writing holds while a client does not read, until the keepalive ends its connection:
-/// h2's write buffer (16 KiB, allocated when a frame is buffered and let go once written) and
-/// records to send ([`TLS_SEND_BUFFER`], and a record's header and tag).
-const WRITING: usize = 16 * 1024 + TLS_SEND_BUFFER + 5 + 17;
+/// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
+/// `vendor/h2`), grown by at most the largest frame the server writes, a stream's trailers
+/// ([`super::grpc::MAX_TRAILERS_FRAME_BYTES`]; a response's messages are not copied into it);
+/// and records to send ([`TLS_SEND_BUFFER`], and a record's header and tag).
+const WRITING: usize = H2_WRITE_BUFFER + super::grpc::MAX_TRAILERS_FRAME_BYTES + TLS_SEND_BUFFER + 5 + 17;
+/// h2's write buffer as `vendor/h2` reserves it.
+const H2_WRITE_BUFFER: usize = 4 * 1024;
 /// What reading holds of what a client sends, counted in the reading budget
 /// ([`reading_budget`], [`super::ReadingBudget`]) while a connection reads rather than for
 /// every connection, since a connection whose reads are at rest holds none of it:
@@ -345,7 +349,7 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2324, 115_480));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2521, 106_445));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).

@@ -62,9 +62,10 @@ enum Next<B> {
 
 /// Initialize the connection with this amount of write buffer.
 ///
-/// The minimum MAX_FRAME_SIZE is 16kb, so always be able to send a HEADERS
-/// frame that big.
-const DEFAULT_BUFFER_CAPACITY: usize = 16 * 1_024;
+/// Patched (PATCHED.md): 4 KiB, not 16: what a connection whose peer does not read holds. A
+/// frame larger than what is left of it (a HEADERS frame up to MAX_FRAME_SIZE) grows the
+/// buffer as it is encoded, since `BytesMut` grows.
+const DEFAULT_BUFFER_CAPACITY: usize = 4 * 1_024;
 
 /// Chain payloads bigger than this when vectored I/O is enabled. The remote
 /// will never advertise a max frame size less than this (well, the spec says
