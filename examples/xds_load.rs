@@ -39,7 +39,7 @@ use envoy_operator::certs::identity_ca::IdentityCa;
 use envoy_operator::xds::server::resource::type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use envoy_operator::xds::server::{
     AdsConfig, AdsService, DEFAULT_MEMORY_LIMIT, FleetKey, ServeConfig, Snapshot, SnapshotCache, Transport,
-    XdsResource, connection_cap, serve, subscription_budget,
+    XdsResource, connection_cap, nack_budget, serve, subscription_budget,
 };
 use envoy_operator_core::identity::FleetIdentity;
 use envoy_operator_testkit::Percentiles;
@@ -184,8 +184,11 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(mib) => mib << 20,
         None => limit_admitting(args.max_connections.unwrap_or(0)),
     };
-    let ads =
-        AdsConfig { subscription_budget: subscription_budget(Some(memory_limit)), ..AdsConfig::default() };
+    let ads = AdsConfig {
+        subscription_budget: subscription_budget(Some(memory_limit)),
+        nack_budget: nack_budget(Some(memory_limit)),
+        ..AdsConfig::default()
+    };
     let service =
         AdsService::builder(cache.clone(), |_: &Node, _: Option<SocketAddr>| Ok(FleetKey::from(FLEET)))
             .config(ads)
@@ -207,13 +210,14 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut config = ServeConfig::sized_for(transport, Some(memory_limit));
     eprintln!(
-        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a receive budget of {} MiB, a subscription budget of {} MiB",
+        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a receive budget of {} MiB, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
         memory_limit >> 20,
         config.limits.max_connections,
         config.server.reading_budget.available() >> 20,
         config.server.reading_budget.readers(),
         config.server.receive_budget.available() >> 20,
-        subscription_budget(Some(memory_limit)) >> 20
+        subscription_budget(Some(memory_limit)) >> 20,
+        nack_budget(Some(memory_limit)) >> 20
     );
     config.limits.http2_max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -25,7 +25,7 @@ use crate::ops::health::{Health, Readiness};
 use crate::xds::metrics::ControlPlaneMetrics;
 use crate::xds::server::{
     self, AdsConfig, AdsService, ServeConfig, ServeError, SnapshotCache, Tracker, Transport, memory_limit,
-    subscription_budget,
+    nack_budget, subscription_budget,
 };
 
 /// What `run` is told about the control plane.
@@ -89,6 +89,7 @@ impl ControlPlaneServer {
             .config(AdsConfig {
                 control_plane_id: Some(identity.to_owned()),
                 subscription_budget: subscription_budget(memory_limit()),
+                nack_budget: nack_budget(memory_limit()),
                 ..AdsConfig::default()
             })
             .build();

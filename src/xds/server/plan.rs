@@ -33,7 +33,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 // The fuzz crate reaches it through a `#[doc(hidden)]` re-export in `xds_server` (mod.rs);
@@ -41,6 +40,7 @@ use std::time::Instant;
 #[doc(hidden)]
 pub mod fuzzing;
 
+use super::byte_budget::{ByteBudget, Charge};
 use super::cache::Published;
 use super::resource::{Resource, Stage, push_rank, stage, type_url};
 use super::snapshot::Snapshot;
@@ -103,39 +103,22 @@ pub(crate) enum PlanError {
 
 /// The subscription bytes all the streams of a service may hold together; each stream holds a
 /// [`Share`] of it.
-#[derive(Clone, Debug)]
-pub(crate) struct SubscriptionBudget {
-    used: Arc<AtomicUsize>,
-    limit: usize,
-}
-
-impl SubscriptionBudget {
-    pub fn new(limit: usize) -> Self {
-        Self { used: Arc::new(AtomicUsize::new(0)), limit }
-    }
-
-    /// An empty share, for a new stream.
-    pub fn share(&self) -> Share {
-        Share { budget: self.clone(), bytes: 0 }
-    }
-
-    /// What the streams hold now.
-    pub fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
-    }
-}
+pub(crate) type SubscriptionBudget = ByteBudget;
 
 /// What one stream's subscriptions take of the [`SubscriptionBudget`], given back when the
 /// stream's state is dropped.
 #[derive(Debug)]
-pub(crate) struct Share {
-    budget: SubscriptionBudget,
-    bytes: usize,
+pub(crate) struct Share(Charge);
+
+impl From<Charge> for Share {
+    fn from(charge: Charge) -> Self {
+        Self(charge)
+    }
 }
 
 impl Share {
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.0.bytes()
     }
 
     /// Grows (or shrinks) the share to `bytes`, if the stream's own cap and what the other
@@ -144,33 +127,17 @@ impl Share {
         if bytes > MAX_SUBSCRIBED_BYTES {
             return Err(PlanError::TooManySubscribedBytes { needed: bytes });
         }
-        if bytes <= self.bytes {
-            self.shrink_to(bytes);
-            return Ok(());
+        match self.0.resize(bytes) {
+            true => Ok(()),
+            false => Err(PlanError::ServerSubscriptionsFull { limit: self.0.limit() }),
         }
-        let (grow, limit) = (bytes - self.bytes, self.budget.limit);
-        self.budget
-            .used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
-                used.checked_add(grow).filter(|total| *total <= limit)
-            })
-            .map_err(|_| PlanError::ServerSubscriptionsFull { limit })?;
-        self.bytes = bytes;
-        Ok(())
     }
 
     /// Gives back what a reservation took beyond what the request turned out to need.
     fn shrink_to(&mut self, bytes: usize) {
-        if bytes < self.bytes {
-            self.budget.used.fetch_sub(self.bytes - bytes, Ordering::Relaxed);
-            self.bytes = bytes;
+        if bytes < self.0.bytes() {
+            self.0.resize(bytes);
         }
-    }
-}
-
-impl Drop for Share {
-    fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -622,7 +589,8 @@ impl TypeEntry<'_> {
 
 impl StreamState {
     /// A new stream's state, its subscriptions charged to `subscribed` (an empty share).
-    pub fn new(protocol: Protocol, started: Instant, subscribed: Share) -> Self {
+    pub fn new(protocol: Protocol, started: Instant, subscribed: Charge) -> Self {
+        let subscribed = Share::from(subscribed);
         Self { protocol, started, types: BTreeMap::new(), target: None, next_nonce: 0, subscribed }
     }
 

@@ -14,8 +14,6 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tracing::{info, warn};
 
-use envoy_operator_core::bounded;
-
 use super::accept::{Handshake, incoming, server_config};
 use super::reading_budget::ReadingBudget;
 use super::receive_budget::ReceiveBudget;
@@ -154,22 +152,17 @@ const H2_WRITE_BUFFER: usize = 4 * 1024;
 ///   more while it cannot write).
 pub const READ_IN_FLIGHT: usize = 16 * 1024 + 9 + MAX_HEADER_BLOCK_BYTES + 14_341 + 16 * 1024;
 /// A stream's own state at most, beyond the shared budgets (its types and subscribed names:
-/// `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`]): its task and hyper's,
-/// its h2 stream, its queue (boxed replies; a queued response is references to the
-/// snapshot's resources until the connection encodes it), its held resources' map (bounded by
-/// its names) and its tracker record at rest: 14 KiB counted; and what a client can add to
-/// its record in the tracker for each type served: a NACK's explanation (at most
-/// [`super::stream::MAX_NACK_BYTES`] and the note of its cut) and, with the ACKed and NACKed
-/// versions and the entries holding them, 2 KiB for all of them (a NACK of a type never sent
-/// is not kept).
-const STREAM_STATE: usize =
-    14 * 1024 + TYPES_SERVED * (super::stream::MAX_NACK_BYTES + bounded::CUT_NOTE_BYTES) + 2 * 1024;
-/// Resource types the operator's snapshots hold, so a stream may be sent and NACK: secrets,
-/// clusters, endpoints, listeners, routes.
-const TYPES_SERVED: usize = 5;
+/// `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`]; Envoy's NACK
+/// explanations: [`nack_budget`]): its task and hyper's, its h2 stream, its queue (boxed
+/// replies; a queued response is references to the snapshot's resources until the connection
+/// encodes it), its held resources' map (bounded by its names) and its tracker record at rest:
+/// 14 KiB counted; and what a client can add to its record in the tracker for each type served:
+/// the ACKed and NACKed versions, a NACK's note when its explanation is not kept, and the
+/// entries holding them, 2 KiB for all of them (a NACK of a type never sent is not kept).
+const STREAM_STATE: usize = 14 * 1024 + 2 * 1024;
 /// The worst a connection costs beyond the shared budgets (what reading holds,
 /// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; types and subscriptions,
-/// [`super::stream`]'s): what it holds at rest, HPACK's scratch, what writing holds, the
+/// [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's scratch, what writing holds, the
 /// headers of a request decoded ([`MAX_HEADER_LIST_BYTES`]; h2 refuses the stream beyond),
 /// its receive window and its streams' state. Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
@@ -196,7 +189,8 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
     let for_xds = memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT).saturating_sub(RESERVED_MEMORY);
     let shared = (reading_budget(memory_limit)
         + receive_budget(memory_limit)
-        + subscription_budget(memory_limit)) as u64;
+        + subscription_budget(memory_limit)
+        + nack_budget(memory_limit)) as u64;
     let by_memory = for_xds.saturating_sub(shared) / WORST_CASE_PER_CONNECTION as u64;
     let by_files = open_files_limit.saturating_sub(RESERVED_FILES);
     usize::try_from(by_memory.min(by_files)).unwrap_or(usize::MAX).max(1)
@@ -227,6 +221,15 @@ pub fn receive_budget(memory_limit: Option<u64>) -> usize {
 /// and a dozen names.
 pub fn subscription_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 16).unwrap_or(usize::MAX)
+}
+
+/// What the tracker may keep of Envoy's NACK explanations, all streams together, under
+/// `memory_limit` (512 MiB assumed without one): a sixty-fourth of it, 8 MiB at the
+/// Deployment's limit, room for 7,900 explanations of the longest kept (1 KiB and the note of
+/// its cut) at once. A stream may have one for each type it was sent; beyond the budget its
+/// NACKs are recorded with a note in their place.
+pub fn nack_budget(memory_limit: Option<u64>) -> usize {
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 64).unwrap_or(usize::MAX)
 }
 
 /// The process's memory limit: its cgroup's (`memory.max` of cgroup v2, `memory.limit_in_bytes`
@@ -340,8 +343,11 @@ mod tests {
     #[test]
     fn the_default_cap_fits_every_connection_at_its_worst_in_what_the_limit_leaves_xds() {
         let cap = connection_cap(None, u64::MAX) as u64;
-        let shared = (reading_budget(None) + receive_budget(None) + subscription_budget(None)) as u64;
+        let shared =
+            (reading_budget(None) + receive_budget(None) + subscription_budget(None) + nack_budget(None))
+                as u64;
         assert_eq!(receive_budget(None), RECEIVE_BUDGET);
+        assert_eq!(nack_budget(None), super::super::stream::NACK_BUDGET);
         // What reading holds, shared: room for 327 connections reading at once.
         assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 327));
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
@@ -349,7 +355,7 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2521, 106_445));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2713, 95_845));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).

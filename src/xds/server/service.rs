@@ -22,6 +22,7 @@ use tonic::Status;
 
 use super::accept::XdsConnectInfo;
 use super::authorizer::{Authorizer, Peer};
+use super::byte_budget::ByteBudget;
 use super::cache::SnapshotCache;
 #[cfg(test)]
 use super::delta::Delta;
@@ -30,7 +31,7 @@ use super::metrics::{NoMetrics, XdsMetrics};
 use super::plan::{Push, SubscriptionBudget};
 #[cfg(test)]
 use super::sotw::Sotw;
-use super::stream::{Reply, SUBSCRIPTION_BUDGET, Shared, StreamContext, Wire, run};
+use super::stream::{NACK_BUDGET, Reply, SUBSCRIPTION_BUDGET, Shared, StreamContext, Wire, run};
 use super::tracker::{StreamId, Tracker};
 
 /// Tuning of the service.
@@ -57,6 +58,10 @@ pub struct AdsConfig {
     /// Bytes every stream's subscriptions together may take (32 MiB by default, the share of
     /// the Deployment's 512 MiB; [`super::subscription_budget`] gives a memory limit's).
     pub subscription_budget: usize,
+    /// Bytes of Envoy's NACK explanations every stream together may have kept (8 MiB by
+    /// default, the share of the Deployment's 512 MiB; [`super::nack_budget`] gives a memory
+    /// limit's). Beyond it a NACK is recorded with a note in place of its explanation.
+    pub nack_budget: usize,
 }
 
 /// The default [`AdsConfig::max_request_bytes`]: 128 KiB. Envoy 1.40's largest request is its
@@ -75,6 +80,7 @@ impl Default for AdsConfig {
             max_request_bytes: MAX_REQUEST_BYTES,
             first_request_timeout: Duration::from_secs(15),
             subscription_budget: SUBSCRIPTION_BUDGET,
+            nack_budget: NACK_BUDGET,
         }
     }
 }
@@ -129,6 +135,7 @@ impl AdsServiceBuilder {
             control_plane,
             first_request_timeout: self.config.first_request_timeout,
             subscriptions: SubscriptionBudget::new(self.config.subscription_budget),
+            nack_texts: ByteBudget::new(self.config.nack_budget),
             max_request_bytes: self.config.max_request_bytes,
             response_buffer: self.config.response_buffer.max(1),
             next_stream: AtomicU64::new(1),

@@ -21,6 +21,7 @@ use tonic::Status;
 use tracing::{debug, info, warn};
 
 use super::authorizer::{Authorizer, Peer};
+use super::byte_budget::{ByteBudget, Charge};
 use super::cache::{FleetKey, SnapshotCache};
 use super::metrics::XdsMetrics;
 use super::plan::{PlanError, Push, Settled, StreamState, SubscriptionBudget};
@@ -76,6 +77,52 @@ pub(crate) fn nack_message(message: &str) -> String {
 /// stream's record of its NACKs is bounded in memory whatever the characters' widths.
 pub(crate) const MAX_NACK_BYTES: usize = MAX_MESSAGE_CHARS;
 
+/// Bytes of NACK explanations every stream together may have kept in the tracker at the
+/// Deployment's memory limit (another limit gets its share: [`super::serve::nack_budget`]).
+pub(crate) const NACK_BUDGET: usize = 8 * 1024 * 1024;
+
+/// What the tracker keeps in place of a NACK's explanation when [`NACK_BUDGET`] is spent: the
+/// NACK itself is recorded all the same.
+pub(crate) const NACK_TEXT_NOT_KEPT: &str =
+    "(Envoy's explanation was not kept: the server's record of NACK explanations is full)";
+
+/// The NACK explanations the tracker keeps for one stream (its last for each type), charged to
+/// the budget all streams share rather than to the connection cap.
+struct NackTexts {
+    charge: Charge,
+    /// Bytes charged for each type's explanation; a NACK comes only for a type sent, so there
+    /// are at most as many entries as types served.
+    by_type: Vec<(String, usize)>,
+}
+
+impl NackTexts {
+    fn new(charge: Charge) -> Self {
+        Self { charge, by_type: Vec::new() }
+    }
+
+    /// What the tracker is to keep of `message`, the explanation of a NACK of `type_url`: the
+    /// message, charged in place of the type's previous one, or [`NACK_TEXT_NOT_KEPT`] when
+    /// the other streams' explanations leave no room.
+    fn keep(&mut self, type_url: &str, message: String) -> String {
+        let index = match self.by_type.iter().position(|(kept, _)| kept == type_url) {
+            Some(index) => index,
+            None => {
+                self.by_type.push((type_url.to_owned(), 0));
+                self.by_type.len() - 1
+            }
+        };
+        let others = self.charge.bytes() - self.by_type[index].1;
+        if self.charge.resize(others + message.len()) {
+            self.by_type[index].1 = message.len();
+            message
+        } else {
+            self.charge.resize(others);
+            self.by_type[index].1 = 0;
+            NACK_TEXT_NOT_KEPT.to_owned()
+        }
+    }
+}
+
 /// What differs between the two protocol variants.
 pub(crate) trait Wire: Send + 'static {
     type Request: prost::Message + Default + Send + 'static;
@@ -99,6 +146,8 @@ pub(crate) struct Shared {
     pub control_plane: Option<ControlPlane>,
     pub first_request_timeout: Duration,
     pub subscriptions: SubscriptionBudget,
+    /// What the tracker keeps of Envoy's NACK explanations, all streams together.
+    pub nack_texts: ByteBudget,
     pub(super) max_request_bytes: usize,
     pub(super) response_buffer: usize,
     pub(super) next_stream: AtomicU64,
@@ -179,7 +228,7 @@ where
     };
     let mut session = Session::open(context, key, node_id, W::PROTOCOL);
     let mut snapshots = context.shared.cache.subscribe(&session.key);
-    let mut state = StreamState::new(W::PROTOCOL, started, context.shared.subscriptions.share());
+    let mut state = StreamState::new(W::PROTOCOL, started, context.shared.subscriptions.charge());
     state.set_target(snapshots.borrow_and_update().clone());
 
     let mut next = Some(first);
@@ -285,6 +334,7 @@ struct Session {
     protocol: Protocol,
     shared: Arc<Shared>,
     applied: Option<Arc<str>>,
+    nack_texts: NackTexts,
 }
 
 impl Session {
@@ -293,10 +343,11 @@ impl Session {
         let shared = context.shared.clone();
         shared.tracker.connected(&key, context.id, &node_id, context.peer, protocol);
         shared.metrics.stream_opened(&key, protocol);
-        Self { key, node_id, id: context.id, protocol, shared, applied: None }
+        let nack_texts = NackTexts::new(shared.nack_texts.charge());
+        Self { key, node_id, id: context.id, protocol, shared, applied: None, nack_texts }
     }
 
-    fn answered(&self, answer: Answer) {
+    fn answered(&mut self, answer: Answer) {
         let Answer { type_url, settled, error } = answer;
         match settled {
             Settled::Acked { version, since } => {
@@ -307,9 +358,9 @@ impl Session {
             Settled::Nacked { version } => {
                 // Envoy's explanation, already cut to a bound (`nack_message`).
                 let message = error.unwrap_or_default();
-                let message = message.as_str();
-                warn!(fleet = %self.key, node = %self.node_id, type_url, %version, message, "NACK");
-                self.shared.tracker.nacked(&self.key, self.id, &type_url, &version, message);
+                warn!(fleet = %self.key, node = %self.node_id, type_url, %version, message = message.as_str(), "NACK");
+                let kept = self.nack_texts.keep(&type_url, message);
+                self.shared.tracker.nacked(&self.key, self.id, &type_url, &version, &kept);
                 self.shared.metrics.response_nacked(&self.key, &type_url);
             }
             Settled::Unknown => {

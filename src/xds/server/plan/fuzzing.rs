@@ -151,7 +151,7 @@ impl<'a> Steps<'a> {
 
 fn run<W: Fuzzed>(input: &[u8]) -> Option<String> {
     let budget = SubscriptionBudget::new(SUBSCRIPTION_BUDGET);
-    let mut state = StreamState::new(W::PROTOCOL, Instant::now(), budget.share());
+    let mut state = StreamState::new(W::PROTOCOL, Instant::now(), budget.charge());
     let mut steps = Steps(input);
     while let Some(opcode) = steps.byte() {
         let requests = match opcode % 4 {

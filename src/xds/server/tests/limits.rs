@@ -13,14 +13,20 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use tonic::{Code, Status};
 
 use super::cache::FleetKey;
+use super::metrics::NoMetrics;
 use super::metrics::XdsMetrics;
 use super::plan::{
     ENTRY_OVERHEAD_BYTES, MAX_NAME_BYTES, MAX_SUBSCRIBED_BYTES, MAX_TYPE_URL_BYTES, PlanError, StreamState,
     SubscriptionBudget, TYPE_STATE_BYTES,
 };
 use super::resource::type_url::{CLUSTER, ENDPOINT, ROUTE};
+use super::service::AdsConfig;
+use super::stream::NACK_TEXT_NOT_KEPT;
 use super::tracker::Protocol;
-use super::{Client, FLEET, Fixture, fixture, fixture_with, nack_detail, node, two_clusters_routing_to};
+use super::{
+    Client, FLEET, Fixture, fixture, fixture_configured, fixture_with, nack_detail, node, snapshot,
+    two_clusters_routing_to,
+};
 
 type DeltaEnvoy = Client<DeltaDiscoveryRequest, DeltaDiscoveryResponse>;
 type SotwEnvoy = Client<DiscoveryRequest, DiscoveryResponse>;
@@ -137,6 +143,56 @@ async fn a_huge_nack_message_is_cut_before_the_tracker_keeps_it_and_the_log_show
     assert_eq!(nack_lines.len(), 1, "{logs}");
     assert!(nack_lines[0].contains(&format!("({left_out} more bytes)")), "{}", nack_lines[0]);
     assert!(logs.len() < 16 * 1024, "{} bytes of logs", logs.len());
+}
+
+#[tokio::test(start_paused = true)]
+async fn nack_explanations_share_a_budget_beyond_which_a_nack_is_kept_without_its_text() {
+    let config = AdsConfig { nack_budget: 1500, ..AdsConfig::default() };
+    let fixture = fixture_configured(Arc::new(NoMetrics), config);
+    fixture.cache.set(FLEET, two_clusters_routing_to("a"));
+    let nack = |response: &DeltaDiscoveryResponse, explanation: &str| DeltaDiscoveryRequest {
+        type_url: CLUSTER.into(),
+        response_nonce: response.nonce.clone(),
+        error_detail: nack_detail(explanation),
+        ..Default::default()
+    };
+    let kept = |pod: &str| {
+        let status = fixture.tracker.fleet_status(&FleetKey::from(FLEET));
+        let proxy = status.proxies.iter().find(|proxy| proxy.node_id == pod).expect("the proxy");
+        let types = &proxy.types[CLUSTER];
+        assert!(types.rejecting, "{pod}'s NACK is recorded");
+        types.last_nack.as_ref().expect("a NACK").message.clone()
+    };
+    let (mut first, mut second) = (open_delta(&fixture), open_delta(&fixture));
+    let hello_from = |envoy: &DeltaEnvoy, pod: &str| {
+        envoy.send(DeltaDiscoveryRequest { node: node(pod, FLEET), ..hello(CLUSTER) });
+    };
+    hello_from(&first, "pod-1");
+    hello_from(&second, "pod-2");
+    let (clusters, others) = (first.next().await, second.next().await);
+
+    first.send(nack(&clusters, &"1".repeat(1000)));
+    first.assert_silent().await;
+    second.send(nack(&others, &"2".repeat(1000)));
+    second.assert_silent().await;
+    assert_eq!(kept("pod-1"), "1".repeat(1000));
+    assert_eq!(kept("pod-2"), NACK_TEXT_NOT_KEPT, "1,000 bytes more would take the budget over 1,500");
+
+    // A stream's next explanation of a type takes the place of its last.
+    fixture.cache.set(FLEET, snapshot(Vec::new(), &[("a", 5), ("b", 2)]));
+    let (clusters, others) = (first.next().await, second.next().await);
+    first.send(nack(&clusters, &"3".repeat(1020)));
+    first.assert_silent().await;
+    assert_eq!(kept("pod-1"), "3".repeat(1020));
+
+    // A stream that ends gives its explanations' bytes back.
+    first.hang_up();
+    while fixture.tracker.fleet_status(&FleetKey::from(FLEET)).proxies.len() > 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    second.send(nack(&others, &"4".repeat(1000)));
+    second.assert_silent().await;
+    assert_eq!(kept("pod-2"), "4".repeat(1000));
 }
 
 #[tokio::test(start_paused = true)]
@@ -282,8 +338,8 @@ fn streams_share_the_servers_subscription_budget_and_give_it_back_when_they_end(
         let names = names(prefix, 2000, 900);
         state.type_state(ENDPOINT)?.update_subscription(names, Vec::new(), HashMap::new())
     };
-    let mut first = StreamState::new(Protocol::Delta, Instant::now(), budget.share());
-    let mut second = StreamState::new(Protocol::Delta, Instant::now(), budget.share());
+    let mut first = StreamState::new(Protocol::Delta, Instant::now(), budget.charge());
+    let mut second = StreamState::new(Protocol::Delta, Instant::now(), budget.charge());
     assert_eq!(subscribe(&mut first, "first-"), Ok(()));
     assert_eq!(
         subscribe(&mut second, "second-"),

@@ -25,11 +25,11 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Status;
 
 // Paths are relative (`super::`), so the modules can move under another module unchanged.
-use super::{cache, metrics, plan, resource, tracker};
+use super::{cache, metrics, plan, resource, service, stream, tracker};
 
 use super::cache::{FleetKey, SnapshotCache};
 use super::metrics::{NoMetrics, XdsMetrics};
-use super::service::{AdsService, ResponseStream};
+use super::service::{AdsConfig, AdsService, ResponseStream};
 use super::snapshot::Snapshot;
 use super::tracker::Tracker;
 use envoy_operator_testkit::xds::resources::{
@@ -55,6 +55,10 @@ pub(crate) fn fixture() -> Fixture {
 }
 
 pub(crate) fn fixture_with(metrics: Arc<dyn XdsMetrics>) -> Fixture {
+    fixture_configured(metrics, AdsConfig::default())
+}
+
+pub(crate) fn fixture_configured(metrics: Arc<dyn XdsMetrics>, config: AdsConfig) -> Fixture {
     let cache = SnapshotCache::new();
     let tracker = Tracker::new();
     let service = AdsService::builder(cache.clone(), |node: &Node, _peer: Option<SocketAddr>| {
@@ -67,6 +71,7 @@ pub(crate) fn fixture_with(metrics: Arc<dyn XdsMetrics>) -> Fixture {
     })
     .tracker(tracker.clone())
     .metrics(metrics)
+    .config(config)
     .build();
     Fixture { cache, tracker, service }
 }
