@@ -8,7 +8,7 @@
 //! so their snapshots stay equal, and the leader's statuses say so whichever replica's proxies
 //! rejected it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use std::future::Future;
@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 use super::publish::inputs::Touched;
 use crate::xds::server::resource::type_url;
-use crate::xds::server::{FleetKey, FleetStatus, Tracker};
+use crate::xds::server::{FleetKey, FleetStatus, NACK_TEXT_NOT_KEPT, Tracker};
 
 /// How many snapshot versions of a fleet are remembered: a proxy that last accepted an older
 /// one is compared with nothing (see [`culprits`]).
@@ -95,19 +95,30 @@ impl Isolation {
         let carried = |version: &str| {
             versions.iter().find(|(known, _)| known == version).map(|(_, routes)| routes.clone())
         };
-        let mut found = Vec::new();
-        for proxy in &status.proxies {
-            for (type_url, types) in &proxy.types {
+        // The standing NACKs of route-bearing types, with the version each proxy last accepted.
+        let standing = || {
+            status.proxies.iter().flat_map(|proxy| &proxy.types).filter_map(|(type_url, types)| {
                 let route_bearing = type_url == type_url::ROUTE || type_url == type_url::LISTENER;
-                let Some(nack) = types.last_nack.as_ref().filter(|_| types.rejecting && route_bearing) else {
-                    continue;
-                };
-                let Some(rejected) = carried(&nack.version) else { continue };
-                let accepted = types.acked_version.as_deref().and_then(carried);
-                for id in culprits(&rejected, accepted.as_deref(), &nack.message) {
-                    let generation = rejected.get(&id).map_or(0, |version| version.generation);
-                    found.push((id, Rejection { generation, message: nack.message.clone() }));
-                }
+                let nack = types.last_nack.as_ref().filter(|_| types.rejecting && route_bearing)?;
+                Some((type_url.as_str(), nack, types.acked_version.as_deref()))
+            })
+        };
+        // A NACK whose explanation the server could not keep names no route: where another
+        // proxy's explanation of the same refusal was kept, that one picks the culprits.
+        let explained: HashSet<(&str, &str)> = standing()
+            .filter(|(_, nack, _)| nack.message != NACK_TEXT_NOT_KEPT)
+            .map(|(type_url, nack, _)| (type_url, nack.version.as_str()))
+            .collect();
+        let mut found = Vec::new();
+        for (type_url, nack, acked_version) in standing() {
+            if nack.message == NACK_TEXT_NOT_KEPT && explained.contains(&(type_url, nack.version.as_str())) {
+                continue;
+            }
+            let Some(rejected) = carried(&nack.version) else { continue };
+            let accepted = acked_version.and_then(carried);
+            for id in culprits(&rejected, accepted.as_deref(), &nack.message) {
+                let generation = rejected.get(&id).map_or(0, |version| version.generation);
+                found.push((id, Rejection { generation, message: nack.message.clone() }));
             }
         }
         let mut rejections = Rejections::clone(&state.rejections);
@@ -297,6 +308,34 @@ mod tests {
         );
         assert!(isolation.examine(&key, &status).is_empty(), "known already");
         assert_eq!(isolation.rejections().iter().count(), 1);
+    }
+
+    #[test]
+    fn a_nack_whose_explanation_was_not_kept_defers_to_another_proxys_explanation() {
+        let key = FleetKey::from("shop/edge");
+        let explained = |message: &str| {
+            let mut status = nacked("v1", "v2");
+            status.last_nack.as_mut().expect("a NACK").message = message.into();
+            proxy(&[(type_url::ROUTE, status)])
+        };
+        let unexplained = explained(NACK_TEXT_NOT_KEPT);
+        let named = |status: &FleetStatus| {
+            let found = Isolation::default();
+            record(&found, &key, "v1", &[("alpha", 1), ("bravo", 1)]);
+            record(&found, &key, "v2", &[("alpha", 2), ("bravo", 2)]);
+            let mut names: Vec<String> =
+                found.examine(&key, status).into_iter().map(|(id, _)| id.name).collect();
+            names.sort();
+            names
+        };
+        let both = FleetStatus {
+            proxies: vec![unexplained.clone(), explained("route 'bravo': invalid")],
+            ..FleetStatus::default()
+        };
+        assert_eq!(named(&both), ["bravo"]);
+        // Alone, it is a NACK that quotes nothing: every route that changed is a suspect.
+        let alone = FleetStatus { proxies: vec![unexplained], ..FleetStatus::default() };
+        assert_eq!(named(&alone), ["alpha", "bravo"]);
     }
 
     #[test]

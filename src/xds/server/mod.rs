@@ -106,6 +106,7 @@ pub use serve::{
 };
 pub use service::{AdsConfig, AdsService, AdsServiceBuilder, MAX_REQUEST_BYTES, ResponseStream};
 pub use snapshot::{Describe, Snapshot, SnapshotBuilder, SnapshotError, TypeResources};
+pub use stream::NACK_TEXT_NOT_KEPT;
 pub use tracker::{
     ChangeFeed, Disconnect, FleetStatus, Nack, Protocol, ProxyNack, ProxyStatus, RECENT_DISCONNECTS,
     StreamId, Tracker, TypeStatus,

@@ -83,7 +83,7 @@ pub(crate) const NACK_BUDGET: usize = 8 * 1024 * 1024;
 
 /// What the tracker keeps in place of a NACK's explanation when [`NACK_BUDGET`] is spent: the
 /// NACK itself is recorded all the same.
-pub(crate) const NACK_TEXT_NOT_KEPT: &str =
+pub const NACK_TEXT_NOT_KEPT: &str =
     "(Envoy's explanation was not kept: the server's record of NACK explanations is full)";
 
 /// The NACK explanations the tracker keeps for one stream (its last for each type), charged to
