@@ -336,10 +336,12 @@ impl Decoder {
         if huff {
             let ret = {
                 let raw = &buf.chunk()[..len];
+                // Patched (PATCHED.md): copied out of the scratch buffer, which a decoded
+                // string would otherwise keep allocated for as long as the string lives.
                 huffman::decode(raw, &mut self.buffer).map(|buf| StringMarker {
                     offset,
                     len,
-                    string: Some(BytesMut::freeze(buf)),
+                    string: Some(Bytes::copy_from_slice(&buf)),
                 })
             };
 
@@ -481,7 +483,14 @@ impl StringMarker {
                 buf.advance(self.len);
                 string
             }
-            None => take(buf, self.len),
+            // Patched (PATCHED.md): a copy, not a slice of the frame: a slice keeps the whole
+            // read buffer the frame came in allocated for as long as the string lives, and the
+            // dynamic table keeps strings for the connection's life.
+            None => {
+                let string = Bytes::copy_from_slice(&buf.chunk()[..self.len]);
+                take(buf, self.len);
+                string
+            }
         }
     }
 }
