@@ -94,7 +94,9 @@ struct Args {
     /// Instead of the load: `half-sent` opens `--connections` plaintext connections (default
     /// 500), each with the 2 streams the server allows, and on each stream announces a request
     /// of the largest size allowed and sends all of it but the last byte; reports how many
-    /// streams the server refused and its memory.
+    /// streams the server refused and its memory. `table-pins` opens `--connections` (default
+    /// 200) that each fill the server's HPACK table with headers sent one read apart, and
+    /// reports the server's memory; `table-pins-control` sends the same headers unindexed.
     #[arg(long, value_name = "ATTACK")]
     abuse: Option<String>,
     /// Profile the server's heap with dhat (build with `--features dhat-heap`), write the
@@ -738,8 +740,15 @@ fn route_configuration_names(listener: Listener) -> Vec<String> {
 // (mutual TLS only decides who gets this far).
 
 async fn abuse(args: &Args, attack: &str) -> Result<(), Box<dyn std::error::Error>> {
-    if attack != "half-sent" {
-        return Err(format!("unknown attack {attack:?} (half-sent)").into());
+    match attack {
+        "half-sent" => {}
+        "table-pins" => return table_pins::attack(args, true).await,
+        "table-pins-control" => return table_pins::attack(args, false).await,
+        _ => {
+            return Err(
+                format!("unknown attack {attack:?} (half-sent, table-pins, table-pins-control)").into()
+            );
+        }
     }
     let connections = args.connections.unwrap_or(500);
     let server_args = Args { streams: 2, plaintext: true, abuse: None, ..Args::parse_from(["xds_load"]) };
@@ -843,5 +852,98 @@ mod half_sent {
             outcomes.push(outcome);
         }
         Ok((outcomes, sender))
+    }
+}
+
+/// Headers the server's HPACK decoder keeps in its dynamic table for the connection's life,
+/// each sent in a frame of its own (a new stream with its `:path`), one read of the server's
+/// apart: what a client can make a connection hold beyond what the model counts at rest. A
+/// string h2 took from a frame as a slice kept the whole read buffer the frame came in
+/// allocated while it lived (`vendor/h2/PATCHED.md`).
+mod table_pins {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::{Args, ServerProcess, print_memory};
+
+    /// Entries of 4-byte names and empty values take 36 bytes of the table's 4,096.
+    const ENTRIES: u32 = 113;
+    const PATH: &[u8] = b"/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+
+    /// With `indexed` false, the same frames with the header not indexed: what the connections
+    /// cost without the table.
+    pub async fn attack(args: &Args, indexed: bool) -> Result<(), Box<dyn std::error::Error>> {
+        let connections = args.connections.unwrap_or(200);
+        let server_args = Args {
+            streams: 2,
+            plaintext: true,
+            abuse: None,
+            ..<Args as clap::Parser>::parse_from(["xds_load"])
+        };
+        let (server, address) = ServerProcess::start(&server_args, None, connections)?;
+        print_memory(&server, "before");
+        let started = Instant::now();
+        let mut attackers = tokio::task::JoinSet::new();
+        for _ in 0..connections {
+            attackers.spawn(connection(address, indexed));
+        }
+        let (mut open, mut failed) = (Vec::new(), 0);
+        while let Some(outcome) = attackers.join_next().await {
+            match outcome? {
+                Ok(socket) => open.push(socket),
+                Err(_) => failed += 1,
+            }
+        }
+        println!(
+            "{connections} connections ({failed} failed) each sent {ENTRIES} headers{}, one frame every 20 ms, in {:.1}s",
+            if indexed { " to index" } else { " not to index" },
+            started.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        print_memory(&server, "while the connections stay open");
+        drop(open);
+        Ok(())
+    }
+
+    async fn connection(address: SocketAddr, indexed: bool) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        let socket = tokio::net::TcpStream::connect(address).await?;
+        let (mut read, mut write) = socket.into_split();
+        // Whatever the server sends is read and dropped, so its writes never block.
+        let reader = tokio::spawn(async move {
+            let mut sink = vec![0u8; 4096];
+            while matches!(read.read(&mut sink).await, Ok(n) if n > 0) {}
+        });
+        write.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
+        write.write_all(&frame(0x4, 0, 0, &[])).await?; // SETTINGS
+        write.write_all(&frame(0x4, 0x1, 0, &[])).await?; // SETTINGS ACK
+        for entry in 0..ENTRIES {
+            let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+            block.push(0x04); // :path, a literal not indexed
+            block.push(PATH.len() as u8);
+            block.extend_from_slice(PATH);
+            // A literal with a new name, indexed (or not).
+            block.push(if indexed { 0x40 } else { 0x00 });
+            block.push(4);
+            block.extend_from_slice(format!("x{entry:03}").as_bytes());
+            block.push(0); // an empty value
+            // END_HEADERS | END_STREAM on a new stream.
+            write.write_all(&frame(0x1, 0x5, 2 * entry + 1, &block)).await?;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Keeping the writer keeps the connection open.
+        Ok(tokio::spawn(async move {
+            let _write = write;
+            let _ = reader.await;
+        }))
+    }
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        frame.extend([kind, flags]);
+        frame.extend(stream.to_be_bytes());
+        frame.extend_from_slice(payload);
+        frame
     }
 }
