@@ -588,7 +588,8 @@ impl TypeEntry<'_> {
 }
 
 impl StreamState {
-    /// A new stream's state, its subscriptions charged to `subscribed` (an empty share).
+    /// A new stream's state, its subscriptions charged to `subscribed` (an empty charge of the
+    /// subscription budget).
     pub fn new(protocol: Protocol, started: Instant, subscribed: Charge) -> Self {
         let subscribed = Share::from(subscribed);
         Self { protocol, started, types: BTreeMap::new(), target: None, next_nonce: 0, subscribed }
