@@ -880,9 +880,10 @@ mod table_pins {
             streams: 2,
             plaintext: true,
             abuse: None,
+            heap_profile: args.heap_profile.clone(),
             ..<Args as clap::Parser>::parse_from(["xds_load"])
         };
-        let (server, address) = ServerProcess::start(&server_args, None, connections)?;
+        let (mut server, address) = ServerProcess::start(&server_args, None, connections)?;
         print_memory(&server, "before");
         let started = Instant::now();
         let mut attackers = tokio::task::JoinSet::new();
@@ -903,6 +904,13 @@ mod table_pins {
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
         print_memory(&server, "while the connections stay open");
+        if let Some(file) = &args.heap_profile {
+            use std::io::Write;
+            writeln!(server.commands, "profile")?;
+            server.commands.flush()?;
+            server.read_answer("profiled")?;
+            super::print_heap_breakdown(file, connections, connections)?;
+        }
         drop(open);
         Ok(())
     }
