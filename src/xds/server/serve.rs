@@ -135,7 +135,8 @@ const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
 /// What writing holds while a client does not read, until the keepalive ends its connection:
 /// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
 /// `vendor/h2`), grown by at most the largest frame the server writes, a stream's trailers
-/// ([`super::grpc::MAX_TRAILERS_FRAME_BYTES`]; a response's messages are not copied into it);
+/// ([`super::grpc::MAX_TRAILERS_FRAME_BYTES`]; a response's DATA over h2's chain threshold is
+/// written from its own buffer, not copied into it);
 /// and records to send ([`TLS_SEND_BUFFER`], and a record's header and tag).
 const WRITING: usize = H2_WRITE_BUFFER + super::grpc::MAX_TRAILERS_FRAME_BYTES + TLS_SEND_BUFFER + 5 + 17;
 /// h2's write buffer as `vendor/h2` reserves it.
