@@ -19,7 +19,7 @@ pub struct Decoder {
     max_size_update: Option<usize>,
     last_max_update: usize,
     table: Table,
-    buffer: BytesMut,
+    // Patched (PATCHED.md): no scratch buffer for Huffman-coded strings is kept between them.
 }
 
 /// Represents all errors that can be encountered while performing the decoding
@@ -158,8 +158,6 @@ impl Decoder {
             max_size_update: None,
             last_max_update: size,
             table: Table::new(size),
-            // Patched (PATCHED.md): grows with the strings decoded, none held before.
-            buffer: BytesMut::new(),
         }
     }
 
@@ -336,9 +334,10 @@ impl Decoder {
         if huff {
             let ret = {
                 let raw = &buf.chunk()[..len];
-                // Patched (PATCHED.md): copied out of the scratch buffer, which a decoded
-                // string would otherwise keep allocated for as long as the string lives.
-                huffman::decode(raw, &mut self.buffer).map(|buf| StringMarker {
+                // Patched (PATCHED.md): decoded into a scratch buffer of its own, freed once
+                // the string is copied out of it, exactly sized: a connection keeps no scratch
+                // between header blocks, and a decoded string no allocation but its own.
+                huffman::decode(raw, &mut BytesMut::new()).map(|buf| StringMarker {
                     offset,
                     len,
                     string: Some(Bytes::copy_from_slice(&buf)),

@@ -82,6 +82,12 @@ impl Deque {
         match self.indices {
             Some(mut idxs) => {
                 let mut slot = buf.slab.remove(idxs.head);
+                // Patched (PATCHED.md): a buffer left empty holds no frame of any stream, so
+                // no key to keep valid; its slots go, rather than staying for the
+                // connection's life.
+                if buf.slab.is_empty() {
+                    buf.slab = Slab::new();
+                }
 
                 if idxs.head == idxs.tail {
                     assert!(slot.next.is_none());

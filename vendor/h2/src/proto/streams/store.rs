@@ -102,6 +102,7 @@ impl Store {
     }
 
     pub fn insert(&mut self, id: StreamId, val: Stream) -> Ptr<'_> {
+        reserve_one_at_first(&mut self.slab);
         let index = SlabIndex(self.slab.insert(val) as u32);
         assert!(self.ids.insert(id, index).is_none());
 
@@ -406,6 +407,10 @@ impl<'a> Ptr<'a> {
         // Remove the stream state
         let stream = self.store.slab.remove(self.key.index.0 as usize);
         assert_eq!(stream.id, self.key.stream_id);
+        // Patched (PATCHED.md): no stream left, no key to keep valid; the slots go.
+        if self.store.slab.is_empty() {
+            self.store.slab = slab::Slab::new();
+        }
         stream.id
     }
 
@@ -448,6 +453,14 @@ impl<'a> fmt::Debug for Ptr<'a> {
     }
 }
 
+/// Patched (PATCHED.md): an empty store reserves a slot for one stream, not the four a `Vec`
+/// starts with: a connection that carries one stream at a time holds one.
+fn reserve_one_at_first(slab: &mut slab::Slab<Stream>) {
+    if slab.capacity() == 0 {
+        slab.reserve_exact(1);
+    }
+}
+
 // ===== impl OccupiedEntry =====
 
 impl<'a> OccupiedEntry<'a> {
@@ -464,6 +477,7 @@ impl<'a> VacantEntry<'a> {
     pub fn insert(self, value: Stream) -> Key {
         // Insert the value in the slab
         let stream_id = value.id;
+        reserve_one_at_first(self.slab);
         let index = SlabIndex(self.slab.insert(value) as u32);
 
         // Insert the handle in the ID map
