@@ -200,7 +200,7 @@ where
     let first = tokio::select! {
         _ = context.shutdown.cancelled() => return Some(shutting_down()),
         request = tokio::time::timeout(first_request_timeout, requests.next()) => match request {
-            Ok(Some(Ok(request))) => request,
+            Ok(Some(Ok(request))) => Box::new(request),
             Ok(None) => return None,
             Ok(Some(Err(status))) => return Some(refused_before_authorization(context, status)),
             Err(_) => {
@@ -234,7 +234,7 @@ where
     let mut next = Some(first);
     loop {
         if let Some(request) = next.take() {
-            match W::apply(&mut state, request) {
+            match W::apply(&mut state, *request) {
                 Ok(Some(answer)) => session.answered(answer),
                 Ok(None) => {}
                 Err(error) => {
@@ -256,7 +256,7 @@ where
         tokio::select! {
             _ = context.shutdown.cancelled() => return Some(shutting_down()),
             request = requests.next() => match request {
-                Some(Ok(request)) => next = Some(request),
+                Some(Ok(request)) => next = Some(Box::new(request)),
                 // Undecodable, over the size limit, or cut short: tonic's status says which.
                 Some(Err(status)) => {
                     let message = bounded::truncate(status.message(), MAX_MESSAGE_CHARS);
