@@ -308,6 +308,14 @@ fn trailers(status: &Status) -> HeaderMap {
     if status.add_header(&mut trailers).is_err() {
         trailers.insert(Status::GRPC_STATUS, (tonic::Code::Internal as i32).into());
     }
+    // Sent never indexed: a message can quote what a client sent, and each one h2 indexed
+    // would take a place in the connection's HPACK table. What it may index are the status
+    // codes, 17 values.
+    for (name, value) in trailers.iter_mut() {
+        if name != Status::GRPC_STATUS {
+            value.set_sensitive(true);
+        }
+    }
     trailers
 }
 
@@ -439,5 +447,16 @@ mod tests {
         let fields: usize = status.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
         assert!(9 + fields + 16 <= MAX_TRAILERS_FRAME_BYTES, "{fields} bytes of fields");
         assert_eq!(status.get("grpc-status").unwrap(), "3");
+    }
+
+    #[test]
+    fn only_the_status_code_may_enter_the_clients_hpack_table() {
+        let with_details = Status::with_details(tonic::Code::NotFound, "no fleet ns/edge", "details".into());
+        let status = trailers(&with_details);
+        assert_eq!(status.len(), 3, "{status:?}");
+        for (name, value) in &status {
+            // h2 never indexes a sensitive value.
+            assert_eq!(value.is_sensitive(), name != "grpc-status", "{name}");
+        }
     }
 }
