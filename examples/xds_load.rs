@@ -92,7 +92,7 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     idle: u64,
     /// Instead of the load: `half-sent` opens `--connections` plaintext connections (default
-    /// 500), each with the 2 streams the server allows, and on each stream announces a request
+    /// 1,000), each with the streams the server allows (one), and on each announces a request
     /// of the largest size allowed and sends all of it but the last byte; reports how many
     /// streams the server refused and its memory. `table-pins` opens `--connections` (default
     /// 200) that each fill the server's HPACK table with headers sent one read apart, and
@@ -221,7 +221,11 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         subscription_budget(Some(memory_limit)) >> 20,
         nack_budget(Some(memory_limit)) >> 20
     );
-    config.limits.http2_max_concurrent_streams = u32::try_from(args.streams).unwrap_or(u32::MAX);
+    // Plaintext streams share connections; a proxy's own carries one.
+    let streams_per_connection = args.streams.div_ceil(args.max_connections.unwrap_or(args.streams).max(1));
+    config.limits.http2_max_concurrent_streams = u32::try_from(streams_per_connection)
+        .unwrap_or(u32::MAX)
+        .max(envoy_operator::xds::server::MAX_STREAMS_PER_CONNECTION);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -750,8 +754,8 @@ async fn abuse(args: &Args, attack: &str) -> Result<(), Box<dyn std::error::Erro
             );
         }
     }
-    let connections = args.connections.unwrap_or(500);
-    let server_args = Args { streams: 2, plaintext: true, abuse: None, ..Args::parse_from(["xds_load"]) };
+    let connections = args.connections.unwrap_or(1000);
+    let server_args = Args { streams: 1, plaintext: true, abuse: None, ..Args::parse_from(["xds_load"]) };
     let (server, address) = ServerProcess::start(&server_args, None, connections)?;
     print_memory(&server, "before");
     let started = Instant::now();
@@ -811,8 +815,8 @@ mod half_sent {
         Refused(String),
     }
 
-    /// One connection, its 2 streams each with a request of the largest allowed size sent but
-    /// its last byte; what the server made of each.
+    /// One connection, the streams the server allows on it each with a request of the largest
+    /// allowed size sent but its last byte; what the server made of each.
     pub async fn connection(
         address: SocketAddr,
     ) -> Result<
@@ -825,7 +829,7 @@ mod half_sent {
         tokio::spawn(connection);
         let length = envoy_operator::xds::server::MAX_REQUEST_BYTES;
         let mut outcomes = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..envoy_operator::xds::server::MAX_STREAMS_PER_CONNECTION {
             let (body, rx) = mpsc::unbounded_channel::<Result<Frame<Bytes>, Infallible>>();
             let request = http::Request::post(
                 "http://localhost/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources",

@@ -308,3 +308,65 @@ async fn sotw_traffic_follows_route_and_endpoint_changes() {
     world.served_by("/a", b).await;
     world.acked(&world.tracker, &version).await;
 }
+
+/// The server allows one stream a connection (`MAX_STREAMS_PER_CONNECTION`): a stream the
+/// server ends is closed on both sides before Envoy opens the next (the server resets the
+/// request side it no longer reads, and Envoy retries after a backoff), so the next is taken on
+/// the same connection, none refused by HTTP/2 and no second connection opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_envoy_reopens_an_ended_stream_on_its_one_connection() {
+    use std::sync::{Arc, Mutex};
+
+    if !support::envoy::available() {
+        return;
+    }
+    const REFUSED: usize = 3;
+    let (a, b) = (Backend::start("backend-a").await, Backend::start("backend-b").await);
+    let pki = pki();
+    let cache = SnapshotCache::new();
+    let tracker = Tracker::new();
+    cache.set(FLEET, two_paths(&a, &b));
+    // The first streams are ended by the server (as an authorizer that cannot decide yet does),
+    // each on a connection that stays open.
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    let authorize = {
+        let (peers, fleet) = (peers.clone(), authorize_fleets(&[FLEET]));
+        move |node: &envoy_types::pb::envoy::config::core::v3::Node, peer: Option<SocketAddr>| {
+            let mut peers = peers.lock().unwrap();
+            peers.push(peer);
+            if peers.len() <= REFUSED {
+                return Err(tonic::Status::unavailable("not yet"));
+            }
+            fleet(node, peer)
+        }
+    };
+    let service = AdsService::builder(cache.clone(), authorize).tracker(tracker.clone()).build();
+    let _plane = ControlPlane::start(any_port(), service, Transport::Tls(pki.resolver.clone())).await;
+    assert_eq!(envoy_operator::xds::server::MAX_STREAMS_PER_CONNECTION, 1);
+    let envoy = Envoy::start(&bootstrap(NODE, FLEET, _plane.address, &pki.ca_pem, Ads::Delta)).await;
+    let port = envoy.listener_port("http").await;
+    envoy.until_served_by(port, "/a", &a.name).await;
+
+    let peers = peers.lock().unwrap().clone();
+    assert_eq!(peers.len(), REFUSED + 1, "streams the server saw: {peers:?}");
+    assert!(peers.iter().all(|peer| peer.is_some() && *peer == peers[0]), "one connection: {peers:?}");
+    // Envoy's own count: every stream it opened reached the service (a stream refused by HTTP/2
+    // would be one more, retried), over the one connection.
+    let stats = envoy_counters(&envoy, &["upstream_cx_total", "upstream_rq_total"]).await;
+    assert_eq!(stats, [1, REFUSED as u64 + 1], "Envoy's cluster xds: connections, streams");
+}
+
+/// Envoy's counters of its `xds` cluster, by name, in the order asked.
+async fn envoy_counters(envoy: &Envoy, names: &[&str]) -> Vec<u64> {
+    let (_, body) = envoy.get(envoy.admin, "/stats?filter=^cluster%5C.xds%5C.").await.expect("Envoy's stats");
+    names
+        .iter()
+        .map(|name| {
+            let line = format!("cluster.xds.{name}: ");
+            body.lines()
+                .find_map(|stat| stat.strip_prefix(&line))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no counter cluster.xds.{name} in:\n{body}"))
+        })
+        .collect()
+}

@@ -99,9 +99,11 @@ impl ServeConfig {
     }
 }
 
-/// Concurrent streams per connection: Envoy keeps one ADS stream per connection; a second lets
-/// a new stream open while the server still counts the one that just ended.
-pub const MAX_STREAMS_PER_CONNECTION: u32 = 2;
+/// Concurrent streams per connection: Envoy keeps one ADS stream per connection, and a stream
+/// the server ends is closed on both sides before Envoy opens the next on the same connection
+/// (`tests/xds/xds_envoy.rs`, with Envoy's own counters: no stream refused, no second
+/// connection).
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 1;
 /// Requests being received, all connections together ([`ReceiveBudget`]), at the Deployment's
 /// memory limit: room for over 250 of Envoy's largest request (its first, about 60 KB) at once.
 /// Another limit gets its share ([`receive_budget`]).
@@ -112,9 +114,11 @@ pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// first (Envoy's: 61,228 bytes), which takes a few window updates.
 pub const CONNECTION_WINDOW: u32 = 16 * 1024;
 pub const STREAM_WINDOW: u32 = 16 * 1024;
-/// The largest header list a client may send, decoded (hyper's default is 16 KiB): Envoy's ADS
-/// requests carry a few hundred bytes of headers.
-pub const MAX_HEADER_LIST_BYTES: u32 = 4 * 1024;
+/// The largest header list a client may send, decoded, by HTTP/2's count (a field is 32 bytes
+/// and its name and value; hyper's default is 16 KiB): Envoy 1.40's ADS requests carry 458
+/// (measured: its pseudo-headers, `te`, `content-type`, `x-envoy-internal` and
+/// `x-forwarded-for`), so this leaves room for four times that.
+pub const MAX_HEADER_LIST_BYTES: u32 = 2 * 1024;
 /// The largest header block (HPACK-encoded, in a HEADERS frame and its CONTINUATION frames)
 /// a client may send: beyond it the connection ends before h2 buffers it. Envoy 1.40's first
 /// ADS request's block is 139 bytes (measured with the operator's bootstrap).
@@ -122,16 +126,26 @@ pub const MAX_HEADER_BLOCK_BYTES: usize = 4 * 1024;
 /// What rustls may hold of records to send while the client does not read (its default is
 /// 64 KiB); writes go on in pieces of this size.
 pub const TLS_SEND_BUFFER: usize = 4 * 1024;
-/// What a connection holds at rest, its streams' part aside, measured (dhat,
-/// `examples/xds_load`: 21 KiB with 1,000 connections of Envoy-sized first requests, 20 KiB
-/// with 5,000 bare; README,
-/// "The xDS port's memory budget") with h2 letting go of its buffers while the connection
-/// waits (vendor/h2): h2's connection state and HPACK tables, hyper's and tonic's connection
-/// task, rustls' session (its read buffer back to 4 KiB) and the accept wrapper.
-const CONNECTION_AT_REST: usize = 24 * 1024;
-/// HPACK's scratch buffer for Huffman-coded strings, which h2 keeps: it grows to what the
-/// largest header block decoded needs, at most 8/5 of [`MAX_HEADER_BLOCK_BYTES`].
-const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
+/// What a connection holds at rest with its stream, measured (dhat, `examples/xds_load`: 24.6
+/// KiB with 1,000 connections of Envoy-sized first requests; README, "The xDS port's memory
+/// budget") with h2 letting go of its buffers while the connection waits (vendor/h2): h2's
+/// connection and stream state and HPACK tables, rustls' session (its read buffer back to 4
+/// KiB), the tasks (the connection's, hyper's for the stream, the stream's), the stream's
+/// types, subscriptions and held resources, its tracker record, and the accept wrapper.
+const CONNECTION_AT_REST: usize = 28 * 1024;
+/// A request's decoded headers in memory at most: http's `HeaderMap` takes far more than
+/// HTTP/2's 32 bytes a field, up to 10,904 bytes for the fields a list of
+/// [`MAX_HEADER_LIST_BYTES`] can hold (measured: 51 fields of 8-byte names; 10,616 for 60 of 2
+/// bytes). h2 decodes them while the connection reads and hands them on; they are held until
+/// the stream's task calls the service, which drops them once it has read the peer's address.
+const HEADERS_DECODED: usize = 11 * 1024;
+/// HPACK's dynamic table of what the client sends, at its fullest: the 4,096 bytes of entries
+/// the protocol allows (h2's default, which the server keeps) are at most 128 entries (32
+/// bytes each at least), each a 72-byte slot of h2's, and at most 4,096 bytes of names and
+/// values. Table-pins measured 11.8 KiB with 113 entries (README). The table of what the server
+/// sends holds only `content-type` and the status codes: a status message is sent never
+/// indexed (`grpc.rs`).
+const HPACK_TABLE: usize = 128 * 72 + 4096;
 /// What writing holds while a client does not read, until the keepalive ends its connection:
 /// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
 /// `vendor/h2`), grown by at most the largest frame the server writes, a stream's trailers
@@ -147,31 +161,35 @@ const H2_WRITE_BUFFER: usize = 4 * 1024;
 /// - h2's read buffer: a frame in part (16 KiB and its header at most: HTTP/2's smallest frame
 ///   limit, which the server keeps), and what h2 cannot decode yet of a header block (the
 ///   connection ends beyond [`MAX_HEADER_BLOCK_BYTES`], `framing.rs`; h2 itself would keep up
-///   to 6 frames of 16 KiB);
+///   to 6 frames of 16 KiB), and HPACK's scratch buffer for a Huffman-coded string while it is
+///   decoded (8/5 of the block at most; `vendor/h2` keeps none between strings);
 /// - rustls: a TLS record being received (18,437 bytes at most, 14,341 more than the 4 KiB it
 ///   keeps at rest), and the plaintext of one record that h2 has not read (16 KiB: h2 reads no
 ///   more while it cannot write).
-pub const READ_IN_FLIGHT: usize = 16 * 1024 + 9 + MAX_HEADER_BLOCK_BYTES + 14_341 + 16 * 1024;
-/// A stream's own state at most, beyond the shared budgets (its types and subscribed names:
-/// `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`]; Envoy's NACK
-/// explanations: [`nack_budget`]): its task and hyper's, its h2 stream, its queue (boxed
-/// replies; a queued response is references to the snapshot's resources until the connection
-/// encodes it), its held resources' map (bounded by its names) and its tracker record at rest:
-/// 14 KiB counted; and what a client can add to its record in the tracker for each type served:
-/// the ACKed and NACKed versions, a NACK's note when its explanation is not kept, and the
-/// entries holding them, 2 KiB for all of them (a NACK of a type never sent is not kept).
-const STREAM_STATE: usize = 14 * 1024 + 2 * 1024;
+pub const READ_IN_FLIGHT: usize = 16 * 1024 + 9 + MAX_HEADER_BLOCK_BYTES + HPACK_SCRATCH + 14_341 + 16 * 1024;
+/// HPACK's scratch for the longest Huffman-coded string a header block can hold.
+const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
+/// What a stream adds to what it holds at rest, beyond the shared budgets (its types and
+/// subscribed names: `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`];
+/// Envoy's NACK explanations: [`nack_budget`]): its queue's responses while the client does not
+/// take them (a type's next waits for its ACK, so one for each of the 5 types served, each a
+/// boxed `Push` of references to the snapshot's resources until the connection encodes it),
+/// and what a client can add to its record in the tracker for each type served: the ACKed and
+/// NACKed versions, a NACK's note when its explanation is not kept, and the entries holding
+/// them, 2 KiB for all of them (a NACK of a type never sent is not kept).
+const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// The worst a connection costs beyond the shared budgets (what reading holds,
 /// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; types and subscriptions,
-/// [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's scratch, what writing holds, the
-/// headers of a request decoded ([`MAX_HEADER_LIST_BYTES`]; h2 refuses the stream beyond),
-/// its receive window and its streams' state. Not counted: the responses a client that stops
+/// [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's
+/// table at its fullest, what writing holds, a request's headers decoded (h2 refuses a stream
+/// whose list is over [`MAX_HEADER_LIST_BYTES`]), its receive window and what its stream
+/// adds. Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
 pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
-    + HPACK_SCRATCH
+    + HPACK_TABLE
     + WRITING
-    + MAX_HEADER_LIST_BYTES as usize
+    + HEADERS_DECODED
     + CONNECTION_WINDOW as usize
     + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
@@ -199,7 +217,7 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
 
 /// What reading may hold of what clients send, all connections together, under `memory_limit`
 /// (512 MiB assumed without one): a thirty-second of it, 16 MiB at the Deployment's limit,
-/// room for 327 connections reading at once ([`READ_IN_FLIGHT`] each). A connection reads
+/// room for 290 connections reading at once ([`READ_IN_FLIGHT`] each). A connection reads
 /// for the milliseconds a request takes to arrive, and one that finds the budget taken waits
 /// its turn.
 pub fn reading_budget(memory_limit: Option<u64>) -> usize {
@@ -349,14 +367,14 @@ mod tests {
                 as u64;
         assert_eq!(receive_budget(None), RECEIVE_BUDGET);
         assert_eq!(nack_budget(None), super::super::stream::NACK_BUDGET);
-        // What reading holds, shared: room for 327 connections reading at once.
-        assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 327));
+        // What reading holds, shared: room for 290 connections reading at once.
+        assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 290));
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2713, 95_845));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (3089, 84_171));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).
