@@ -341,9 +341,9 @@ async fn delta_envoy_reopens_an_ended_stream_on_its_one_connection() {
         }
     };
     let service = AdsService::builder(cache.clone(), authorize).tracker(tracker.clone()).build();
-    let _plane = ControlPlane::start(any_port(), service, Transport::Tls(pki.resolver.clone())).await;
+    let plane = ControlPlane::start(any_port(), service, Transport::Tls(pki.resolver.clone())).await;
     assert_eq!(envoy_operator::xds::server::MAX_STREAMS_PER_CONNECTION, 1);
-    let envoy = Envoy::start(&bootstrap(NODE, FLEET, _plane.address, &pki.ca_pem, Ads::Delta)).await;
+    let envoy = Envoy::start(&bootstrap(NODE, FLEET, plane.address, &pki.ca_pem, Ads::Delta)).await;
     let port = envoy.listener_port("http").await;
     envoy.until_served_by(port, "/a", &a.name).await;
 

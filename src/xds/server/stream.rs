@@ -231,6 +231,8 @@ where
     let mut state = StreamState::new(W::PROTOCOL, started, context.shared.subscriptions.charge());
     state.set_target(snapshots.borrow_and_update().clone());
 
+    // Requests wait boxed: one is 624 bytes inline (its node among them), and the task's
+    // future would keep room for it for the stream's life.
     let mut next = Some(first);
     loop {
         if let Some(request) = next.take() {
