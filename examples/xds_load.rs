@@ -881,7 +881,7 @@ mod table_pins {
     pub async fn attack(args: &Args, indexed: bool) -> Result<(), Box<dyn std::error::Error>> {
         let connections = args.connections.unwrap_or(200);
         let server_args = Args {
-            streams: 2,
+            streams: 1,
             plaintext: true,
             abuse: None,
             heap_profile: args.heap_profile.clone(),

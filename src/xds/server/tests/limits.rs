@@ -13,8 +13,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use tonic::{Code, Status};
 
 use super::cache::FleetKey;
-use super::metrics::NoMetrics;
-use super::metrics::XdsMetrics;
+use super::metrics::{NoMetrics, XdsMetrics};
 use super::plan::{
     ENTRY_OVERHEAD_BYTES, MAX_NAME_BYTES, MAX_SUBSCRIBED_BYTES, MAX_TYPE_URL_BYTES, PlanError, StreamState,
     SubscriptionBudget, TYPE_STATE_BYTES,
@@ -187,7 +186,11 @@ async fn nack_explanations_share_a_budget_beyond_which_a_nack_is_kept_without_it
 
     // A stream that ends gives its explanations' bytes back.
     first.hang_up();
-    while fixture.tracker.fleet_status(&FleetKey::from(FLEET)).proxies.len() > 1 {
+    for waited in 0.. {
+        if fixture.tracker.fleet_status(&FleetKey::from(FLEET)).proxies.len() == 1 {
+            break;
+        }
+        assert!(waited < 1000, "the first stream still recorded 10 s after its client hung up");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     second.send(nack(&others, &"4".repeat(1000)));
