@@ -488,3 +488,105 @@ async fn a_message_cut_short_by_the_end_of_the_request_ends_the_stream_with_inte
     assert!(message.contains("Unexpected EOF"), "{message}");
     plane.stop().await;
 }
+
+/// HPACK's table of what a client sends is held to 1 KiB from the connection's start
+/// (`vendor/h2`), and the server says so in its settings. A client that indexed more before it
+/// took the setting in (here: one that never acknowledges it) refers to entries the server let
+/// go, oldest first: that ends its connection (h2 answers a header block it cannot decode with
+/// GOAWAY), while the entries the server kept are where the client has them.
+#[tokio::test]
+async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start() {
+    let plane =
+        ControlPlane::start_with(any_port(), service(Arc::default()), ServeConfig::new(Transport::Plaintext))
+            .await;
+    for (index, kept) in [(63u8, true), (64, false)] {
+        let mut client = TcpStream::connect(plane.address).await.expect("a connection");
+        client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
+        client.write_all(&h2_frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
+        let mut frames = H2Frames::default();
+        let (_, settings) = frames.next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
+        let table_size = settings
+            .chunks(6)
+            .find(|setting| setting[..2] == [0, 1])
+            .map(|setting| u32::from_be_bytes(setting[2..].try_into().expect("a setting's value")));
+        assert_eq!(table_size, Some(1024), "the server's SETTINGS_HEADER_TABLE_SIZE");
+        // Stream 1 indexes three headers of 400 octets each (36 and a value of 364), after
+        // asking for the protocol's 4,096: the server keeps the newest two.
+        let mut block = vec![0x3f, 0xe1, 0x1f, 0x83, 0x86, 0x04, 1, b'/'];
+        for name in [b"aaaa", b"bbbb", b"cccc"] {
+            block.extend([0x40, 4]);
+            block.extend(name);
+            block.extend([0x7f, 0x80 | (237 & 0x7f), 1]);
+            block.extend([b'v'; 364]);
+        }
+        client.write_all(&h2_frame(0x1, 0x5, 1, &block)).await.expect("HEADERS");
+        // Stream 3 refers to one of them: the second oldest (63) or the oldest (64).
+        client
+            .write_all(&h2_frame(0x1, 0x5, 3, &[0x83, 0x86, 0x04, 1, b'/', 0x80 | index]))
+            .await
+            .expect("HEADERS");
+        // GOAWAY, or a frame on stream 3 (its response, or its refusal: one stream at a time).
+        let (kind, answer) =
+            frames.next_of(&mut client, |kind, _, stream| kind == 0x7 || (stream == 3 && kind != 0x8)).await;
+        let went_away = kind == 0x7;
+        assert_eq!(
+            !went_away, kept,
+            "index {index}: the server answered stream 3 with a frame of type {kind} ({answer:?})"
+        );
+        if went_away {
+            // Last stream 1, PROTOCOL_ERROR: h2's answer to a header block it cannot decode.
+            assert_eq!(answer[..8], [0, 0, 0, 1, 0, 0, 0, 1], "the GOAWAY's last stream and error");
+        }
+    }
+    plane.stop().await;
+}
+
+/// HTTP/2 frames read from a server, whatever its reads.
+#[derive(Default)]
+struct H2Frames {
+    buffer: Vec<u8>,
+}
+
+impl H2Frames {
+    /// The type and payload of the next frame `wanted` accepts (its type, flags and stream),
+    /// skipping the others; fails after 10 s or when the server closes.
+    async fn next_of(
+        &mut self,
+        client: &mut TcpStream,
+        wanted: impl Fn(u8, u8, u32) -> bool,
+    ) -> (u8, Vec<u8>) {
+        let read = async {
+            loop {
+                while self.buffer.len() >= 9 {
+                    let length = usize::from(self.buffer[0]) << 16
+                        | usize::from(self.buffer[1]) << 8
+                        | usize::from(self.buffer[2]);
+                    if self.buffer.len() < 9 + length {
+                        break;
+                    }
+                    let (kind, flags) = (self.buffer[3], self.buffer[4]);
+                    let stream =
+                        u32::from_be_bytes(self.buffer[5..9].try_into().expect("4 bytes")) & 0x7fff_ffff;
+                    let frame: Vec<u8> = self.buffer.drain(..9 + length).collect();
+                    if wanted(kind, flags, stream) {
+                        return (kind, frame[9..].to_vec());
+                    }
+                }
+                let mut chunk = [0u8; 4096];
+                match client.read(&mut chunk).await {
+                    Ok(0) | Err(_) => panic!("the server closed the connection before the frame awaited"),
+                    Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read).await.expect("the frame awaited within 10 s")
+    }
+}
+
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut frame = u32::try_from(payload.len()).expect("a frame's length").to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}

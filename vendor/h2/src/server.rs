@@ -396,6 +396,13 @@ where
             codec.set_max_recv_header_list_size(max as usize);
         }
 
+        // Patched (PATCHED.md): like the header list size, the table size holds from the
+        // start: until the client acknowledges it, its table could otherwise grow to the
+        // protocol's 4,096 octets and stay so for the connection's life.
+        if let Some(size) = builder.settings.header_table_size() {
+            codec.cap_recv_header_table_size(size as usize);
+        }
+
         // Send initial settings frame.
         codec
             .buffer(builder.settings.clone().into())
@@ -658,7 +665,13 @@ impl Builder {
             reset_stream_duration: Duration::from_secs(proto::DEFAULT_RESET_STREAM_SECS),
             reset_stream_max: proto::DEFAULT_RESET_STREAM_MAX,
             pending_accept_reset_stream_max: proto::DEFAULT_REMOTE_RESET_STREAM_MAX,
-            settings: Settings::default(),
+            // Patched (PATCHED.md): a smaller table of what clients send, held from the
+            // connection's start.
+            settings: {
+                let mut settings = Settings::default();
+                settings.set_header_table_size(Some(proto::DEFAULT_SERVER_HEADER_TABLE_SIZE));
+                settings
+            },
             initial_target_connection_window_size: None,
             max_send_buffer_size: proto::DEFAULT_MAX_SEND_BUFFER_SIZE,
             local_max_error_reset_streams: Some(proto::DEFAULT_LOCAL_RESET_COUNT_MAX),
@@ -812,7 +825,10 @@ impl Builder {
     /// table used to encode header blocks, in octets. The encoder may select any value
     /// equal to or less than the header table size specified by the sender.
     ///
-    /// The default value is 4,096.
+    /// The default value is 1,024 (patched, PATCHED.md; 4,096 is the protocol's). The
+    /// decoder holds the table to it from the connection's start, not from the client's
+    /// acknowledgement: a client's headers before it acknowledges fit the table as it
+    /// encoded them unless it indexes more than this many octets of them.
     pub fn header_table_size(&mut self, size: u32) -> &mut Self {
         self.settings.set_header_table_size(Some(size));
         self

@@ -105,6 +105,11 @@ impl<T> FramedRead<T> {
     pub fn set_header_table_size(&mut self, val: usize) {
         self.decoder.set_header_table_size(val);
     }
+
+    /// Patched (PATCHED.md): see `Codec::cap_recv_header_table_size`.
+    pub fn cap_header_table_size(&mut self, val: usize) {
+        self.decoder.hpack.cap_table_size(val);
+    }
 }
 
 fn calc_max_continuation_frames(header_max: usize, frame_max: usize) -> usize {

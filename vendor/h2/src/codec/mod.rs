@@ -100,6 +100,12 @@ impl<T, B> Codec<T, B> {
         self.inner.set_header_table_size(val)
     }
 
+    /// Patched (PATCHED.md): holds the decoder's table to `val` from now on, whatever the
+    /// peer's size updates ask until it acknowledges the setting.
+    pub fn cap_recv_header_table_size(&mut self, val: usize) {
+        self.inner.cap_header_table_size(val)
+    }
+
     /// Set the max header list size that can be received.
     pub fn set_max_recv_header_list_size(&mut self, val: usize) {
         self.inner.set_max_header_list_size(val);

@@ -19,6 +19,9 @@ pub struct Decoder {
     max_size_update: Option<usize>,
     last_max_update: usize,
     table: Table,
+    // Patched (PATCHED.md): the most the table may hold whatever the peer's size updates say
+    // (`cap_table_size`).
+    cap: usize,
     // Patched (PATCHED.md): no scratch buffer for Huffman-coded strings is kept between them.
 }
 
@@ -158,7 +161,17 @@ impl Decoder {
             max_size_update: None,
             last_max_update: size,
             table: Table::new(size),
+            cap: usize::MAX,
         }
+    }
+
+    /// Patched (PATCHED.md): holds the table to `size` from now on. A peer that indexed more
+    /// than this before it saw the setting refers to entries the table no longer has, and
+    /// its connection ends with a compression error rather than with headers mixed up:
+    /// entries go oldest first, so the indexes of those kept are the peer's.
+    pub fn cap_table_size(&mut self, size: usize) {
+        self.cap = size;
+        self.table.set_max_size(self.table.max_size.min(size));
     }
 
     /// Queues a potential size update
@@ -271,7 +284,7 @@ impl Decoder {
             "Decoder changed max table size"
         );
 
-        self.table.set_max_size(new_size);
+        self.table.set_max_size(new_size.min(self.cap));
 
         Ok(())
     }
@@ -871,6 +884,50 @@ mod test {
         let mut buf = BytesMut::new();
         de.decode(&mut Cursor::new(&mut buf), |_| ControlFlow::Continue(()))
             .unwrap();
+    }
+
+    /// Patched (PATCHED.md): a capped table keeps only what fits, newest first, whatever
+    /// size the peer's updates ask; an entry it let go is an error, not another header.
+    #[test]
+    fn a_capped_table_keeps_the_newest_entries_that_fit_and_refuses_the_rest() {
+        // A literal indexed with a new name (4 bytes) and a value of `len` bytes, neither
+        // Huffman-coded: an entry of 36 + len octets.
+        fn indexed(buf: &mut BytesMut, name: &[u8; 4], len: usize) {
+            buf.extend([0b0100_0000, 4]);
+            buf.extend(name);
+            // The value's length past the 7-bit prefix's 127, in 7-bit groups.
+            let rest = len - 127;
+            buf.extend([0b0111_1111, 0x80 | (rest & 0x7f) as u8, (rest >> 7) as u8]);
+            buf.extend(std::iter::repeat(b'v').take(len));
+        }
+        fn decode(de: &mut Decoder, buf: &mut BytesMut) -> Result<Vec<Header>, DecoderError> {
+            let mut headers = vec![];
+            de.decode(&mut Cursor::new(buf), |h| {
+                headers.push(h);
+                ControlFlow::Continue(())
+            })?;
+            Ok(headers)
+        }
+        let mut de = Decoder::new(4096);
+        de.cap_table_size(1024);
+        // The peer asks for the protocol's 4,096 and indexes 3 entries of 400 octets.
+        let mut buf = BytesMut::new();
+        buf.extend([0b0011_1111, 0xe1, 0x1f]); // a size update to 4,096
+        for name in [b"aaaa", b"bbbb", b"cccc"] {
+            indexed(&mut buf, name, 364);
+        }
+        assert_eq!(decode(&mut de, &mut buf).unwrap().len(), 3);
+        assert_eq!((de.table.size(), de.table.max_size, de.table.entries.len()), (800, 1024, 2));
+        // The newest two are where the peer has them; the oldest is gone.
+        let mut buf = BytesMut::from(&[0x80 | 62, 0x80 | 63][..]);
+        let names: Vec<_> = decode(&mut de, &mut buf)
+            .unwrap()
+            .iter()
+            .map(|h| h.name().as_slice().to_vec())
+            .collect();
+        assert_eq!(names, [b"cccc".to_vec(), b"bbbb".to_vec()]);
+        let mut buf = BytesMut::from(&[0x80 | 64][..]);
+        assert_eq!(decode(&mut de, &mut buf).unwrap_err(), DecoderError::InvalidTableIndex);
     }
 
     #[test]

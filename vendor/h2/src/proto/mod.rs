@@ -38,6 +38,10 @@ pub const DEFAULT_LOCAL_RESET_COUNT_MAX: usize = 1024;
 pub const DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD: usize = 256;
 pub const DEFAULT_DATA_FRAME_BUDGET: usize = DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD * 100;
 pub const MAX_RECV_EMPTY_DATA_FRAMES: usize = 100;
+/// Patched (PATCHED.md): the HPACK table a server advertises and keeps of what a client sends
+/// (the protocol's default is 4,096): a gRPC client's request headers take a few hundred
+/// octets of it.
+pub const DEFAULT_SERVER_HEADER_TABLE_SIZE: u32 = 1024;
 // RFC 9113 suggests allowing at minimum 100 streams, it seems reasonable to
 // by default allow a portion of that to be remembered as reset for some time.
 pub const DEFAULT_RESET_STREAM_MAX: usize = 50;

@@ -78,6 +78,11 @@ impl Deque {
         }
     }
 
+    /// Patched (PATCHED.md): the last frame, to join the next to it.
+    pub fn back_mut<'a, T>(&self, buf: &'a mut Buffer<T>) -> Option<&'a mut T> {
+        self.indices.map(move |idxs| &mut buf.slab[idxs.tail].value)
+    }
+
     pub fn pop_front<T>(&mut self, buf: &mut Buffer<T>) -> Option<T> {
         match self.indices {
             Some(mut idxs) => {

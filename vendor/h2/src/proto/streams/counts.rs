@@ -139,11 +139,30 @@ impl Counts {
 
     /// Releases the framing overhead of a DATA frame that is no longer
     /// buffered internally.
+    #[cfg(test)]
     pub fn release_data_frame(&mut self, payload_len: usize) {
+        self.release_data_frame_budget(Self::data_frame_overhead(payload_len));
+    }
+
+    /// What [`Counts::record_data_frame`] takes of the budget for a frame of `payload_len`
+    /// bytes, and gives back once the frame is taken.
+    pub fn data_frame_overhead(payload_len: usize) -> usize {
         if payload_len != 0 && payload_len < DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD {
-            self.data_frame_budget
-                .replenish(DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD - payload_len);
+            DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD - payload_len
+        } else {
+            0
         }
+    }
+
+    #[cfg(test)]
+    pub fn data_frame_budget_spent(&self) -> usize {
+        self.data_frame_budget.spent
+    }
+
+    /// Patched (PATCHED.md): gives back what buffered frames took of the budget, all of them
+    /// together: a stream's frames waiting to be taken are joined in one buffer.
+    pub fn release_data_frame_budget(&mut self, budget: usize) {
+        self.data_frame_budget.replenish(budget);
     }
 
     /// Returns true when the next opened stream will reach capacity of outbound streams

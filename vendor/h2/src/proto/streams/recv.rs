@@ -3,6 +3,7 @@ use crate::codec::UserError;
 use crate::frame::{PushPromiseHeaderError, Reason, DEFAULT_INITIAL_WINDOW_SIZE};
 use crate::proto;
 
+use bytes::BytesMut;
 use http::{HeaderMap, Request, Response};
 
 use std::cmp::Ordering;
@@ -66,10 +67,78 @@ pub(super) enum Event {
     InformationalHeaders(peer::PollMessage),
 }
 
+/// Patched (PATCHED.md): a stream's DATA that its user has not taken yet, the payloads of the
+/// frames received one after another joined in one buffer of its own, rather than an event for
+/// each frame: a slot of the connection's buffer for every frame, and the read buffer every
+/// frame was cut from, kept allocated while it waited (the read buffer is let go between
+/// reads, so a frame in each read kept a buffer of its own).
 #[derive(Debug)]
 pub(super) struct DataEvent {
-    pub(super) payload: Bytes,
-    pub(super) is_budgeted: bool,
+    pub(super) payload: Payload,
+    /// What its frames took of the connection's budget for small DATA frames
+    /// ([`Counts::record_data_frame`]), given back when it is taken.
+    pub(super) budget: usize,
+}
+
+#[derive(Debug)]
+pub(super) enum Payload {
+    /// One frame's.
+    Frame(Bytes),
+    /// Frames' payloads copied into a buffer of their own.
+    Joined(BytesMut),
+}
+
+/// How much a joined buffer grows beyond what it must hold when it is full: copies stay few
+/// for many small frames, and a stream's buffer holds at most this beyond its data.
+const JOINED_GROWTH: usize = 4 * 1024;
+
+impl DataEvent {
+    /// The event for a frame's payload: a copy of its own, not a slice of the read buffer it
+    /// was cut from.
+    fn new(payload: &[u8], budget: usize) -> Self {
+        DataEvent {
+            payload: Payload::Frame(Bytes::copy_from_slice(payload)),
+            budget,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        match &self.payload {
+            Payload::Frame(bytes) => bytes.len(),
+            Payload::Joined(bytes) => bytes.len(),
+        }
+    }
+
+    /// Appends the next frame's payload, growing the buffer by at least [`JOINED_GROWTH`]
+    /// when it is full (exactly: `BytesMut::reserve` may double it).
+    fn join(&mut self, more: &[u8], budget: usize) {
+        let joined = match &mut self.payload {
+            Payload::Joined(joined) if joined.capacity() - joined.len() >= more.len() => joined,
+            payload => {
+                let old: &[u8] = match payload {
+                    Payload::Frame(bytes) => bytes,
+                    Payload::Joined(bytes) => bytes,
+                };
+                let mut grown =
+                    BytesMut::with_capacity(old.len() + more.len().max(JOINED_GROWTH));
+                grown.extend_from_slice(old);
+                *payload = Payload::Joined(grown);
+                match payload {
+                    Payload::Joined(grown) => grown,
+                    Payload::Frame(_) => unreachable!("just joined"),
+                }
+            }
+        };
+        joined.extend_from_slice(more);
+        self.budget += budget;
+    }
+
+    pub(super) fn into_payload(self) -> Bytes {
+        match self.payload {
+            Payload::Frame(bytes) => bytes,
+            Payload::Joined(bytes) => bytes.freeze(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -767,14 +836,22 @@ impl Recv {
             return Ok(());
         }
 
-        let is_budgeted = !frame.is_end_stream();
-        let event = Event::Data(DataEvent {
-            payload: frame.into_payload(),
-            is_budgeted,
-        });
-
-        // Push the frame onto the recv buffer
-        stream.pending_recv.push_back(&mut self.buffer, event);
+        // What `Counts::record_data_frame` takes of the small-frame budget for this frame.
+        let budget = if frame.is_end_stream() {
+            0
+        } else {
+            Counts::data_frame_overhead(frame.payload().len())
+        };
+        // Patched (PATCHED.md): joined to the DATA the stream has not taken yet, if that is
+        // what its buffer ends with; otherwise a copy of its own onto the recv buffer.
+        let payload = frame.into_payload();
+        match stream.pending_recv.back_mut(&mut self.buffer) {
+            Some(Event::Data(waiting)) => waiting.join(&payload, budget),
+            _ => {
+                let event = Event::Data(DataEvent::new(&payload, budget));
+                stream.pending_recv.push_back(&mut self.buffer, event);
+            }
+        }
         stream.notify_recv();
 
         Ok(())
@@ -963,11 +1040,9 @@ impl Recv {
         let mut to_release: WindowSize = 0;
         while let Some(event) = stream.pending_recv.pop_front(&mut self.buffer) {
             if let Event::Data(data) = &event {
-                if data.is_budgeted {
-                    counts.release_data_frame(data.payload.len());
-                }
+                counts.release_data_frame_budget(data.budget);
                 to_release = to_release
-                    .saturating_add(data.payload.len() as WindowSize)
+                    .saturating_add(data.len() as WindowSize)
                     .min(stream.in_flight_recv_data);
             }
         }
@@ -1304,8 +1379,8 @@ mod tests {
             stream.pending_recv.push_back(
                 &mut recv.buffer,
                 Event::Data(DataEvent {
-                    payload: data.clone(),
-                    is_budgeted: true,
+                    payload: Payload::Frame(data.clone()),
+                    budget: 0,
                 }),
             );
         }
@@ -1318,6 +1393,62 @@ mod tests {
         assert!(stream.pending_recv.is_empty());
         assert_eq!(stream.in_flight_recv_data, 0);
         assert_eq!(recv.in_flight_data, 0);
+    }
+
+    /// Patched (PATCHED.md): DATA frames a stream has not taken wait joined, in one event of
+    /// one buffer of their own, and what they took of the small-frame budget comes back whole.
+    #[test]
+    fn frames_a_stream_has_not_taken_wait_joined_in_a_buffer_of_their_own() {
+        let config = Config {
+            initial_max_send_streams: 0,
+            local_max_buffer_size: 0,
+            local_next_stream_id: 2.into(),
+            local_push_enabled: false,
+            extended_connect_protocol_enabled: false,
+            local_reset_duration: Duration::ZERO,
+            local_reset_max: 0,
+            remote_reset_max: 0,
+            remote_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
+            remote_max_initiated: None,
+            local_max_error_reset_streams: None,
+            data_frame_budget: DataFrameBudget::Configured(DEFAULT_DATA_FRAME_BUDGET),
+        };
+        let mut recv = Recv::new(peer::Dyn::Server, &config);
+        let mut counts = Counts::new(peer::Dyn::Server, &config);
+        let mut store = Store::new();
+        let id = StreamId::from(1);
+        let mut stream = store.insert(id, Stream::new(id, 0, DEFAULT_INITIAL_WINDOW_SIZE));
+        stream
+            .state
+            .recv_open(&frame::Headers::new(id, Default::default(), HeaderMap::new()))
+            .unwrap();
+        let read_buffer = Bytes::from(vec![7u8; 8 * 1024]);
+        // 100 frames of 10 bytes and one of 3,000, each cut from a read buffer of 8 KiB.
+        let mut sizes = vec![10; 100];
+        sizes.push(3_000);
+        for &size in &sizes {
+            let frame = frame::Data::new(id, read_buffer.slice(..size));
+            recv.recv_data(frame, &mut stream).unwrap();
+            counts.record_data_frame(size).unwrap();
+        }
+        let waiting = match stream.pending_recv.pop_front(&mut recv.buffer) {
+            Some(Event::Data(waiting)) => waiting,
+            other => panic!("expected the frames' data, found {other:?}"),
+        };
+        assert!(stream.pending_recv.is_empty());
+        assert_eq!(waiting.budget, 100 * (DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD - 10));
+        counts.release_data_frame_budget(waiting.budget);
+        assert_eq!(counts.data_frame_budget_spent(), 0);
+        match &waiting.payload {
+            Payload::Joined(joined) => {
+                assert_eq!(joined.len(), 4_000);
+                assert!(joined.capacity() <= 4_000 + JOINED_GROWTH);
+            }
+            Payload::Frame(_) => panic!("not joined"),
+        }
+        // Not one frame keeps the read buffer they were cut from.
+        assert!(read_buffer.is_unique());
+        assert_eq!(waiting.into_payload(), Bytes::from(vec![7u8; 4_000]));
     }
 }
 

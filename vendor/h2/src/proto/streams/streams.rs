@@ -1532,10 +1532,8 @@ impl OpaqueStreamRef {
             .poll_data(cx, &mut stream)
             .map(|result| match result {
                 Some(Ok(data)) => {
-                    if data.is_budgeted {
-                        me.counts.release_data_frame(data.payload.len());
-                    }
-                    Some(Ok(data.payload))
+                    me.counts.release_data_frame_budget(data.budget);
+                    Some(Ok(data.into_payload()))
                 }
                 Some(Err(err)) => Some(Err(err)),
                 None => None,

@@ -1,0 +1,100 @@
+//! What the server's HTTP/2 (`vendor/h2`) holds of a request body its handler has not read
+//! yet, measured with dhat's heap statistics: about the body's size however it was framed.
+//! Before, every DATA frame waited on its own, with a slot of the connection's buffer, and
+//! with the read buffer it was cut from, 8 KiB, allocated while it waited: the read buffer is
+//! let go between reads (`vendor/h2/PATCHED.md`), so a frame in each read kept one of its own.
+//!
+//! Its own test binary: dhat counts every allocation of the process, and one test at a time.
+
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+/// DATA frames of 256 bytes (not small enough for h2's budget of small frames to end the
+/// connection), each written apart so that each comes in a read of its own.
+const FRAMES: usize = 200;
+const FRAME_BYTES: usize = 256;
+
+#[tokio::test]
+async fn a_body_not_read_yet_holds_about_its_size_however_it_was_framed() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("its address");
+    // Each request's body is handed to the test unread, and its response never comes.
+    let (bodies, mut received) = mpsc::unbounded_channel::<Incoming>();
+    tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.expect("a connection");
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let bodies = bodies.clone();
+            async move {
+                let _ = bodies.send(request.into_body());
+                std::future::pending::<Result<hyper::Response<String>, std::convert::Infallible>>().await
+            }
+        });
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(socket), service)
+            .await;
+    });
+
+    let mut client = TcpStream::connect(address).await.expect("connected");
+    client.set_nodelay(true).expect("no delay");
+    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
+    client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
+    // POST / on stream 1, its headers from HPACK's static table and a literal authority.
+    let block = [0x83, 0x86, 0x84, 0x01, 0x01, b'x'];
+    client.write_all(&frame(0x1, 0x4, 1, &block)).await.expect("HEADERS");
+    let body = tokio::time::timeout(Duration::from_secs(10), received.recv())
+        .await
+        .expect("the handler called")
+        .expect("a body");
+    // Whatever the server writes (its settings, window updates) is read and dropped.
+    let (mut from_server, mut to_server) = client.into_split();
+    tokio::spawn(async move {
+        let mut sink = [0u8; 1024];
+        while matches!(from_server.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let before = dhat::HeapStats::get().curr_bytes;
+    for _ in 0..FRAMES {
+        to_server.write_all(&frame(0x0, 0, 1, &[0x0a; FRAME_BYTES])).await.expect("DATA");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let held = dhat::HeapStats::get().curr_bytes.saturating_sub(before);
+
+    let sent = FRAMES * FRAME_BYTES;
+    println!("held {held} bytes for {sent} bytes of DATA unread");
+    // The body, a buffer's growth (4 KiB) and room for what the runtime and the test allocate
+    // meanwhile; a read buffer a frame would be 1.6 MB.
+    assert!(
+        held < 2 * sent,
+        "the server holds {held} bytes more after {FRAMES} DATA frames of {FRAME_BYTES} bytes ({sent} in all) that its handler did not read"
+    );
+    // All of it came, and waited as one: the handler's first read takes it whole.
+    let mut body = body;
+    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("the body read")
+        .expect("a frame")
+        .expect("no error");
+    let data = first.into_data().expect("DATA");
+    assert_eq!(data.len(), sent, "what the handler's first read of the body took");
+    drop(to_server);
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut frame = u32::try_from(payload.len()).expect("a frame's length").to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
