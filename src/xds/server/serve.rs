@@ -109,9 +109,9 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 1;
 /// Another limit gets its share ([`receive_budget`]).
 pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// HTTP/2 flow control: how much a client may send before the server reads it, per connection
-/// and per stream; what h2 may hold of a connection's requests that no stream has taken (a
-/// stream waiting for its client to read its responses takes none). Requests are small but the
-/// first (Envoy's: 61,228 bytes), which takes a few window updates.
+/// and per stream, once the client has acknowledged the server's settings (before, HTTP/2's
+/// default of 65,535 bytes: [`RECEIVED_NOT_TAKEN`]). Requests are small but the first (Envoy's:
+/// 61,228 bytes), which takes a few window updates.
 pub const CONNECTION_WINDOW: u32 = 16 * 1024;
 pub const STREAM_WINDOW: u32 = 16 * 1024;
 /// The largest header list a client may send, decoded, by HTTP/2's count (a field is 32 bytes
@@ -139,13 +139,22 @@ const CONNECTION_AT_REST: usize = 28 * 1024;
 /// bytes). h2 decodes them while the connection reads and hands them on; they are held until
 /// the stream's task calls the service, which drops them once it has read the peer's address.
 const HEADERS_DECODED: usize = 11 * 1024;
-/// HPACK's dynamic table of what the client sends, at its fullest: the 4,096 bytes of entries
-/// the protocol allows (h2's default, which the server keeps) are at most 128 entries (32
-/// bytes each at least), each a 72-byte slot of h2's, and at most 4,096 bytes of names and
-/// values. Table-pins measured 11.8 KiB with 113 entries (README). The table of what the server
-/// sends holds only `content-type` and the status codes: a status message is sent never
-/// indexed (`grpc.rs`).
-const HPACK_TABLE: usize = 128 * 72 + 4096;
+/// HPACK's dynamic table of what the client sends, at its fullest: the 1,024 bytes of entries
+/// the server advertises and holds it to from the connection's start ([`HPACK_TABLE_BYTES`])
+/// are at most 32 entries (32 bytes each at least), each a 72-byte slot of h2's, and at most
+/// 1,024 bytes of names and values. The table of what the server sends holds only
+/// `content-type` and the status codes: a status message is sent never indexed (`grpc.rs`).
+const HPACK_TABLE: usize = HPACK_TABLE_BYTES / 32 * 72 + HPACK_TABLE_BYTES;
+/// The HPACK table size `vendor/h2` advertises and keeps (the protocol's default is 4,096):
+/// Envoy's ADS request headers take 458 bytes of it (`MAX_HEADER_LIST_BYTES`).
+const HPACK_TABLE_BYTES: usize = 1024;
+/// What h2 may hold of requests that the connection's stream has not taken (a stream waiting
+/// for its client to read its responses takes none): HTTP/2's default window of 65,535 bytes,
+/// not [`STREAM_WINDOW`], which applies only once the client acknowledges the server's settings
+/// (and a client may send its first request before: the server must take it); joined in one
+/// buffer with up to 4 KiB to spare (`vendor/h2`), and the 4 slots of h2's buffer of received
+/// frames that a first frame reserves (248 bytes each).
+const RECEIVED_NOT_TAKEN: usize = 65_535 + 4 * 1024 + 4 * 248;
 /// What writing holds while a client does not read, until the keepalive ends its connection:
 /// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
 /// `vendor/h2`), grown by at most the largest frame the server writes, a stream's trailers
@@ -182,15 +191,15 @@ const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; types and subscriptions,
 /// [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's
 /// table at its fullest, what writing holds, a request's headers decoded (h2 refuses a stream
-/// whose list is over [`MAX_HEADER_LIST_BYTES`]), its receive window and what its stream
-/// adds. Not counted: the responses a client that stops
+/// whose list is over [`MAX_HEADER_LIST_BYTES`]), what h2 holds of requests not taken and what
+/// its stream adds. Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
 pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
     + HPACK_TABLE
     + WRITING
     + HEADERS_DECODED
-    + CONNECTION_WINDOW as usize
+    + RECEIVED_NOT_TAKEN
     + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
 /// budget"), the caches, the runtime and the allocator.
@@ -374,7 +383,7 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (3089, 84_171));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2024, 128_426));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).
