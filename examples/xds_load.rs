@@ -868,6 +868,7 @@ mod table_pins {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
 
+    use envoy_operator_testkit::h2_frame::frame;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::{Args, ServerProcess, print_memory};
@@ -949,13 +950,5 @@ mod table_pins {
             let _write = write;
             let _ = reader.await;
         }))
-    }
-
-    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-        frame.extend([kind, flags]);
-        frame.extend(stream.to_be_bytes());
-        frame.extend_from_slice(payload);
-        frame
     }
 }

@@ -15,6 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use envoy_operator_testkit::h2_frame::frame;
+
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
@@ -89,12 +91,4 @@ async fn a_body_not_read_yet_holds_about_its_size_however_it_was_framed() {
     let data = first.into_data().expect("DATA");
     assert_eq!(data.len(), sent, "what the handler's first read of the body took");
     drop(to_server);
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut frame = u32::try_from(payload.len()).expect("a frame's length").to_be_bytes()[1..].to_vec();
-    frame.extend([kind, flags]);
-    frame.extend(stream.to_be_bytes());
-    frame.extend_from_slice(payload);
-    frame
 }

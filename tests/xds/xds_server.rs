@@ -15,6 +15,7 @@ use envoy_operator::xds::server::{
     AdsConfig, AdsService, FleetKey, NoMetrics, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot,
     SnapshotCache, Transport, XdsMetrics,
 };
+use envoy_operator_testkit::h2_frame::frame;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
@@ -502,7 +503,7 @@ async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start(
     for (index, kept) in [(63u8, true), (64, false)] {
         let mut client = TcpStream::connect(plane.address).await.expect("a connection");
         client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
-        client.write_all(&h2_frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
+        client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
         let mut frames = H2Frames::default();
         let (_, settings) = frames.next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
         let table_size = settings
@@ -519,10 +520,10 @@ async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start(
             block.extend([0x7f, 0x80 | (237 & 0x7f), 1]);
             block.extend([b'v'; 364]);
         }
-        client.write_all(&h2_frame(0x1, 0x5, 1, &block)).await.expect("HEADERS");
+        client.write_all(&frame(0x1, 0x5, 1, &block)).await.expect("HEADERS");
         // Stream 3 refers to one of them: the second oldest (63) or the oldest (64).
         client
-            .write_all(&h2_frame(0x1, 0x5, 3, &[0x83, 0x86, 0x04, 1, b'/', 0x80 | index]))
+            .write_all(&frame(0x1, 0x5, 3, &[0x83, 0x86, 0x04, 1, b'/', 0x80 | index]))
             .await
             .expect("HEADERS");
         // GOAWAY, or a frame on stream 3 (its response, or its refusal: one stream at a time).
@@ -581,12 +582,4 @@ impl H2Frames {
         };
         tokio::time::timeout(Duration::from_secs(10), read).await.expect("the frame awaited within 10 s")
     }
-}
-
-fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut frame = u32::try_from(payload.len()).expect("a frame's length").to_be_bytes()[1..].to_vec();
-    frame.extend([kind, flags]);
-    frame.extend(stream.to_be_bytes());
-    frame.extend_from_slice(payload);
-    frame
 }

@@ -7,7 +7,8 @@
 //! - xDS and Envoy: [`xds`] (Envoy resources, fleets' node metadata, a control plane on a
 //!   port), [`envoy`] (a real Envoy process), [`fleet`] (a bootstrap ConfigMap made runnable),
 //!   [`fleet_world`] (the operator and one fleet against the in-memory API server),
-//!   [`backend`] (HTTP backends), [`pod_host`] (a pod's network namespace), [`certs`].
+//!   [`backend`] (HTTP backends), [`pod_host`] (a pod's network namespace), [`certs`],
+//!   [`h2_frame`] (raw HTTP/2 frames).
 //! - [`cli`] (the built binary run as a user does) and [`e2e`] (the end-to-end harness against
 //!   a real cluster).
 //!
@@ -25,6 +26,7 @@ pub mod fake_api;
 pub mod fleet;
 pub mod fleet_world;
 pub mod gateway_api_schema;
+pub mod h2_frame;
 pub mod mock;
 pub mod pod_host;
 pub mod ports;
