@@ -146,7 +146,8 @@ const HEADERS_DECODED: usize = 11 * 1024;
 /// `content-type` and the status codes: a status message is sent never indexed (`grpc.rs`).
 const HPACK_TABLE: usize = HPACK_TABLE_BYTES / 32 * 72 + HPACK_TABLE_BYTES;
 /// The HPACK table size `vendor/h2` advertises and keeps (the protocol's default is 4,096):
-/// Envoy's ADS request headers take 458 bytes of it (`MAX_HEADER_LIST_BYTES`).
+/// Envoy's ADS request headers take 458 bytes of it (`MAX_HEADER_LIST_BYTES`); a test of the
+/// server's settings checks it (`tests/xds/xds_server.rs`).
 const HPACK_TABLE_BYTES: usize = 1024;
 /// What h2 may hold of requests that the connection's stream has not taken (a stream waiting
 /// for its client to read its responses takes none): HTTP/2's default window of 65,535 bytes,

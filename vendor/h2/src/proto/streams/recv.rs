@@ -110,7 +110,7 @@ impl DataEvent {
     }
 
     /// Appends the next frame's payload, growing the buffer by at least [`JOINED_GROWTH`]
-    /// when it is full (exactly: `BytesMut::reserve` may double it).
+    /// when it is full: allocated at that size, as `BytesMut::reserve` may double it.
     fn join(&mut self, more: &[u8], budget: usize) {
         let joined = match &mut self.payload {
             Payload::Joined(joined) if joined.capacity() - joined.len() >= more.len() => joined,
