@@ -15,7 +15,7 @@ use envoy_operator::xds::server::{
     AdsConfig, AdsService, FleetKey, NoMetrics, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot,
     SnapshotCache, Transport, XdsMetrics,
 };
-use envoy_operator_testkit::h2_frame::frame;
+use envoy_operator_testkit::h2_frame::{Frames, frame};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
@@ -504,7 +504,7 @@ async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start(
         let mut client = TcpStream::connect(plane.address).await.expect("a connection");
         client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
         client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
-        let mut frames = H2Frames::default();
+        let mut frames = Frames::default();
         let (_, settings) = frames.next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
         let table_size = settings
             .chunks(6)
@@ -540,46 +540,4 @@ async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start(
         }
     }
     plane.stop().await;
-}
-
-/// HTTP/2 frames read from a server, whatever its reads.
-#[derive(Default)]
-struct H2Frames {
-    buffer: Vec<u8>,
-}
-
-impl H2Frames {
-    /// The type and payload of the next frame `wanted` accepts (its type, flags and stream),
-    /// skipping the others; fails after 10 s or when the server closes.
-    async fn next_of(
-        &mut self,
-        client: &mut TcpStream,
-        wanted: impl Fn(u8, u8, u32) -> bool,
-    ) -> (u8, Vec<u8>) {
-        let read = async {
-            loop {
-                while self.buffer.len() >= 9 {
-                    let length = usize::from(self.buffer[0]) << 16
-                        | usize::from(self.buffer[1]) << 8
-                        | usize::from(self.buffer[2]);
-                    if self.buffer.len() < 9 + length {
-                        break;
-                    }
-                    let (kind, flags) = (self.buffer[3], self.buffer[4]);
-                    let stream =
-                        u32::from_be_bytes(self.buffer[5..9].try_into().expect("4 bytes")) & 0x7fff_ffff;
-                    let frame: Vec<u8> = self.buffer.drain(..9 + length).collect();
-                    if wanted(kind, flags, stream) {
-                        return (kind, frame[9..].to_vec());
-                    }
-                }
-                let mut chunk = [0u8; 4096];
-                match client.read(&mut chunk).await {
-                    Ok(0) | Err(_) => panic!("the server closed the connection before the frame awaited"),
-                    Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
-                }
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(10), read).await.expect("the frame awaited within 10 s")
-    }
 }
