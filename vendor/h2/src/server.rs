@@ -632,6 +632,26 @@ where
     }
 }
 
+/// Patched (PATCHED.md): sets the budget, for the whole process, of the DATA that streams hold
+/// unread beyond the stream window their connection advertised. A client may send a stream
+/// HTTP/2's default window (65,535 bytes) until it acknowledges a smaller one; the excess is
+/// charged to this budget until the stream's user takes the data, and a stream that finds it
+/// spent is reset with `ENHANCE_YOUR_CALM`. A connection advertising the default window or more
+/// never draws on it. Unlimited until set; the last call wins.
+pub fn set_over_window_budget(bytes: usize) {
+    proto::over_window::set_limit(bytes);
+}
+
+/// Patched (PATCHED.md): what streams hold now of [`set_over_window_budget`]'s budget.
+pub fn over_window_held() -> usize {
+    proto::over_window::held()
+}
+
+/// Patched (PATCHED.md): the budget [`set_over_window_budget`] set, `usize::MAX` before.
+pub fn over_window_budget() -> usize {
+    proto::over_window::limit()
+}
+
 // ===== impl Builder =====
 
 impl Builder {

@@ -1,6 +1,7 @@
 mod buffer;
 mod counts;
 mod flow_control;
+pub(crate) mod over_window;
 mod prioritize;
 mod recv;
 mod send;
@@ -69,6 +70,10 @@ pub struct Config {
 
     /// Initial window size of remote initiated streams
     pub remote_init_window_sz: WindowSize,
+
+    /// Patched (PATCHED.md): the initial stream window the local settings advertise, in force
+    /// once the peer acknowledges them ([`over_window`]).
+    pub advertised_init_window_sz: WindowSize,
 
     /// Maximum number of remote initiated streams
     pub remote_max_initiated: Option<usize>,

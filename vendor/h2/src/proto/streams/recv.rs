@@ -52,6 +52,10 @@ pub(super) struct Recv {
     /// Holds frames that are waiting to be read
     buffer: Buffer<Event>,
 
+    /// Patched (PATCHED.md): the stream window the connection's first settings advertised,
+    /// up to which a stream holds DATA not taken without drawing on [`over_window`]'s budget.
+    advertised_window_sz: WindowSize,
+
     /// If push promises are allowed to be received.
     is_push_enabled: bool,
 
@@ -78,6 +82,9 @@ pub(super) struct DataEvent {
     /// What its frames took of the connection's budget for small DATA frames
     /// ([`Counts::record_data_frame`]), given back when it is taken.
     pub(super) budget: usize,
+    /// What its buffer holds beyond the window the connection advertised, charged to the
+    /// process's budget ([`over_window`]) until it is taken or dropped.
+    over_window: over_window::Charge,
 }
 
 #[derive(Debug)]
@@ -95,10 +102,11 @@ const JOINED_GROWTH: usize = 4 * 1024;
 impl DataEvent {
     /// The event for a frame's payload: a copy of its own, not a slice of the read buffer it
     /// was cut from.
-    fn new(payload: &[u8], budget: usize) -> Self {
+    fn new(payload: &[u8], budget: usize, over_window: over_window::Charge) -> Self {
         DataEvent {
             payload: Payload::Frame(Bytes::copy_from_slice(payload)),
             budget,
+            over_window,
         }
     }
 
@@ -109,18 +117,41 @@ impl DataEvent {
         }
     }
 
-    /// Appends the next frame's payload, growing the buffer by at least [`JOINED_GROWTH`]
-    /// when it is full: allocated at that size, as `BytesMut::reserve` may double it.
-    fn join(&mut self, more: &[u8], budget: usize) {
+    /// What the buffer holding the stream's DATA not taken is allocated at: a frame's payload
+    /// is copied at its size.
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        match &self.payload {
+            Payload::Frame(bytes) => bytes.len(),
+            Payload::Joined(bytes) => bytes.capacity(),
+        }
+    }
+
+    /// What the buffer is allocated at once `more` bytes are joined, with `room` bytes more
+    /// that the stream's window lets come before it is taken: grown by at least
+    /// [`JOINED_GROWTH`] when full, but never beyond what the window lets it hold, so a
+    /// buffer is at most the stream's window.
+    fn capacity_after(&self, more: usize, room: usize) -> usize {
+        let needed = self.len() + more;
+        match &self.payload {
+            Payload::Joined(joined) if joined.capacity() >= needed => joined.capacity(),
+            _ => needed + JOINED_GROWTH.saturating_sub(more).min(room),
+        }
+    }
+
+    /// Appends the next frame's payload, reallocating the buffer at [`Self::capacity_after`]
+    /// when it is full (`BytesMut::reserve` may double it), and joins what the frame was
+    /// charged of the budgets.
+    fn join(&mut self, more: &[u8], room: usize, budget: usize, over_window: over_window::Charge) {
+        let capacity = self.capacity_after(more.len(), room);
         let joined = match &mut self.payload {
-            Payload::Joined(joined) if joined.capacity() - joined.len() >= more.len() => joined,
+            Payload::Joined(joined) if joined.capacity() == capacity => joined,
             payload => {
                 let old: &[u8] = match payload {
                     Payload::Frame(bytes) => bytes,
                     Payload::Joined(bytes) => bytes,
                 };
-                let mut grown =
-                    BytesMut::with_capacity(old.len() + more.len().max(JOINED_GROWTH));
+                let mut grown = BytesMut::with_capacity(capacity);
                 grown.extend_from_slice(old);
                 *payload = Payload::Joined(grown);
                 match payload {
@@ -131,8 +162,10 @@ impl DataEvent {
         };
         joined.extend_from_slice(more);
         self.budget += budget;
+        self.over_window.absorb(over_window);
     }
 
+    /// The data, its charge to [`over_window`]'s budget given back: it is the user's now.
     pub(super) fn into_payload(self) -> Bytes {
         match self.payload {
             Payload::Frame(bytes) => bytes,
@@ -177,6 +210,7 @@ impl Recv {
             pending_reset_expired: store::Queue::new(),
             reset_duration: config.local_reset_duration,
             buffer: Buffer::new(),
+            advertised_window_sz: config.advertised_init_window_sz,
             is_push_enabled: config.local_push_enabled,
             is_extended_connect_protocol_enabled: config.extended_connect_protocol_enabled,
         }
@@ -770,6 +804,12 @@ impl Recv {
             return Err(Error::library_reset(stream.id, Reason::FLOW_CONTROL_ERROR));
         }
 
+        // Patched (PATCHED.md): what the frame makes the stream hold beyond the advertised
+        // window, charged before anything changes, as a flow-control error is; a stream the
+        // budget cannot cover is reset.
+        let room = (stream.recv_flow.window_size() - sz) as usize;
+        let over_window = self.charge_over_window(stream, frame.payload().len(), room)?;
+
         // use payload len, padding doesn't count for content-length
         if stream.dec_content_length(frame.payload().len()).is_err() {
             proto_err!(stream:
@@ -846,15 +886,42 @@ impl Recv {
         // what its buffer ends with; otherwise a copy of its own onto the recv buffer.
         let payload = frame.into_payload();
         match stream.pending_recv.back_mut(&mut self.buffer) {
-            Some(Event::Data(waiting)) => waiting.join(&payload, budget),
+            Some(Event::Data(waiting)) => waiting.join(&payload, room, budget, over_window),
             _ => {
-                let event = Event::Data(DataEvent::new(&payload, budget));
+                let event = Event::Data(DataEvent::new(&payload, budget, over_window));
                 stream.pending_recv.push_back(&mut self.buffer, event);
             }
         }
         stream.notify_recv();
 
         Ok(())
+    }
+
+    /// Patched (PATCHED.md): charges [`over_window`]'s budget with what `more` bytes of a
+    /// frame would make `stream` hold of DATA not taken beyond the advertised window, its
+    /// buffer grown as [`DataEvent::join`] grows it.
+    fn charge_over_window(
+        &mut self,
+        stream: &mut store::Ptr,
+        more: usize,
+        room: usize,
+    ) -> Result<over_window::Charge, Error> {
+        let advertised = self.advertised_window_sz as usize;
+        let (capacity, charged) = match stream.pending_recv.back_mut(&mut self.buffer) {
+            Some(Event::Data(waiting)) => {
+                (waiting.capacity_after(more, room), waiting.over_window.bytes())
+            }
+            _ => (more, 0),
+        };
+        let excess = capacity.saturating_sub(advertised).saturating_sub(charged);
+        over_window::Charge::take(excess).ok_or_else(|| {
+            tracing::debug!(
+                "recv_data: {} bytes over the advertised window, more than the budget has left; stream={:?}",
+                excess,
+                stream.id
+            );
+            Error::library_reset(stream.id, Reason::ENHANCE_YOUR_CALM)
+        })
     }
 
     pub fn ignore_data(&mut self, sz: WindowSize) -> Result<(), Error> {
@@ -1363,6 +1430,7 @@ mod tests {
             local_reset_max: 0,
             remote_reset_max: 0,
             remote_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
+            advertised_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
             remote_max_initiated: None,
             local_max_error_reset_streams: None,
             data_frame_budget: DataFrameBudget::Configured(DEFAULT_DATA_FRAME_BUDGET),
@@ -1381,6 +1449,7 @@ mod tests {
                 Event::Data(DataEvent {
                     payload: Payload::Frame(data.clone()),
                     budget: 0,
+                    over_window: Default::default(),
                 }),
             );
         }
@@ -1409,6 +1478,7 @@ mod tests {
             local_reset_max: 0,
             remote_reset_max: 0,
             remote_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
+            advertised_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
             remote_max_initiated: None,
             local_max_error_reset_streams: None,
             data_frame_budget: DataFrameBudget::Configured(DEFAULT_DATA_FRAME_BUDGET),
@@ -1449,6 +1519,61 @@ mod tests {
         // Not one frame keeps the read buffer they were cut from.
         assert!(read_buffer.is_unique());
         assert_eq!(waiting.into_payload(), Bytes::from(vec![7u8; 4_000]));
+    }
+
+    /// Patched (PATCHED.md): before the client acknowledges a window smaller than the
+    /// default, what a stream holds beyond it is charged to the process's budget, given back
+    /// when it is taken; a frame the budget cannot cover resets its stream.
+    #[test]
+    fn data_beyond_the_advertised_window_is_charged_to_the_shared_budget() {
+        const ADVERTISED: WindowSize = 16 * 1024;
+        over_window::set_limit(40_000);
+        let config = Config {
+            initial_max_send_streams: 0,
+            local_max_buffer_size: 0,
+            local_next_stream_id: 2.into(),
+            local_push_enabled: false,
+            extended_connect_protocol_enabled: false,
+            local_reset_duration: Duration::ZERO,
+            local_reset_max: 0,
+            remote_reset_max: 0,
+            remote_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
+            advertised_init_window_sz: ADVERTISED,
+            remote_max_initiated: None,
+            local_max_error_reset_streams: None,
+            data_frame_budget: DataFrameBudget::Configured(DEFAULT_DATA_FRAME_BUDGET),
+        };
+        let mut recv = Recv::new(peer::Dyn::Server, &config);
+        let mut store = Store::new();
+        let id = StreamId::from(1);
+        let mut stream = store.insert(id, Stream::new(id, 0, DEFAULT_INITIAL_WINDOW_SIZE));
+        stream
+            .state
+            .recv_open(&frame::Headers::new(id, Default::default(), HeaderMap::new()))
+            .unwrap();
+        let frame = || frame::Data::new(id, Bytes::from(vec![7u8; 16_000]));
+        // The first frame is within the advertised window; each next one is all excess.
+        let mut charged = Vec::new();
+        for _ in 0..3 {
+            recv.recv_data(frame(), &mut stream).unwrap();
+            charged.push(over_window::held());
+        }
+        assert_eq!(charged, [0, 32_000 - 16_384, 48_000 - 16_384]);
+        // 64,000 would be 47,616 over: more than the 40,000 budget.
+        match recv.recv_data(frame(), &mut stream) {
+            Err(Error::Reset(reset, Reason::ENHANCE_YOUR_CALM, _)) => assert_eq!(reset, id),
+            other => panic!("expected the stream reset, found {other:?}"),
+        }
+        assert_eq!(over_window::held(), 48_000 - 16_384);
+        let waiting = match stream.pending_recv.pop_front(&mut recv.buffer) {
+            Some(Event::Data(waiting)) => waiting,
+            other => panic!("expected the frames' data, found {other:?}"),
+        };
+        // The buffer never outgrew the window: what is charged is what it holds beyond it.
+        assert_eq!(waiting.capacity(), 48_000);
+        assert_eq!(waiting.into_payload().len(), 48_000);
+        assert_eq!(over_window::held(), 0);
+        over_window::set_limit(usize::MAX);
     }
 }
 

@@ -1,0 +1,115 @@
+//! What a server's HTTP/2 (`vendor/h2`) holds of request bodies beyond the stream window it
+//! advertised: a client may send HTTP/2's default window (65,535 bytes) until it acknowledges
+//! a smaller one, and the excess is charged to one budget for the process
+//! (`h2::server::set_over_window_budget`), as the xDS server sets it. A stream that finds it
+//! spent is reset; a server advertising the default window or more never draws on it.
+//!
+//! Its own test binary: the budget is the process's.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use envoy_operator_testkit::h2_frame::{Frames, frame};
+
+/// The window the server advertises, as the xDS server's.
+const ADVERTISED: u32 = 8 * 1024;
+/// Each DATA frame's payload: under HTTP/2's smallest frame limit.
+const FRAME_BYTES: usize = 15_000;
+
+/// A server whose handlers hand each request body to the test unread and never answer,
+/// advertising `window` (hyper's default where `None`).
+async fn server(window: Option<u32>) -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Incoming>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("its address");
+    let (bodies, received) = mpsc::unbounded_channel::<Incoming>();
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else { return };
+            let bodies = bodies.clone();
+            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                let _ = bodies.send(request.into_body());
+                std::future::pending::<Result<hyper::Response<String>, Infallible>>()
+            });
+            let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            if let Some(window) = window {
+                builder.initial_stream_window_size(window).initial_connection_window_size(window);
+            }
+            tokio::spawn(builder.serve_connection(TokioIo::new(socket), service));
+        }
+    });
+    (address, received)
+}
+
+/// A client that never acknowledges the server's settings, with stream 1 opened (POST /).
+async fn client(address: std::net::SocketAddr) -> TcpStream {
+    let mut client = TcpStream::connect(address).await.expect("connected");
+    client.set_nodelay(true).expect("no delay");
+    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
+    client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
+    client.write_all(&frame(0x1, 0x4, 1, &[0x83, 0x86, 0x84, 0x01, 0x01, b'x'])).await.expect("HEADERS");
+    client
+}
+
+async fn send_data(client: &mut TcpStream, frames: usize) {
+    for _ in 0..frames {
+        client.write_all(&frame(0x0, 0, 1, &[7; FRAME_BYTES])).await.expect("DATA");
+    }
+}
+
+/// Waits until the budget's use is `expected`; fails with what it is after 10 s.
+async fn held_comes_to(expected: usize, what: &str) {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while h2::server::over_window_held() != expected {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let held = h2::server::over_window_held();
+    assert!(waited.is_ok(), "{what}: the budget holds {held} bytes, not {expected}");
+}
+
+#[tokio::test]
+async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_process_budget() {
+    const BUDGET: usize = 80_000;
+    h2::server::set_over_window_budget(BUDGET);
+    let (address, mut bodies) = server(Some(ADVERTISED)).await;
+
+    // Four frames not read: 60,000 bytes in one buffer of exactly that, 51,808 over the window.
+    let mut first = client(address).await;
+    let mut first_body = bodies.recv().await.expect("the first request's body");
+    send_data(&mut first, 4).await;
+    let first_excess = 4 * FRAME_BYTES - ADVERTISED as usize;
+    held_comes_to(first_excess, "after 60,000 bytes unread").await;
+
+    // A second stream fits two frames in what is left (21,808 over), not a third (36,808).
+    let mut second = client(address).await;
+    let second_body = bodies.recv().await.expect("the second request's body");
+    send_data(&mut second, 3).await;
+    let mut frames = Frames::default();
+    let (_, reset) = frames.next_of(&mut second, |kind, _, stream| kind == 0x3 && stream == 1).await;
+    assert_eq!(reset, 0xbu32.to_be_bytes(), "the second stream's RST_STREAM error code (ENHANCE_YOUR_CALM)");
+    assert!(h2::server::over_window_held() <= BUDGET, "the budget was overdrawn");
+
+    // Taken, the first stream's data is its user's: its charge comes back.
+    let taken = first_body.frame().await.expect("a frame").expect("no error").into_data().expect("DATA");
+    assert_eq!(taken.len(), 4 * FRAME_BYTES, "what the first read of the body took");
+    drop(second_body);
+    drop(second);
+    held_comes_to(0, "after the first body was taken and the second stream reset and dropped").await;
+    drop(first);
+
+    // A server advertising hyper's default window (over HTTP/2's) never draws on it.
+    let (address, mut bodies) = server(None).await;
+    let mut third = client(address).await;
+    let _third_body = bodies.recv().await.expect("the third request's body");
+    send_data(&mut third, 4).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(h2::server::over_window_held(), 0, "a server advertising the default window or more");
+}
