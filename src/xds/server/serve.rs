@@ -58,6 +58,9 @@ pub struct Grpc {
     /// Bytes the transport may hold of what clients send while it reads it, all connections
     /// together ([`ReadingBudget`]).
     pub reading_budget: ReadingBudget,
+    /// Bytes streams may hold of requests not taken beyond the window the server advertises,
+    /// all connections together ([`over_window_budget`]).
+    pub over_window_budget: usize,
 }
 
 impl ServeConfig {
@@ -94,6 +97,7 @@ impl ServeConfig {
                 transport,
                 receive_budget: ReceiveBudget::new(receive_budget(memory_limit)),
                 reading_budget: ReadingBudget::new(reading_budget(memory_limit)),
+                over_window_budget: over_window_budget(memory_limit),
             },
         }
     }
@@ -110,10 +114,12 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 1;
 pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// HTTP/2 flow control: how much a client may send before the server reads it, per connection
 /// and per stream, once the client has acknowledged the server's settings (before, HTTP/2's
-/// default of 65,535 bytes: [`RECEIVED_NOT_TAKEN`]). Requests are small but the first (Envoy's:
-/// 61,228 bytes), which takes a few window updates.
-pub const CONNECTION_WINDOW: u32 = 16 * 1024;
-pub const STREAM_WINDOW: u32 = 16 * 1024;
+/// default of 65,535 bytes: [`over_window_budget`]). What a stream holds up to it is counted
+/// for every connection ([`RECEIVED_NOT_TAKEN`]), so it is small: Envoy's requests are a few
+/// hundred bytes but the first (61,228 bytes), which mostly comes within the default window,
+/// and otherwise takes a window update every 4 KiB.
+pub const CONNECTION_WINDOW: u32 = 8 * 1024;
+pub const STREAM_WINDOW: u32 = 8 * 1024;
 /// The largest header list a client may send, decoded, by HTTP/2's count (a field is 32 bytes
 /// and its name and value; hyper's default is 16 KiB): Envoy 1.40's ADS requests carry 458
 /// (measured: its pseudo-headers, `te`, `content-type`, `x-envoy-internal` and
@@ -150,12 +156,13 @@ const HPACK_TABLE: usize = HPACK_TABLE_BYTES / 32 * 72 + HPACK_TABLE_BYTES;
 /// server's settings checks it (`tests/xds/xds_server.rs`).
 const HPACK_TABLE_BYTES: usize = 1024;
 /// What h2 may hold of requests that the connection's stream has not taken (a stream waiting
-/// for its client to read its responses takes none): HTTP/2's default window of 65,535 bytes,
-/// not [`STREAM_WINDOW`], which applies only once the client acknowledges the server's settings
-/// (and a client may send its first request before: the server must take it); joined in one
-/// buffer with up to 4 KiB to spare (`vendor/h2`), and the 4 slots of h2's buffer of received
-/// frames that a first frame reserves (248 bytes each).
-const RECEIVED_NOT_TAKEN: usize = 65_535 + 4 * 1024 + 4 * 248;
+/// for its client to read its responses takes none), beyond the shared budget
+/// ([`over_window_budget`]): the [`STREAM_WINDOW`] the server advertises, in one buffer that
+/// never outgrows the window (`vendor/h2`), and the 4 slots of h2's buffer of received frames
+/// that a first frame reserves (248 bytes each). Before the client acknowledges the window it
+/// may send HTTP/2's default, 65,535 bytes (and Envoy's first request comes before: the server
+/// must take it); the excess is the shared budget's.
+const RECEIVED_NOT_TAKEN: usize = STREAM_WINDOW as usize + 4 * 248;
 /// What writing holds while a client does not read, until the keepalive ends its connection:
 /// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
 /// `vendor/h2`), grown by at most the largest frame the server writes, a stream's trailers
@@ -189,10 +196,11 @@ const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
 /// them, 2 KiB for all of them (a NACK of a type never sent is not kept).
 const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// The worst a connection costs beyond the shared budgets (what reading holds,
-/// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; types and subscriptions,
-/// [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's
-/// table at its fullest, what writing holds, a request's headers decoded (h2 refuses a stream
-/// whose list is over [`MAX_HEADER_LIST_BYTES`]), what h2 holds of requests not taken and what
+/// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; what h2 holds of them
+/// beyond the window, [`over_window_budget`]; types and subscriptions, [`super::stream`]'s;
+/// NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's table at its fullest,
+/// what writing holds, a request's headers decoded (h2 refuses a stream whose list is over
+/// [`MAX_HEADER_LIST_BYTES`]), what h2 holds of requests not taken up to the window and what
 /// its stream adds. Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
@@ -218,6 +226,7 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
     let for_xds = memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT).saturating_sub(RESERVED_MEMORY);
     let shared = (reading_budget(memory_limit)
         + receive_budget(memory_limit)
+        + over_window_budget(memory_limit)
         + subscription_budget(memory_limit)
         + nack_budget(memory_limit)) as u64;
     let by_memory = for_xds.saturating_sub(shared) / WORST_CASE_PER_CONNECTION as u64;
@@ -240,6 +249,18 @@ pub fn reading_budget(memory_limit: Option<u64>) -> usize {
 /// together after a restart, each with a first request of about 60 KB, and a stream that finds
 /// the budget full is refused and retries later.
 pub fn receive_budget(memory_limit: Option<u64>) -> usize {
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
+}
+
+/// What streams may hold of requests they have not taken beyond the window the server
+/// advertises, all connections together, under `memory_limit` (512 MiB assumed without one): a
+/// thirty-second of it, 16 MiB at the Deployment's limit. A client may send a stream HTTP/2's
+/// default window (65,535 bytes) until it acknowledges the server's [`STREAM_WINDOW`], and
+/// Envoy's first request (61,228 bytes) comes before, so a stream slow to take it holds up to
+/// 56 KiB of excess for that while: room for 292 such streams at once, as many as the 290
+/// connections that read at once ([`reading_budget`]). A stream whose excess finds the budget spent is reset
+/// (`vendor/h2`, `h2::server::set_over_window_budget`) and its client opens another.
+pub fn over_window_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
 
@@ -318,6 +339,9 @@ pub async fn serve(
     if let Ok(address) = listener.local_addr() {
         info!(%address, transport = ?transport, "serving xDS");
     }
+    // h2's, for the process: only a connection advertising a window under HTTP/2's default,
+    // as this one does, draws on it (the webhook's advertises more).
+    h2::server::set_over_window_budget(config.server.over_window_budget);
     let connections = incoming(
         listener,
         handshake,
@@ -372,19 +396,24 @@ mod tests {
     #[test]
     fn the_default_cap_fits_every_connection_at_its_worst_in_what_the_limit_leaves_xds() {
         let cap = connection_cap(None, u64::MAX) as u64;
-        let shared =
-            (reading_budget(None) + receive_budget(None) + subscription_budget(None) + nack_budget(None))
-                as u64;
+        let shared = (reading_budget(None)
+            + receive_budget(None)
+            + over_window_budget(None)
+            + subscription_budget(None)
+            + nack_budget(None)) as u64;
         assert_eq!(receive_budget(None), RECEIVE_BUDGET);
         assert_eq!(nack_budget(None), super::super::stream::NACK_BUDGET);
         // What reading holds, shared: room for 290 connections reading at once.
         assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 290));
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
+        // What streams hold beyond the advertised window, shared: room for 292 streams holding
+        // the most a client may send before it acknowledges the window.
+        assert_eq!(over_window_budget(None) / (65_535 - STREAM_WINDOW as usize), 292);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (2024, 128_426));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (3631, 66_987));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
         // (`examples/xds_load`).
