@@ -212,12 +212,13 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut config = ServeConfig::sized_for(transport, Some(memory_limit));
     eprintln!(
-        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a receive budget of {} MiB, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
+        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a receive budget of {} MiB, a budget of {} MiB for what streams hold beyond the window, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
         memory_limit >> 20,
         config.limits.max_connections,
         config.server.reading_budget.available() >> 20,
         config.server.reading_budget.readers(),
         config.server.receive_budget.available() >> 20,
+        config.server.over_window_budget >> 20,
         subscription_budget(Some(memory_limit)) >> 20,
         nack_budget(Some(memory_limit)) >> 20
     );
@@ -240,6 +241,9 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(generation) = line.strip_prefix("set ") {
             let version = cache.set(FLEET, snapshot(generation.trim().parse()?));
             println!("version {version}");
+        } else if line == "over-window" {
+            // What h2 reset for its budget of data over the advertised window (`vendor/h2`).
+            println!("over-window {}", h2::server::over_window_refused());
         } else if line == "profile" {
             // Dropping the profiler writes the profile: what is live now is "at t-end".
             let _written = profiler.take().map(drop);
@@ -408,6 +412,12 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if retries > 0 {
         println!("streams retried after RESOURCE_EXHAUSTED or UNAVAILABLE: {retries}");
     }
+    writeln!(server.commands, "over-window")?;
+    server.commands.flush()?;
+    println!(
+        "streams reset for want of the budget of data over the advertised window: {}",
+        server.read_answer("over-window")?
+    );
 
     let ticks = clock_ticks_per_second();
     let before = server.cpu_ticks().ok_or("cannot read the server's CPU time")?;

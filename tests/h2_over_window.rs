@@ -75,8 +75,46 @@ async fn held_comes_to(expected: usize, what: &str) {
     assert!(waited.is_ok(), "{what}: the budget holds {held} bytes, not {expected}");
 }
 
+/// The budget is the process's: one test at a time sets it.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test]
+async fn serving_xds_sets_the_budget_for_its_memory_limit() {
+    use envoy_operator::xds::server::{AdsService, FleetKey, ServeConfig, SnapshotCache, Transport, serve};
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let limit = 256 << 20;
+    let config = ServeConfig::sized_for(Transport::Plaintext, Some(limit));
+    assert_eq!(config.server.over_window_budget, 8 << 20, "a thirty-second of the limit");
+    let service = AdsService::builder(SnapshotCache::new(), |_: &_, _: Option<std::net::SocketAddr>| {
+        Ok(FleetKey::from("fleet"))
+    })
+    .build();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("its address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, service, config, async move {
+        let _ = stopped.await;
+    }));
+    // Served once a connection gets the server's SETTINGS.
+    let mut client = TcpStream::connect(address).await.expect("connected");
+    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
+    client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
+    let (_, settings) =
+        Frames::default().next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
+    let window = settings
+        .chunks(6)
+        .find(|setting| setting[..2] == [0, 4])
+        .map(|setting| u32::from_be_bytes(setting[2..].try_into().expect("a setting's value")));
+    assert_eq!(window, Some(ADVERTISED), "the xDS server's SETTINGS_INITIAL_WINDOW_SIZE");
+    assert_eq!(h2::server::over_window_budget(), 8 << 20, "h2's budget while the xDS server serves");
+    drop(client);
+    let _ = stop.send(());
+    server.await.expect("the server's task").expect("served");
+}
+
 #[tokio::test]
 async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_process_budget() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     const BUDGET: usize = 80_000;
     h2::server::set_over_window_budget(BUDGET);
     let (address, mut bodies) = server(Some(ADVERTISED)).await;
@@ -96,6 +134,7 @@ async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_proc
     let (_, reset) = frames.next_of(&mut second, |kind, _, stream| kind == 0x3 && stream == 1).await;
     assert_eq!(reset, 0xbu32.to_be_bytes(), "the second stream's RST_STREAM error code (ENHANCE_YOUR_CALM)");
     assert!(h2::server::over_window_held() <= BUDGET, "the budget was overdrawn");
+    assert_eq!(h2::server::over_window_refused(), 1, "streams reset for want of the budget");
 
     // Taken, the first stream's data is its user's: its charge comes back.
     let taken = first_body.frame().await.expect("a frame").expect("no error").into_data().expect("DATA");

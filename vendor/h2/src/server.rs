@@ -647,6 +647,12 @@ pub fn over_window_held() -> usize {
     proto::over_window::held()
 }
 
+/// Patched (PATCHED.md): how many streams were reset, since the process began, for a frame
+/// [`set_over_window_budget`]'s budget could not cover.
+pub fn over_window_refused() -> usize {
+    proto::over_window::refused()
+}
+
 /// Patched (PATCHED.md): the budget [`set_over_window_budget`] set, `usize::MAX` before.
 pub fn over_window_budget() -> usize {
     proto::over_window::limit()

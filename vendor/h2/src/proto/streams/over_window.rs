@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 static HELD: AtomicUsize = AtomicUsize::new(0);
+static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets the budget (the last call wins; unlimited before the first).
 pub(crate) fn set_limit(bytes: usize) {
@@ -32,6 +33,11 @@ pub(crate) fn limit() -> usize {
 /// What streams hold of it now.
 pub(crate) fn held() -> usize {
     HELD.load(Ordering::Acquire)
+}
+
+/// How many frames the budget could not cover (each reset its stream), since the process began.
+pub(crate) fn refused() -> usize {
+    REFUSED.load(Ordering::Relaxed)
 }
 
 /// Bytes charged to the budget, given back when dropped.
@@ -50,8 +56,9 @@ impl Charge {
         HELD.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
             held.checked_add(bytes).filter(|&after| after <= limit)
         })
-        .ok()
         .map(|_| Charge { bytes })
+        .map_err(|_| REFUSED.fetch_add(1, Ordering::Relaxed))
+        .ok()
     }
 
     /// Joins `other` into this charge, to be given back with it.
