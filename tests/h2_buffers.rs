@@ -11,17 +11,18 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use envoy_operator_testkit::h2_frame::frame;
+use envoy_operator_testkit::h2_frame::{Frames, frame};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 /// DATA frames of 256 bytes (not small enough for h2's budget of small frames to end the
-/// connection), each written apart so that each comes in a read of its own.
+/// connection), each followed by a PING whose ACK is awaited before the next is sent, so that
+/// each comes in a read of its own (with its PING at most), however loaded the machine.
 const FRAMES: usize = 200;
 const FRAME_BYTES: usize = 256;
 
@@ -57,20 +58,15 @@ async fn a_body_not_read_yet_holds_about_its_size_however_it_was_framed() {
         .await
         .expect("the handler called")
         .expect("a body");
-    // Whatever the server writes (its settings, window updates) is read and dropped.
-    let (mut from_server, mut to_server) = client.into_split();
-    tokio::spawn(async move {
-        let mut sink = [0u8; 1024];
-        while matches!(from_server.read(&mut sink).await, Ok(n) if n > 0) {}
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The server's frames are read as the PINGs' ACKs are awaited; the others are skipped.
+    let mut from_server = Frames::default();
+    ping_round_trip(&mut client, &mut from_server, 0).await;
 
     let before = dhat::HeapStats::get().curr_bytes;
-    for _ in 0..FRAMES {
-        to_server.write_all(&frame(0x0, 0, 1, &[0x0a; FRAME_BYTES])).await.expect("DATA");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    for ping in 1..=FRAMES as u64 {
+        client.write_all(&frame(0x0, 0, 1, &[0x0a; FRAME_BYTES])).await.expect("DATA");
+        ping_round_trip(&mut client, &mut from_server, ping).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let held = dhat::HeapStats::get().curr_bytes.saturating_sub(before);
 
     let sent = FRAMES * FRAME_BYTES;
@@ -90,5 +86,12 @@ async fn a_body_not_read_yet_holds_about_its_size_however_it_was_framed() {
         .expect("no error");
     let data = first.into_data().expect("DATA");
     assert_eq!(data.len(), sent, "what the handler's first read of the body took");
-    drop(to_server);
+    drop(client);
+}
+
+/// Sends PING `n` and waits for its ACK: the server has read everything sent before it.
+async fn ping_round_trip(client: &mut TcpStream, from_server: &mut Frames, n: u64) {
+    client.write_all(&frame(0x6, 0, 0, &n.to_be_bytes())).await.expect("PING");
+    let (_, payload) = from_server.next_of(client, |kind, flags, _| kind == 0x6 && flags & 0x1 == 0x1).await;
+    assert_eq!(payload, n.to_be_bytes(), "the PING ACK's payload");
 }
