@@ -258,8 +258,9 @@ pub fn receive_budget(memory_limit: Option<u64>) -> usize {
 /// default window (65,535 bytes) until it acknowledges the server's [`STREAM_WINDOW`], and
 /// Envoy's first request (61,228 bytes) comes before, so a stream slow to take it holds up to
 /// 56 KiB of excess for that while: room for 292 such streams at once, as many as the 290
-/// connections that read at once ([`reading_budget`]). A stream whose excess finds the budget spent is reset
-/// (`vendor/h2`, `h2::server::set_over_window_budget`) and its client opens another.
+/// connections that read at once ([`reading_budget`]). A stream whose excess finds the budget
+/// spent is reset (`vendor/h2`, `h2::server::set_over_window_budget`) and its client opens
+/// another.
 pub fn over_window_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
