@@ -135,6 +135,23 @@ async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_proc
     assert_eq!(reset, 0xbu32.to_be_bytes(), "the second stream's RST_STREAM error code (ENHANCE_YOUR_CALM)");
     assert!(h2::server::over_window_held() <= BUDGET, "the budget was overdrawn");
     assert_eq!(h2::server::over_window_refused(), 1, "streams reset for want of the budget");
+    // The operator's metrics read the same figures.
+    let mut metrics = envoy_operator::ops::metrics::Metrics::builder();
+    metrics.register(envoy_operator::xds::metrics::ControlPlaneMetrics::register);
+    let metrics = metrics.build();
+    let held_before = h2::server::over_window_held();
+    let exposition = metrics.encode();
+    let held_after = h2::server::over_window_held();
+    assert!(exposition.contains("envoy_operator_xds_over_window_resets_total 1"), "{exposition}");
+    let exposed: usize = exposition
+        .lines()
+        .find_map(|line| line.strip_prefix("envoy_operator_xds_over_window_bytes "))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no xds_over_window_bytes sample in\n{exposition}"));
+    assert!(
+        (held_before.min(held_after)..=held_before.max(held_after)).contains(&exposed),
+        "the exposition says {exposed} bytes; h2 held {held_before}, then {held_after}"
+    );
 
     // Taken, the first stream's data is its user's: its charge comes back.
     let taken = first_body.frame().await.expect("a frame").expect("no error").into_data().expect("DATA");

@@ -230,6 +230,9 @@ mod layout {
                 "xds_reading_budget_events counter",
                 "http_connections gauge",
                 "http_connections_closed counter",
+                // Read from h2 on each scrape, so encoded after the families.
+                "xds_over_window_bytes gauge",
+                "xds_over_window_resets counter",
             ]
         );
     }

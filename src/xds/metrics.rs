@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -126,6 +127,7 @@ impl ControlPlaneMetrics {
             "xDS connections that waited for their turn to read (waited: the reading budget was taken) or were closed for holding it (held_too_long: their reads did not come to rest within the hold timeout)",
             reading.clone(),
         );
+        registry.register_collector(Box::new(OverWindowBudget));
         for event in series::XDS_READING_EVENTS {
             let _ = reading.get_or_create(&EventLabels { event });
         }
@@ -153,6 +155,31 @@ impl ControlPlaneMetrics {
 
     fn refused(&self, code: tonic::Code) {
         self.streams_refused.get_or_create(&CodeLabels { code: code_label(code) }).inc();
+    }
+}
+
+/// h2's budget, for the process, of what streams hold of requests beyond the window their
+/// connection advertised (`vendor/h2`; the xDS server sets it: "The xDS port's memory budget"),
+/// read on each scrape: its figures are h2's, not hooks'.
+#[derive(Debug)]
+struct OverWindowBudget;
+
+impl Collector for OverWindowBudget {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let held = ConstGauge::new(i64::try_from(h2::server::over_window_held()).unwrap_or(i64::MAX));
+        held.encode(encoder.encode_descriptor(
+            "xds_over_window_bytes",
+            "Bytes xDS streams hold of requests they have not taken beyond the window the server advertises, sent before the client acknowledged it (a shared budget)",
+            None,
+            held.metric_type(),
+        )?)?;
+        let resets = ConstCounter::new(u64::try_from(h2::server::over_window_refused()).unwrap_or(u64::MAX));
+        resets.encode(encoder.encode_descriptor(
+            "xds_over_window_resets",
+            "xDS streams reset (ENHANCE_YOUR_CALM) for data over the advertised window that the shared budget could not hold",
+            None,
+            resets.metric_type(),
+        )?)
     }
 }
 
@@ -291,6 +318,9 @@ mod tests {
             "envoy_operator_xds_reading_budget_events_total{event=\"waited\"} 2",
             "envoy_operator_xds_reading_budget_events_total{event=\"held_too_long\"} 1",
             "envoy_operator_xds_streams_refused_total{code=\"resource_exhausted\"} 2",
+            // h2's figures for the process, whatever other tests hold of the budget.
+            "# TYPE envoy_operator_xds_over_window_bytes gauge",
+            "# TYPE envoy_operator_xds_over_window_resets counter",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
