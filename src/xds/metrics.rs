@@ -167,20 +167,30 @@ struct OverWindowBudget;
 impl Collector for OverWindowBudget {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let held = ConstGauge::new(i64::try_from(h2::server::over_window_held()).unwrap_or(i64::MAX));
-        held.encode(encoder.encode_descriptor(
+        let resets = ConstCounter::new(u64::try_from(h2::server::over_window_refused()).unwrap_or(u64::MAX));
+        encode_one(
+            &mut encoder,
             "xds_over_window_bytes",
             "Bytes xDS streams hold of requests they have not taken beyond the window the server advertises, sent before the client acknowledged it (a shared budget)",
-            None,
-            held.metric_type(),
-        )?)?;
-        let resets = ConstCounter::new(u64::try_from(h2::server::over_window_refused()).unwrap_or(u64::MAX));
-        resets.encode(encoder.encode_descriptor(
+            &held,
+        )?;
+        encode_one(
+            &mut encoder,
             "xds_over_window_resets",
             "xDS streams reset (ENHANCE_YOUR_CALM) for data over the advertised window that the shared budget could not hold",
-            None,
-            resets.metric_type(),
-        )?)
+            &resets,
+        )
     }
+}
+
+/// One unlabelled metric a collector reads, with its name and help.
+fn encode_one(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric: &impl EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
 /// The label of a type URL: `listener`, `route`, `cluster`, `endpoint`, else `other`.
