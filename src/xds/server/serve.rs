@@ -116,8 +116,8 @@ pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// and per stream, once the client has acknowledged the server's settings (before, HTTP/2's
 /// default of 65,535 bytes: [`over_window_budget`]). What a stream holds up to it is counted
 /// for every connection ([`RECEIVED_NOT_TAKEN`]), so it is small: Envoy's requests are a few
-/// hundred bytes but the first (61,228 bytes), which mostly comes within the default window,
-/// and otherwise takes a window update every 4 KiB.
+/// hundred bytes but the first (61,228 bytes), which may come within the default window before
+/// Envoy acknowledges this one, and otherwise takes a window update every 4 KiB.
 pub const CONNECTION_WINDOW: u32 = 8 * 1024;
 pub const STREAM_WINDOW: u32 = 8 * 1024;
 /// The largest header list a client may send, decoded, by HTTP/2's count (a field is 32 bytes
@@ -160,8 +160,8 @@ const HPACK_TABLE_BYTES: usize = 1024;
 /// ([`over_window_budget`]): the [`STREAM_WINDOW`] the server advertises, in one buffer that
 /// never outgrows the window (`vendor/h2`), and the 4 slots of h2's buffer of received frames
 /// that a first frame reserves (248 bytes each). Before the client acknowledges the window it
-/// may send HTTP/2's default, 65,535 bytes (and Envoy's first request comes before: the server
-/// must take it); the excess is the shared budget's.
+/// may send HTTP/2's default, 65,535 bytes (and Envoy's first request may come before: the
+/// server must take it); the excess is the shared budget's.
 const RECEIVED_NOT_TAKEN: usize = STREAM_WINDOW as usize + 4 * 248;
 /// What writing holds while a client does not read, until the keepalive ends its connection:
 /// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
@@ -256,8 +256,8 @@ pub fn receive_budget(memory_limit: Option<u64>) -> usize {
 /// advertises, all connections together, under `memory_limit` (512 MiB assumed without one): a
 /// thirty-second of it, 16 MiB at the Deployment's limit. A client may send a stream HTTP/2's
 /// default window (65,535 bytes) until it acknowledges the server's [`STREAM_WINDOW`], and
-/// Envoy's first request (61,228 bytes) comes before, so a stream slow to take it holds up to
-/// 56 KiB of excess for that while: room for 292 such streams at once, as many as the 290
+/// Envoy's first request (61,228 bytes) may come before, so a stream slow to take it holds up
+/// to 56 KiB of excess for that while: room for 292 such streams at once, as many as the 290
 /// connections that read at once ([`reading_budget`]). A stream whose excess finds the budget
 /// spent is reset (`vendor/h2`, `h2::server::set_over_window_budget`) and its client opens
 /// another.
