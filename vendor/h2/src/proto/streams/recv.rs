@@ -119,7 +119,6 @@ impl DataEvent {
 
     /// What the buffer holding the stream's DATA not taken is allocated at: a frame's payload
     /// is copied at its size.
-    #[cfg(test)]
     fn capacity(&self) -> usize {
         match &self.payload {
             Payload::Frame(bytes) => bytes.len(),
@@ -133,9 +132,10 @@ impl DataEvent {
     /// buffer is at most the stream's window.
     fn capacity_after(&self, more: usize, room: usize) -> usize {
         let needed = self.len() + more;
-        match &self.payload {
-            Payload::Joined(joined) if joined.capacity() >= needed => joined.capacity(),
-            _ => needed + JOINED_GROWTH.saturating_sub(more).min(room),
+        if self.capacity() >= needed {
+            self.capacity()
+        } else {
+            needed + JOINED_GROWTH.saturating_sub(more).min(room)
         }
     }
 
@@ -143,6 +143,11 @@ impl DataEvent {
     /// when it is full (`BytesMut::reserve` may double it), and joins what the frame was
     /// charged of the budgets.
     fn join(&mut self, more: &[u8], room: usize, budget: usize, over_window: over_window::Charge) {
+        self.budget += budget;
+        self.over_window.absorb(over_window);
+        if more.is_empty() {
+            return;
+        }
         let capacity = self.capacity_after(more.len(), room);
         let joined = match &mut self.payload {
             Payload::Joined(joined) if joined.capacity() == capacity => joined,
@@ -161,8 +166,6 @@ impl DataEvent {
             }
         };
         joined.extend_from_slice(more);
-        self.budget += budget;
-        self.over_window.absorb(over_window);
     }
 
     /// The data, its charge to [`over_window`]'s budget given back: it is the user's now.
@@ -808,7 +811,12 @@ impl Recv {
         // window, charged before anything changes, as a flow-control error is; a stream the
         // budget cannot cover is reset.
         let room = (stream.recv_flow.window_size() - sz) as usize;
-        let over_window = self.charge_over_window(stream, frame.payload().len(), room)?;
+        let buffered = stream.is_recv && (frame.is_end_stream() || !frame.payload().is_empty());
+        let over_window = if buffered {
+            self.charge_over_window(stream, frame.payload().len(), room)?
+        } else {
+            over_window::Charge::default()
+        };
 
         // use payload len, padding doesn't count for content-length
         if stream.dec_content_length(frame.payload().len()).is_err() {
