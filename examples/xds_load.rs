@@ -878,7 +878,7 @@ mod table_pins {
     use std::net::SocketAddr;
     use std::time::{Duration, Instant};
 
-    use envoy_operator_testkit::h2_frame::frame;
+    use envoy_operator_testkit::h2_frame::{PREFACE, frame};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::{Args, ServerProcess, print_memory};
@@ -938,7 +938,7 @@ mod table_pins {
             let mut sink = vec![0u8; 4096];
             while matches!(read.read(&mut sink).await, Ok(n) if n > 0) {}
         });
-        write.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
+        write.write_all(PREFACE).await?;
         write.write_all(&frame(0x4, 0, 0, &[])).await?; // SETTINGS
         write.write_all(&frame(0x4, 0x1, 0, &[])).await?; // SETTINGS ACK
         for entry in 0..ENTRIES {

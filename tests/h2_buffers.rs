@@ -9,13 +9,10 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpStream;
 
-use envoy_operator_testkit::h2_frame::{Frames, frame};
+use envoy_operator_testkit::h2_frame::{Frames, frame, open_post_stream, unread_bodies_server};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -29,31 +26,9 @@ const FRAME_BYTES: usize = 256;
 #[tokio::test]
 async fn a_body_not_read_yet_holds_about_its_size_however_it_was_framed() {
     let _profiler = dhat::Profiler::builder().testing().build();
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    let address = listener.local_addr().expect("its address");
     // Each request's body is handed to the test unread, and its response never comes.
-    let (bodies, mut received) = mpsc::unbounded_channel::<Incoming>();
-    tokio::spawn(async move {
-        let (socket, _) = listener.accept().await.expect("a connection");
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            let bodies = bodies.clone();
-            async move {
-                let _ = bodies.send(request.into_body());
-                std::future::pending::<Result<hyper::Response<String>, std::convert::Infallible>>().await
-            }
-        });
-        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .serve_connection(TokioIo::new(socket), service)
-            .await;
-    });
-
-    let mut client = TcpStream::connect(address).await.expect("connected");
-    client.set_nodelay(true).expect("no delay");
-    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
-    client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
-    // POST / on stream 1, its headers from HPACK's static table and a literal authority.
-    let block = [0x83, 0x86, 0x84, 0x01, 0x01, b'x'];
-    client.write_all(&frame(0x1, 0x4, 1, &block)).await.expect("HEADERS");
+    let (address, mut received) = unread_bodies_server(None).await;
+    let mut client = open_post_stream(address).await;
     let body = tokio::time::timeout(Duration::from_secs(10), received.recv())
         .await
         .expect("the handler called")

@@ -6,56 +6,20 @@
 //!
 //! Its own test binary: the budget is the process's.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 
-use envoy_operator_testkit::h2_frame::{Frames, frame};
+use envoy_operator_testkit::h2_frame::{
+    Frames, PREFACE, frame, open_post_stream, setting, unread_bodies_server,
+};
 
 /// The window the server advertises, as the xDS server's.
 const ADVERTISED: u32 = 8 * 1024;
 /// Each DATA frame's payload: under HTTP/2's smallest frame limit.
 const FRAME_BYTES: usize = 15_000;
-
-/// A server whose handlers hand each request body to the test unread and never answer,
-/// advertising `window` (hyper's default where `None`).
-async fn server(window: Option<u32>) -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Incoming>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    let address = listener.local_addr().expect("its address");
-    let (bodies, received) = mpsc::unbounded_channel::<Incoming>();
-    tokio::spawn(async move {
-        loop {
-            let Ok((socket, _)) = listener.accept().await else { return };
-            let bodies = bodies.clone();
-            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-                let _ = bodies.send(request.into_body());
-                std::future::pending::<Result<hyper::Response<String>, Infallible>>()
-            });
-            let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-            if let Some(window) = window {
-                builder.initial_stream_window_size(window).initial_connection_window_size(window);
-            }
-            tokio::spawn(builder.serve_connection(TokioIo::new(socket), service));
-        }
-    });
-    (address, received)
-}
-
-/// A client that never acknowledges the server's settings, with stream 1 opened (POST /).
-async fn client(address: std::net::SocketAddr) -> TcpStream {
-    let mut client = TcpStream::connect(address).await.expect("connected");
-    client.set_nodelay(true).expect("no delay");
-    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
-    client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
-    client.write_all(&frame(0x1, 0x4, 1, &[0x83, 0x86, 0x84, 0x01, 0x01, b'x'])).await.expect("HEADERS");
-    client
-}
 
 async fn send_data(client: &mut TcpStream, frames: usize) {
     for _ in 0..frames {
@@ -97,15 +61,11 @@ async fn serving_xds_sets_the_budget_for_its_memory_limit() {
     }));
     // Served once a connection gets the server's SETTINGS.
     let mut client = TcpStream::connect(address).await.expect("connected");
-    client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
+    client.write_all(PREFACE).await.expect("the preface");
     client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
     let (_, settings) =
         Frames::default().next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
-    let window = settings
-        .chunks(6)
-        .find(|setting| setting[..2] == [0, 4])
-        .map(|setting| u32::from_be_bytes(setting[2..].try_into().expect("a setting's value")));
-    assert_eq!(window, Some(ADVERTISED), "the xDS server's SETTINGS_INITIAL_WINDOW_SIZE");
+    assert_eq!(setting(&settings, 0x4), Some(ADVERTISED), "the xDS server's SETTINGS_INITIAL_WINDOW_SIZE");
     assert_eq!(h2::server::over_window_budget(), 8 << 20, "h2's budget while the xDS server serves");
     drop(client);
     let _ = stop.send(());
@@ -117,17 +77,17 @@ async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_proc
     let _alone = ONE_AT_A_TIME.lock().await;
     const BUDGET: usize = 80_000;
     h2::server::set_over_window_budget(BUDGET);
-    let (address, mut bodies) = server(Some(ADVERTISED)).await;
+    let (address, mut bodies) = unread_bodies_server(Some(ADVERTISED)).await;
 
     // Four frames not read: 60,000 bytes in one buffer of exactly that, 51,808 over the window.
-    let mut first = client(address).await;
+    let mut first = open_post_stream(address).await;
     let mut first_body = bodies.recv().await.expect("the first request's body");
     send_data(&mut first, 4).await;
     let first_excess = 4 * FRAME_BYTES - ADVERTISED as usize;
     held_comes_to(first_excess, "after 60,000 bytes unread").await;
 
     // A second stream fits two frames in what is left (21,808 over), not a third (36,808).
-    let mut second = client(address).await;
+    let mut second = open_post_stream(address).await;
     let second_body = bodies.recv().await.expect("the second request's body");
     send_data(&mut second, 3).await;
     let mut frames = Frames::default();
@@ -162,8 +122,8 @@ async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_proc
     drop(first);
 
     // A server advertising hyper's default window (over HTTP/2's) never draws on it.
-    let (address, mut bodies) = server(None).await;
-    let mut third = client(address).await;
+    let (address, mut bodies) = unread_bodies_server(None).await;
+    let mut third = open_post_stream(address).await;
     let _third_body = bodies.recv().await.expect("the third request's body");
     send_data(&mut third, 4).await;
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -15,7 +15,7 @@ use envoy_operator::xds::server::{
     AdsConfig, AdsService, FleetKey, NoMetrics, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot,
     SnapshotCache, Transport, XdsMetrics,
 };
-use envoy_operator_testkit::h2_frame::{Frames, frame};
+use envoy_operator_testkit::h2_frame::{Frames, PREFACE, frame, setting};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
@@ -502,14 +502,11 @@ async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start(
             .await;
     for (index, kept) in [(63u8, true), (64, false)] {
         let mut client = TcpStream::connect(plane.address).await.expect("a connection");
-        client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("the preface");
+        client.write_all(PREFACE).await.expect("the preface");
         client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
         let mut frames = Frames::default();
         let (_, settings) = frames.next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
-        let table_size = settings
-            .chunks(6)
-            .find(|setting| setting[..2] == [0, 1])
-            .map(|setting| u32::from_be_bytes(setting[2..].try_into().expect("a setting's value")));
+        let table_size = setting(&settings, 0x1);
         assert_eq!(table_size, Some(1024), "the server's SETTINGS_HEADER_TABLE_SIZE");
         // Stream 1 indexes three headers of 400 octets each (36 and a value of 364), after
         // asking for the protocol's 4,096: the server keeps the newest two.
