@@ -1,8 +1,8 @@
-//! Accepting connections for tonic: TCP, then a rustls handshake (TLS 1.2+, ALPN `h2`, the
+//! Accepting xDS connections: TCP, then a rustls handshake (TLS 1.2+, ALPN `h2`, the
 //! certificate from a resolver the operator can swap at any time, and the client's certificate
 //! checked against the fleets' identity CA) run off the accept loop under a deadline, a cap on
-//! open connections, and the peer's address and proven identity handed to tonic through
-//! [`Connected`] so the authorizer can see them.
+//! open connections, and the peer's address and proven identity kept with the connection
+//! ([`XdsConnectInfo`]) so the authorizer can see them.
 //!
 //! A connection also ends on its own: when the client certificate it was accepted with expires
 //! (a renewed certificate comes with the proxy's next connection), and when it has carried no
@@ -16,13 +16,13 @@
 //! The accept loop, the connection slots (refusing at the cap: a proxy retries, and the cap is
 //! set from memory), the handshake and the activity tracking are `net`'s, shared with the
 //! webhook port; this module is what only xDS adds: the client's identity, the deadlines a
-//! connection ends on by itself, its reading reservations, and the hand-over to tonic.
+//! connection ends on by itself, its reading reservations, and the hand-over to the server
+//! (`connection.rs`).
 //!
 //! Hand-written rather than taken from a crate (`tls-listener`, tonic's own TLS): tonic's TLS
 //! takes a fixed identity, not a `ResolvesServerCert`, and the connection cap needs a permit
 //! that lives exactly as long as the connection, which this wrapper holds.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -41,8 +41,6 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::Connected;
 use tracing::{debug, warn};
 
 use super::framing::{HeaderBlocks, TlsRecords};
@@ -257,11 +255,10 @@ impl Connection {
     }
 }
 
-impl Connected for Connection {
-    type ConnectInfo = XdsConnectInfo;
-
-    fn connect_info(&self) -> XdsConnectInfo {
-        self.info.clone()
+impl Connection {
+    /// What the service learns of this connection.
+    pub(crate) fn info(&self) -> &XdsConnectInfo {
+        &self.info
     }
 }
 
@@ -336,15 +333,15 @@ impl AsyncWrite for Connection {
     }
 }
 
-/// Accepted connections as a stream for tonic, and the task producing them.
+/// Accepted connections, and the task producing them.
 pub(crate) struct Incoming {
-    pub connections: ReceiverStream<Result<Connection, Infallible>>,
+    pub connections: mpsc::Receiver<Connection>,
     pub accept_loop: JoinHandle<()>,
 }
 
 /// Starts accepting on `listener` under `config` (its `server` part is not read here): at most
 /// `max_connections` at once, each closed after the HTTP/2 idle timeout without a stream. The
-/// accept loop stops (closing the listening socket) once tonic drops the stream.
+/// accept loop stops (closing the listening socket) once the receiver is dropped.
 pub(crate) fn incoming<S: Send + Sync + 'static>(
     listener: TcpListener,
     handshake: Handshake,
@@ -362,10 +359,10 @@ pub(crate) fn incoming<S: Send + Sync + 'static>(
         metrics,
     };
     let accept_loop = tokio::spawn(run(listener, config, Arc::new(accepting)));
-    Incoming { connections: ReceiverStream::new(rx), accept_loop }
+    Incoming { connections: rx, accept_loop }
 }
 
-type Sender = mpsc::Sender<Result<Connection, Infallible>>;
+type Sender = mpsc::Sender<Connection>;
 
 /// What every accepted connection goes through.
 struct Accepting {
@@ -386,7 +383,7 @@ async fn run<S>(listener: TcpListener, config: ServeConfig<S>, accepting: Arc<Ac
     accept_loop(&listener, &config, &slots, tx.closed(), &mut connections).await;
 }
 
-/// The xDS server's side of the accept loop: connections handed to tonic.
+/// The xDS server's side of the accept loop: connections handed to the server.
 struct XdsConnections(Arc<Accepting>);
 
 impl Accept for XdsConnections {
@@ -402,7 +399,7 @@ impl Accept for XdsConnections {
         match &accepting.handshake {
             Handshake::Plaintext => {
                 let connection = Connection::new(Io::Plain(tcp), info, accepting, slot);
-                if accepting.tx.send(Ok(connection)).await.is_err() {
+                if accepting.tx.send(connection).await.is_err() {
                     return ControlFlow::Break(());
                 }
             }
@@ -419,7 +416,7 @@ impl Accept for XdsConnections {
     }
 }
 
-/// Completes the handshake, reads the client's identity, and hands the connection to tonic. A
+/// Completes the handshake, reads the client's identity, and hands the connection to the server. A
 /// client refused here (no valid certificate, or one naming no fleet) costs a debug line: it
 /// never reaches a stream, and a stranger retrying must not fill the log.
 async fn tls_handshake(
@@ -460,5 +457,5 @@ async fn tls_handshake(
     stream.get_mut().1.set_buffer_limit(Some(super::serve::TLS_SEND_BUFFER));
     let connection = Connection::new(Io::Tls(Box::new(stream)), info, &accepting, permit);
     // Fails only once the server stopped accepting; the connection is then dropped.
-    let _ = accepting.tx.send(Ok(connection)).await;
+    let _ = accepting.tx.send(connection).await;
 }

@@ -44,7 +44,8 @@ const SOTW_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/
 /// gRPC's message header: a compression flag and the length (big-endian u32).
 const HEADER_BYTES: usize = 5;
 
-/// The ADS service as tonic's server (or any tower HTTP server) serves it.
+/// The ADS service as [`super::serve`] serves it, or tonic's server (or any tower HTTP
+/// server) next to other services.
 #[derive(Clone, Debug)]
 pub struct AdsGrpc {
     service: AdsService,
@@ -55,15 +56,38 @@ impl AdsGrpc {
         Self { service }
     }
 
-    fn open<W: Wire>(&self, request: http::Request<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+    /// Answers a stream of the connection `connection` (one of [`super::serve`]'s), or of a
+    /// tonic server's (`None`: its address, no identity): the stream runs on, its responses
+    /// are the body. Only the path is read of the request's headers, which are dropped here.
+    pub(crate) fn respond<B>(
+        &self,
+        request: http::Request<B>,
+        connection: Option<&XdsConnectInfo>,
+    ) -> http::Response<tonic::body::Body>
+    where
+        B: HttpBody<Data = Bytes, Error = Status> + Unpin + Send + 'static,
+    {
+        match request.uri().path() {
+            DELTA_PATH => self.open::<Delta, B>(request, connection),
+            SOTW_PATH => self.open::<Sotw, B>(request, connection),
+            _ => Status::unimplemented("").into_http(),
+        }
+    }
+
+    fn open<W: Wire, B>(
+        &self,
+        request: http::Request<B>,
+        connection: Option<&XdsConnectInfo>,
+    ) -> http::Response<tonic::body::Body>
+    where
+        B: HttpBody<Data = Bytes, Error = Status> + Unpin + Send + 'static,
+    {
         let (parts, body) = request.into_parts();
-        let info = parts.extensions.get::<XdsConnectInfo>();
-        let peer = match info {
-            Some(info) => Peer {
-                address: info.remote_addr,
-                identity: info.identity.as_ref().map(|identity| identity.fleet.clone()),
+        let peer = match connection {
+            Some(connection) => Peer {
+                address: connection.remote_addr,
+                identity: connection.identity.as_ref().map(|identity| identity.fleet.clone()),
             },
-            // Served by another tonic server (tests): the address it knows, no identity.
             None => Peer {
                 address: parts
                     .extensions
@@ -72,8 +96,9 @@ impl AdsGrpc {
                 identity: None,
             },
         };
+        drop(parts);
         let requests = Requests::<_, W::Request>::new(body, self.service.max_request_bytes());
-        let responses = self.service.open::<W, _>(requests, peer, info);
+        let responses = self.service.open::<W, _>(requests, peer, connection);
         let mut response = http::Response::new(tonic::body::Body::new(ResponseBody::new(responses)));
         response.headers_mut().insert(http::header::CONTENT_TYPE, tonic::metadata::GRPC_CONTENT_TYPE);
         response
@@ -94,11 +119,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for AdsGrpc {
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        ready(Ok(match request.uri().path() {
-            DELTA_PATH => self.open::<Delta>(request),
-            SOTW_PATH => self.open::<Sotw>(request),
-            _ => Status::unimplemented("").into_http(),
-        }))
+        ready(Ok(self.respond(request, None)))
     }
 }
 
@@ -394,6 +415,27 @@ mod tests {
         }
         assert_eq!(read, ["a", "b", "c"]);
         assert!(stream.message.is_none() && stream.rest.is_empty() && stream.header_len == 0);
+    }
+
+    /// Dropped with the request's head: its headers and extensions.
+    #[derive(Clone)]
+    struct Head(std::sync::Arc<()>);
+
+    #[tokio::test]
+    async fn a_streams_headers_are_dropped_before_it_is_answered() {
+        let grpc = AdsGrpc::new(super::super::tests::fixture().service);
+        for path in [DELTA_PATH, SOTW_PATH, "/unknown.Service/Method"] {
+            let head = Head(std::sync::Arc::new(()));
+            let mut request = http::Request::new(tonic::body::Body::empty());
+            *request.uri_mut() = path.parse().unwrap();
+            request.headers_mut().insert("x-envoy-internal", "true".parse().unwrap());
+            request.extensions_mut().insert(head.clone());
+            let response = grpc.respond(request, None);
+            // `respond` runs where hyper takes the headers (the connection's task): nothing of
+            // them may wait for the stream's task.
+            assert_eq!(std::sync::Arc::strong_count(&head.0), 1, "{path}: the request's head is still held");
+            drop(response);
+        }
     }
 
     #[tokio::test]

@@ -70,6 +70,7 @@ mod accept;
 mod authorizer;
 mod byte_budget;
 mod cache;
+mod connection;
 mod delta;
 mod framing;
 mod grpc;

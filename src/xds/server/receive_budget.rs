@@ -7,7 +7,7 @@
 //! message; and since a stream's first request is due within a deadline, a client that stops
 //! mid-message holds its reservation for that long at most.
 //!
-//! Applied as a tower layer around the gRPC service: it wraps each request's body.
+//! Applied to each request's body as the server takes its stream (`connection.rs`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,40 +40,6 @@ impl ReceiveBudget {
             framing: Framing::Header { have: [0; 5], len: 0 },
             held: None,
         }
-    }
-}
-
-/// As a layer: every request body of the service is charged to this budget.
-impl<S> tower::Layer<S> for ReceiveBudget {
-    type Service = Charged<S>;
-
-    fn layer(&self, inner: S) -> Charged<S> {
-        Charged { inner, budget: self.clone() }
-    }
-}
-
-/// A service whose request bodies are charged to a [`ReceiveBudget`].
-#[derive(Clone, Debug)]
-pub struct Charged<S> {
-    inner: S,
-    budget: ReceiveBudget,
-}
-
-impl<S> tower::Service<http::Request<tonic::body::Body>> for Charged<S>
-where
-    S: tower::Service<http::Request<tonic::body::Body>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let budget = self.budget.clone();
-        self.inner.call(request.map(|body| tonic::body::Body::new(budget.charge(body))))
     }
 }
 

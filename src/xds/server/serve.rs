@@ -11,10 +11,11 @@ use rustls::server::ResolvesServerCert;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
+use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use super::accept::{Handshake, incoming, server_config};
+use super::connection::Serving;
 use super::reading_budget::ReadingBudget;
 use super::receive_budget::ReceiveBudget;
 use super::service::AdsService;
@@ -139,12 +140,6 @@ pub const TLS_SEND_BUFFER: usize = 4 * 1024;
 /// KiB), the tasks (the connection's, hyper's for the stream, the stream's), the stream's
 /// types, subscriptions and held resources, its tracker record, and the accept wrapper.
 const CONNECTION_AT_REST: usize = 28 * 1024;
-/// A request's decoded headers in memory at most: http's `HeaderMap` takes far more than
-/// HTTP/2's 32 bytes a field, up to 10,904 bytes for the fields a list of
-/// [`MAX_HEADER_LIST_BYTES`] can hold (measured: 51 fields of 8-byte names; 10,616 for 60 of 2
-/// bytes). h2 decodes them while the connection reads and hands them on; they are held until
-/// the stream's task calls the service, which drops them once it has read the peer's address.
-const HEADERS_DECODED: usize = 11 * 1024;
 /// HPACK's dynamic table of what the client sends, at its fullest: the 1,024 bytes of entries
 /// the server advertises and holds it to from the connection's start ([`HPACK_TABLE_BYTES`])
 /// are at most 32 entries (32 bytes each at least), each a 72-byte slot of h2's, and at most
@@ -199,15 +194,16 @@ const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; what h2 holds of them
 /// beyond the window, [`over_window_budget`]; types and subscriptions, [`super::stream`]'s;
 /// NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's table at its fullest,
-/// what writing holds, a request's headers decoded (h2 refuses a stream whose list is over
-/// [`MAX_HEADER_LIST_BYTES`]), what h2 holds of requests not taken up to the window and what
-/// its stream adds. Not counted: the responses a client that stops
+/// what writing holds, what h2 holds of requests not taken up to the window and what its
+/// stream adds. A request's decoded headers are not counted here: they live only while the
+/// connection's task takes them (`connection.rs`), one connection per runtime thread at once,
+/// up to 11 KiB each (http's `HeaderMap` holds a list of [`MAX_HEADER_LIST_BYTES`] in up to
+/// 10,904 bytes, measured). Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
 pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
     + HPACK_TABLE
     + WRITING
-    + HEADERS_DECODED
     + RECEIVED_NOT_TAKEN
     + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
@@ -220,8 +216,8 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 512 * 1024 * 1024;
 const RESERVED_FILES: u64 = 1024;
 
 /// How many xDS connections may be open: as many as fit at their worst in what the memory
-/// limit leaves the xDS port beside its shared budgets, and never so many that the rest of the
-/// process runs out of file descriptors.
+/// limit leaves the xDS port beside its shared budgets, no more than the subscription budget
+/// has room for, and never so many that the rest of the process runs out of file descriptors.
 pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize {
     let for_xds = memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT).saturating_sub(RESERVED_MEMORY);
     let shared = (reading_budget(memory_limit)
@@ -230,9 +226,16 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
         + subscription_budget(memory_limit)
         + nack_budget(memory_limit)) as u64;
     let by_memory = for_xds.saturating_sub(shared) / WORST_CASE_PER_CONNECTION as u64;
+    let by_subscriptions = (subscription_budget(memory_limit) / FLEET_STREAM_SUBSCRIPTIONS) as u64;
     let by_files = open_files_limit.saturating_sub(RESERVED_FILES);
-    usize::try_from(by_memory.min(by_files)).unwrap_or(usize::MAX).max(1)
+    usize::try_from(by_memory.min(by_subscriptions).min(by_files)).unwrap_or(usize::MAX).max(1)
 }
+
+/// What the subscriptions of a fleet's stream take from [`subscription_budget`]: its 4 types
+/// and a dozen names (measured with `examples/xds_load`). The cap admits no more connections
+/// than the budget has room for such streams: above about 2 GiB of limit, the shared budgets
+/// growing with it, memory alone would admit more.
+const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_832;
 
 /// What reading may hold of what clients send, all connections together, under `memory_limit`
 /// (512 MiB assumed without one): a thirty-second of it, 16 MiB at the Deployment's limit,
@@ -311,9 +314,6 @@ pub fn open_files_limit() -> u64 {
 pub enum ServeError {
     #[error("building the TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
-
-    #[error("serving gRPC: {0}")]
-    Transport(#[from] tonic::transport::Error),
 }
 
 /// Serves `service` on `listener` until `shutdown` completes, then ends every stream (with
@@ -351,43 +351,49 @@ pub async fn serve(
         service.metrics(),
     );
     let streams_end = CancellationToken::new();
-    let signal = {
-        let streams_end = streams_end.clone();
-        async move {
-            shutdown.await;
-            info!("xDS server shutting down");
-            streams_end.cancel();
+    let serving = Serving::new(
+        service.with_shutdown(streams_end.clone()).into_grpc(),
+        &config.limits,
+        config.server.receive_budget.clone(),
+    );
+    let mut incoming = connections.connections;
+    // Each connection on a task of its own, waited for on shutdown.
+    let open = TaskTracker::new();
+    let closing = CancellationToken::new();
+    let server = async {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                connection = incoming.recv() => {
+                    let Some(connection) = connection else { break };
+                    let (serving, closing) = (serving.clone(), closing.clone());
+                    open.spawn(async move { serving.serve(connection, closing).await });
+                }
+            }
         }
+        info!("xDS server shutting down");
+        // The accept loop ends (closing the listening socket) once nothing receives.
+        drop(incoming);
+        streams_end.cancel();
+        closing.cancel();
+        open.close();
+        open.wait().await;
     };
-    let limits = &config.limits;
-    let server = Server::builder()
-        .layer(config.server.receive_budget.clone())
-        .http2_keepalive_interval(Some(limits.http2_keep_alive_interval))
-        .http2_keepalive_timeout(Some(limits.http2_keep_alive_timeout))
-        .max_concurrent_streams(Some(limits.http2_max_concurrent_streams))
-        .initial_connection_window_size(Some(limits.http2_connection_window))
-        .initial_stream_window_size(Some(limits.http2_stream_window))
-        .http2_max_header_list_size(Some(MAX_HEADER_LIST_BYTES))
-        .serve_with_incoming_shutdown(
-            service.with_shutdown(streams_end.clone()).into_grpc(),
-            connections.connections,
-            signal,
-        );
     let grace_over = async {
         streams_end.cancelled().await;
         tokio::time::sleep(config.shutdown_grace).await;
     };
-    let result = tokio::select! {
-        result = server => result,
+    tokio::select! {
+        () = server => {}
         () = grace_over => {
             warn!(grace = ?config.shutdown_grace, "xDS connections still open after the grace period; leaving them");
-            Ok(())
         }
-    };
+    }
     connections.accept_loop.abort();
     // The loop's end drops the listener; waiting for it frees the port for a restart.
     let _ = connections.accept_loop.await;
-    Ok(result?)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -414,13 +420,15 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (3631, 66_987));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (4365, 55_723));
         // A larger limit admits more connections and has room for their streams'
-        // subscriptions: a fleet's stream of 4 types and a dozen names takes 4,832 bytes
-        // (`examples/xds_load`).
+        // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,832 bytes,
+        // `examples/xds_load`); from 2 GiB, that room is what bounds the cap.
         for gib in [1u64, 2, 4, 16] {
             let limit = Some(gib << 30);
-            assert!(subscription_budget(limit) / 4_832 >= connection_cap(limit, u64::MAX), "{gib} GiB");
+            let (cap, room) = (connection_cap(limit, u64::MAX), subscription_budget(limit) / 4_832);
+            assert!(room >= cap, "{gib} GiB");
+            assert_eq!(cap == room, gib >= 2, "{gib} GiB: cap {cap}, room for {room} streams");
         }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);

@@ -1,0 +1,91 @@
+//! One accepted xDS connection served over HTTP/2 by hyper, until it ends or the server closes
+//! it (gracefully: GOAWAY, then its stream ends and the connection closes).
+//!
+//! hyper's server rather than tonic's: hyper calls the service in the connection's task as it
+//! takes a stream's headers, and the call here reads what it needs of them (the path; the
+//! address and identity are the connection's) and drops them there, so decoded headers never
+//! wait for a task to run. tonic's server defers the whole call to the stream's task
+//! (hyper-util's `TowerToHyperService` polls a `Oneshot` there), so after a burst of new
+//! streams each held its headers, up to 11 KiB decoded, until its task got its turn.
+
+use std::convert::Infallible;
+use std::future::Ready;
+
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use super::accept::Connection;
+use super::grpc::AdsGrpc;
+use super::receive_budget::ReceiveBudget;
+use super::serve::MAX_HEADER_LIST_BYTES;
+use crate::net::ConnectionLimits;
+
+/// What every connection of a server is served with.
+#[derive(Clone)]
+pub(super) struct Serving {
+    http2: http2::Builder<TokioExecutor>,
+    grpc: AdsGrpc,
+    receive_budget: ReceiveBudget,
+}
+
+impl Serving {
+    /// The ADS service under `limits`' HTTP/2 settings, request bodies charged to
+    /// `receive_budget`.
+    pub fn new(grpc: AdsGrpc, limits: &ConnectionLimits, receive_budget: ReceiveBudget) -> Self {
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .keep_alive_interval(limits.http2_keep_alive_interval)
+            .keep_alive_timeout(limits.http2_keep_alive_timeout)
+            .max_concurrent_streams(limits.http2_max_concurrent_streams)
+            .initial_connection_window_size(limits.http2_connection_window)
+            .initial_stream_window_size(limits.http2_stream_window)
+            .max_header_list_size(MAX_HEADER_LIST_BYTES);
+        Self { http2, grpc, receive_budget }
+    }
+
+    /// Serves `connection` to its end; once `closing` is cancelled, closes it gracefully.
+    pub async fn serve(&self, connection: Connection, closing: CancellationToken) {
+        let peer = connection.info().remote_addr;
+        let service = Streams {
+            grpc: self.grpc.clone(),
+            receive_budget: self.receive_budget.clone(),
+            connection: connection.info().clone(),
+        };
+        let served = self.http2.serve_connection(TokioIo::new(connection), service);
+        tokio::pin!(served);
+        let result = tokio::select! {
+            result = served.as_mut() => result,
+            () = closing.cancelled() => {
+                served.as_mut().graceful_shutdown();
+                served.await
+            }
+        };
+        if let Err(error) = result {
+            debug!(peer = peer.map(tracing::field::display), %error, "xDS connection ended");
+        }
+    }
+}
+
+/// The streams of one connection, each answered as hyper takes its headers.
+#[derive(Clone)]
+struct Streams {
+    grpc: AdsGrpc,
+    receive_budget: ReceiveBudget,
+    connection: super::XdsConnectInfo,
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for Streams {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        // tonic's body gives h2's errors as gRPC statuses (a reset stream is `CANCELLED`).
+        let request = request.map(|body| self.receive_budget.charge(tonic::body::Body::new(body)));
+        std::future::ready(Ok(self.grpc.respond(request, Some(&self.connection))))
+    }
+}
