@@ -10,6 +10,7 @@
 
 use std::convert::Infallible;
 use std::future::Ready;
+use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
@@ -24,7 +25,6 @@ use super::serve::MAX_HEADER_LIST_BYTES;
 use crate::net::ConnectionLimits;
 
 /// What every connection of a server is served with.
-#[derive(Clone)]
 pub(super) struct Serving {
     http2: http2::Builder<TokioExecutor>,
     grpc: AdsGrpc,
@@ -48,7 +48,8 @@ impl Serving {
     }
 
     /// Serves `connection` to its end; once `closing` is cancelled, closes it gracefully.
-    pub async fn serve(&self, connection: Connection, closing: CancellationToken) {
+    /// Shared rather than cloned: the connection's task holds this for its life.
+    pub async fn serve(self: Arc<Self>, connection: Connection, closing: CancellationToken) {
         let peer = connection.info().remote_addr;
         let service = Streams {
             grpc: self.grpc.clone(),

@@ -351,11 +351,11 @@ pub async fn serve(
         service.metrics(),
     );
     let streams_end = CancellationToken::new();
-    let serving = Serving::new(
+    let serving = Arc::new(Serving::new(
         service.with_shutdown(streams_end.clone()).into_grpc(),
         &config.limits,
         config.server.receive_budget.clone(),
-    );
+    ));
     let mut incoming = connections.connections;
     // Each connection on a task of its own, waited for on shutdown.
     let open = TaskTracker::new();
@@ -367,8 +367,7 @@ pub async fn serve(
                 () = &mut shutdown => break,
                 connection = incoming.recv() => {
                     let Some(connection) = connection else { break };
-                    let (serving, closing) = (serving.clone(), closing.clone());
-                    open.spawn(async move { serving.serve(connection, closing).await });
+                    open.spawn(serving.clone().serve(connection, closing.clone()));
                 }
             }
         }
