@@ -39,10 +39,12 @@ use std::time::Instant;
 // without that re-export only the tests use it.
 #[doc(hidden)]
 pub mod fuzzing;
+mod held;
 
+use self::held::HeldSet;
 use super::byte_budget::{ByteBudget, Charge};
 use super::cache::Published;
-use super::resource::{Resource, Stage, push_rank, stage, type_url};
+use super::resource::{Reference, Resource, Stage, push_rank, stage, type_url};
 use super::snapshot::Snapshot;
 use super::tracker::Protocol;
 
@@ -143,7 +145,7 @@ impl Share {
 
 /// The protocol wants a newly requested resource sent again even if the proxy got it before
 /// (e.g. through the wildcard); not one it just reported having on reconnecting.
-fn forget_for_resend(held: &mut HashMap<Arc<str>, Held>, name: &str) {
+fn forget_for_resend(held: &mut HeldSet, name: &str) {
     if !held.get(name).is_some_and(|held| matches!(held, Held::Reported(_))) {
         held.remove(name);
     }
@@ -245,7 +247,7 @@ pub(crate) struct TypeState {
     /// State of the world: a request has named resources, so an empty list no longer means `*`.
     named_explicitly: bool,
     names: HashSet<Arc<str>>,
-    held: HashMap<Arc<str>, Held>,
+    held: HeldSet,
     in_flight: Option<InFlight>,
     /// Nonce of the newest response (state of the world: requests naming older ones are stale).
     last_nonce: Option<String>,
@@ -266,7 +268,7 @@ impl TypeState {
             wildcard: false,
             named_explicitly: false,
             names: HashSet::new(),
-            held: HashMap::new(),
+            held: HeldSet::default(),
             in_flight: None,
             last_nonce: None,
             rejected: HashMap::new(),
@@ -349,10 +351,11 @@ impl TypeState {
         if first {
             self.requested = true;
             self.wildcard = subscribe.is_empty();
-            self.held = initial_versions
-                .into_iter()
-                .map(|(name, version)| (Arc::from(name), Held::Reported(version.into())))
-                .collect();
+            self.held = HeldSet::reported(
+                initial_versions
+                    .into_iter()
+                    .map(|(name, version)| (Arc::from(name), Held::Reported(version.into()))),
+            );
             self.charged += reported;
         }
         for name in subscribe {
@@ -381,7 +384,7 @@ impl TypeState {
         } else if !self.wildcard {
             // Without a wildcard the proxy holds only subscribed names: only these went.
             for name in &removing {
-                self.held.remove(*name);
+                self.held.remove(name);
             }
         }
         Ok(())
@@ -398,7 +401,7 @@ impl TypeState {
     fn forget_out_of_scope(&mut self) {
         if !self.wildcard {
             let names = &self.names;
-            self.held.retain(|name, _| names.contains(name));
+            self.held.retain(|name| names.contains(name));
         }
     }
 
@@ -411,9 +414,9 @@ impl TypeState {
             return Settled::Acked { version: in_flight.version, since: in_flight.since };
         }
         for change in in_flight.changes.into_iter().rev() {
-            let current = self.held.get(&change.name).map(Held::version);
+            let current = self.held.get(&change.name);
             // Only what no later response changed again and is still subscribed.
-            if current == change.after.as_ref().map(|resource| resource.version())
+            if current.as_ref().map(Held::version) == change.after.as_ref().map(|resource| resource.version())
                 && self.in_scope(&change.name)
             {
                 let before = change.before.as_ref().and_then(Held::resource).cloned();
@@ -447,10 +450,10 @@ impl TypeState {
             if self.rejected.get(resource.name()).is_some_and(|version| **version == *resource.version()) {
                 continue;
             }
-            match self.held.get_mut(resource.name()) {
+            match self.held.get(resource.name()) {
                 Some(held) if held.version() == resource.version() => {
                     // Same content as reported on reconnect: now known in full.
-                    *held = Held::Sent(resource.clone());
+                    self.held.insert(resource.shared_name().clone(), Held::Sent(resource.clone()));
                 }
                 _ => upserts.push(resource.clone()),
             }
@@ -460,7 +463,7 @@ impl TypeState {
         if remove && self.wildcard && self.rejected.is_empty() {
             removals = self
                 .held
-                .keys()
+                .names()
                 .filter(|name| resources.get(name).is_none() && !self.names.contains(*name))
                 .cloned()
                 .collect();
@@ -473,7 +476,7 @@ impl TypeState {
                 .iter()
                 .filter(|name| {
                     resources.get(name).is_none()
-                        && !self.held.contains_key(*name)
+                        && !self.held.contains(name)
                         && !self.reported_absent.contains(*name)
                 })
                 .cloned()
@@ -515,7 +518,7 @@ impl TypeState {
         }
         let mut full_set = Vec::new();
         if protocol == Protocol::StateOfTheWorld {
-            full_set.extend(self.held.values().filter_map(Held::resource).cloned());
+            full_set.extend(self.held.iter().filter_map(|(_, held)| held.resource().cloned()));
             full_set.sort_by(|a, b| a.name().cmp(b.name()));
         }
         self.in_flight = Some(InFlight { nonce: nonce.clone(), version: version.clone(), since, changes });
@@ -649,23 +652,26 @@ impl StreamState {
         self.plan_stage(Stage::Upstream, true, snapshot, since)
     }
 
-    fn plan_stage(&mut self, wanted: Stage, remove: bool, snapshot: &Snapshot, since: Instant) -> Vec<Push> {
+    fn plan_stage(
+        &mut self,
+        wanted: Stage,
+        remove: bool,
+        snapshot: &Arc<Snapshot>,
+        since: Instant,
+    ) -> Vec<Push> {
         let mut pushes = Vec::new();
         let protocol = self.protocol;
         for ((_, type_url), state) in &mut self.types {
             if stage(type_url) != wanted {
                 continue;
             }
-            if let Some(draft) = state.push(snapshot, remove, protocol) {
+            let pushed = state.push(snapshot, remove, protocol).map(|draft| {
                 self.next_nonce += 1;
-                pushes.push(state.record(
-                    draft,
-                    protocol,
-                    self.next_nonce.to_string(),
-                    snapshot.shared_version(),
-                    since,
-                ));
-            }
+                state.record(draft, protocol, self.next_nonce.to_string(), snapshot.shared_version(), since)
+            });
+            let TypeState { held, type_url, .. } = &mut **state;
+            held.rebase(snapshot, type_url, pushed.is_some());
+            pushes.extend(pushed);
         }
         pushes
     }
@@ -684,22 +690,24 @@ impl StreamState {
     /// has) was delivered at the target's version.
     fn references_delivered(&self, referrer_type: &str, snapshot: &Snapshot) -> bool {
         let Some(referrers) = self.get(referrer_type) else { return true };
-        let references = referrers.held.iter().filter_map(|(name, held)| match held {
+        let referring = referrers.held.iter().filter_map(|(name, held)| match held {
             Held::Sent(resource) | Held::Uncertain(Some(resource)) => Some(resource),
             Held::Uncertain(None) => None,
             Held::Reported(version) => snapshot
                 .resources(referrer_type)
                 .get(name)
-                .filter(|resource| resource.version() == &**version),
+                .filter(|resource| resource.version() == &*version)
+                .cloned(),
         });
-        references.flat_map(|resource| resource.references()).all(|reference| {
+        let delivered = |reference: &Reference| {
             let Some(wanted) = snapshot.resources(reference.type_url).get(&reference.name) else {
                 return true;
             };
             self.get(reference.type_url)
                 .and_then(|state| state.held.get(reference.name.as_str()))
                 .is_some_and(|held| held.version() == wanted.version())
-        })
+        };
+        referring.collect::<Vec<_>>().iter().all(|resource| resource.references().iter().all(delivered))
     }
 
     fn get(&self, type_url: &str) -> Option<&TypeState> {
@@ -732,7 +740,7 @@ impl StreamState {
                 state.names.iter().filter_map(|name| resources.get(name)).all(current)
             };
             let nothing_extra = !state.wildcard
-                || state.held.keys().all(|name| resources.get(name).is_some() || state.names.contains(name));
+                || state.held.names().all(|name| resources.get(name).is_some() || state.names.contains(name));
             all_delivered && nothing_extra
         })
     }

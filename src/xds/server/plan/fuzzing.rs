@@ -233,9 +233,11 @@ fn check_limits(state: &StreamState, budget: &SubscriptionBudget) {
         // Held resources are the snapshot's (shared) or reported on the type's first request
         // (charged then); without a wildcard, only subscribed ones.
         if !type_state.wildcard {
-            assert!(type_state.held.keys().all(|name| type_state.names.contains(name)));
+            assert!(type_state.held.names().all(|name| type_state.names.contains(name)));
         }
         assert!(type_state.reported_absent.len() <= type_state.names.len());
-        assert!(type_state.held.len() <= type_state.names.len() + subscribed / ENTRY_OVERHEAD_BYTES + 8);
+        assert!(
+            type_state.held.names().count() <= type_state.names.len() + subscribed / ENTRY_OVERHEAD_BYTES + 8
+        );
     }
 }
