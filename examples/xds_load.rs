@@ -88,6 +88,10 @@ struct Args {
     /// Route changes to measure.
     #[arg(long, default_value_t = 5)]
     changes: usize,
+    /// EDS clusters in the fleet's snapshot (each proxy gets them all, and their endpoints):
+    /// what a proxy holds grows with them, as a mesh's sidecars do with its Services.
+    #[arg(long, default_value_t = 10)]
+    clusters: usize,
     /// Seconds of idleness over which the server's CPU is measured.
     #[arg(long, default_value_t = 10)]
     idle: u64,
@@ -121,7 +125,6 @@ struct Args {
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 const FLEET: &str = "load/fleet";
-const CLUSTERS: usize = 10;
 const ROUTES: usize = 20;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -144,23 +147,25 @@ fn raise_open_files_limit() {
     }
 }
 
-/// Snapshot `generation`: one listener, 20 routes over 10 EDS clusters of 3 endpoints; the
-/// first route's prefix names the generation, so each generation changes one route.
-fn snapshot(generation: usize) -> Snapshot {
+/// Snapshot `generation`: one listener, 20 routes over `clusters` EDS clusters (10 by
+/// default) of 3 endpoints; the first route's prefix names the generation, so each generation
+/// changes one route.
+fn snapshot(generation: usize, clusters: usize) -> Snapshot {
     let mut builder = Snapshot::builder();
     let mut routes = vec![prefix_route(&format!("/generation-{generation}"), "cluster-0")];
     routes.extend(
-        (1..ROUTES).map(|i| prefix_route(&format!("/service-{i}"), &format!("cluster-{}", i % CLUSTERS))),
+        (1..ROUTES).map(|i| prefix_route(&format!("/service-{i}"), &format!("cluster-{}", i % clusters))),
     );
     builder.add_listener(
         &http_listener("http", SocketAddr::from(([127, 0, 0, 1], 10000)), "routes"),
         ["routes".to_owned()],
     );
     builder.add(&route_config("routes", routes));
-    for i in 0..CLUSTERS {
+    for i in 0..clusters {
         let name = format!("cluster-{i}");
+        let [.., high, low] = (i as u32).to_be_bytes();
         let addresses: Vec<SocketAddr> =
-            (0..3).map(|j| SocketAddr::from(([10, 0, i as u8, j as u8 + 1], 8080))).collect();
+            (0..3).map(|j| SocketAddr::from(([10, high, low, j as u8 + 1], 8080))).collect();
         builder.add(&eds_cluster(&name)).add(&endpoints(&name, &addresses));
     }
     builder.build().expect("a consistent snapshot")
@@ -239,7 +244,7 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
     while let Some(line) = lines.next_line().await? {
         if let Some(generation) = line.strip_prefix("set ") {
-            let version = cache.set(FLEET, snapshot(generation.trim().parse()?));
+            let version = cache.set(FLEET, snapshot(generation.trim().parse()?, args.clusters));
             println!("version {version}");
         } else if line == "over-window" {
             // What h2 reset for its budget of data over the advertised window (`vendor/h2`).
@@ -292,6 +297,7 @@ impl ServerProcess {
         let mut command = Command::new(std::env::current_exe()?);
         command.args(["--serve", "--streams", &args.streams.to_string()]);
         command.args(["--max-connections", &connections.to_string()]);
+        command.args(["--clusters", &args.clusters.to_string()]);
         if let Some(mib) = args.memory_limit {
             command.args(["--memory-limit", &mib.to_string()]);
         }
