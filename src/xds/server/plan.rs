@@ -41,7 +41,7 @@ use std::time::Instant;
 pub mod fuzzing;
 mod held;
 
-use self::held::HeldSet;
+use self::held::{HeldRef, HeldSet};
 use super::byte_budget::{ByteBudget, Charge};
 use super::cache::Published;
 use super::resource::{Reference, Resource, Stage, push_rank, stage, type_url};
@@ -146,7 +146,7 @@ impl Share {
 /// The protocol wants a newly requested resource sent again even if the proxy got it before
 /// (e.g. through the wildcard); not one it just reported having on reconnecting.
 fn forget_for_resend(held: &mut HeldSet, name: &str) {
-    if !held.get(name).is_some_and(|held| matches!(held, Held::Reported(_))) {
+    if held.get(name).is_none_or(|held| held.reported().is_none()) {
         held.remove(name);
     }
 }
@@ -414,9 +414,9 @@ impl TypeState {
             return Settled::Acked { version: in_flight.version, since: in_flight.since };
         }
         for change in in_flight.changes.into_iter().rev() {
-            let current = self.held.get(&change.name);
+            let current = self.held.get(&change.name).map(HeldRef::version);
             // Only what no later response changed again and is still subscribed.
-            if current.as_ref().map(Held::version) == change.after.as_ref().map(|resource| resource.version())
+            if current == change.after.as_ref().map(|resource| resource.version())
                 && self.in_scope(&change.name)
             {
                 let before = change.before.as_ref().and_then(Held::resource).cloned();
@@ -453,7 +453,9 @@ impl TypeState {
             match self.held.get(resource.name()) {
                 Some(held) if held.version() == resource.version() => {
                     // Same content as reported on reconnect: now known in full.
-                    self.held.insert(resource.shared_name().clone(), Held::Sent(resource.clone()));
+                    if held.reported().is_some() {
+                        self.held.insert(resource.shared_name().clone(), Held::Sent(resource.clone()));
+                    }
                 }
                 _ => upserts.push(resource.clone()),
             }
@@ -518,7 +520,7 @@ impl TypeState {
         }
         let mut full_set = Vec::new();
         if protocol == Protocol::StateOfTheWorld {
-            full_set.extend(self.held.iter().filter_map(|(_, held)| held.resource().cloned()));
+            full_set.extend(self.held.iter().filter_map(|(_, held)| held.resource()).cloned());
             full_set.sort_by(|a, b| a.name().cmp(b.name()));
         }
         self.in_flight = Some(InFlight { nonce: nonce.clone(), version: version.clone(), since, changes });
@@ -690,14 +692,11 @@ impl StreamState {
     /// has) was delivered at the target's version.
     fn references_delivered(&self, referrer_type: &str, snapshot: &Snapshot) -> bool {
         let Some(referrers) = self.get(referrer_type) else { return true };
-        let referring = referrers.held.iter().filter_map(|(name, held)| match held {
-            Held::Sent(resource) | Held::Uncertain(Some(resource)) => Some(resource),
-            Held::Uncertain(None) => None,
-            Held::Reported(version) => snapshot
-                .resources(referrer_type)
-                .get(name)
-                .filter(|resource| resource.version() == &*version)
-                .cloned(),
+        let referring = referrers.held.iter().filter_map(|(name, held)| match held.reported() {
+            None => held.resource(),
+            Some(version) => {
+                snapshot.resources(referrer_type).get(name).filter(|resource| resource.version() == version)
+            }
         });
         let delivered = |reference: &Reference| {
             let Some(wanted) = snapshot.resources(reference.type_url).get(&reference.name) else {
@@ -707,7 +706,7 @@ impl StreamState {
                 .and_then(|state| state.held.get(reference.name.as_str()))
                 .is_some_and(|held| held.version() == wanted.version())
         };
-        referring.collect::<Vec<_>>().iter().all(|resource| resource.references().iter().all(delivered))
+        referring.flat_map(|resource| resource.references()).all(delivered)
     }
 
     fn get(&self, type_url: &str) -> Option<&TypeState> {

@@ -44,10 +44,55 @@ impl Base {
     }
 }
 
-/// Whether `held` is what the base's `resource` says the proxy has.
-fn matches_base(held: &Held, resource: &Resource) -> bool {
-    // Versions follow content, so the base's copy stands for the one sent.
-    matches!(held, Held::Sent(sent) if sent.version() == resource.version())
+/// What the proxy holds as one name, borrowed: the base's resource, or the stream's own entry.
+/// Borrowed rather than cloned: a resource's `Arc` is shared by every stream, and counting its
+/// references from every stream on every change contends across the runtime's threads.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum HeldRef<'a> {
+    Base(&'a Arc<Resource>),
+    Own(&'a Held),
+}
+
+impl<'a> HeldRef<'a> {
+    pub fn version(self) -> &'a str {
+        match self {
+            HeldRef::Base(resource) => resource.version(),
+            HeldRef::Own(held) => held.version(),
+        }
+    }
+
+    /// The resource, where the stream knows it (sent, or uncertain after a NACK).
+    pub fn resource(self) -> Option<&'a Arc<Resource>> {
+        match self {
+            HeldRef::Base(resource) => Some(resource),
+            HeldRef::Own(held) => held.resource(),
+        }
+    }
+
+    /// The version a reconnecting proxy reported, if that is all the stream knows.
+    pub fn reported(self) -> Option<&'a str> {
+        match self {
+            HeldRef::Own(Held::Reported(version)) => Some(version),
+            _ => None,
+        }
+    }
+
+    pub fn to_owned(self) -> Held {
+        match self {
+            HeldRef::Base(resource) => Held::Sent(resource.clone()),
+            HeldRef::Own(held) => held.clone(),
+        }
+    }
+
+    /// Whether this is what a base with `resource` says the proxy has.
+    fn matches(self, resource: &Resource) -> bool {
+        // Versions follow content, so the base's copy stands for the one sent.
+        match self {
+            HeldRef::Base(base) => base.version() == resource.version(),
+            HeldRef::Own(Held::Sent(sent)) => sent.version() == resource.version(),
+            HeldRef::Own(_) => false,
+        }
+    }
 }
 
 impl HeldSet {
@@ -67,27 +112,24 @@ impl HeldSet {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<Held> {
+    pub fn get(&self, name: &str) -> Option<HeldRef<'_>> {
         match self.differences.get(name) {
-            Some(held) => held.clone(),
-            None => self.base.as_ref()?.resources().get(name).map(|resource| Held::Sent(resource.clone())),
+            Some(held) => held.as_ref().map(HeldRef::Own),
+            None => self.base_resource(name).map(HeldRef::Base),
         }
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        match self.differences.get(name) {
-            Some(held) => held.is_some(),
-            None => self.base.as_ref().is_some_and(|base| base.resources().get(name).is_some()),
-        }
+        self.get(name).is_some()
     }
 
     /// Records that the proxy holds `held` as `name`; what it held before.
     pub fn insert(&mut self, name: Arc<str>, held: Held) -> Option<Held> {
-        let before = self.get(&name);
+        let before = self.get(&name).map(HeldRef::to_owned);
         #[cfg(test)]
         self.shadow.insert(name.clone(), held.clone());
         match self.base_resource(&name) {
-            Some(resource) if matches_base(&held, resource) => {
+            Some(resource) if HeldRef::Own(&held).matches(resource) => {
                 self.differences.remove(&name);
             }
             _ => {
@@ -100,7 +142,7 @@ impl HeldSet {
 
     /// Records that the proxy no longer holds `name`; what it held.
     pub fn remove(&mut self, name: &str) -> Option<Held> {
-        let before = self.get(name);
+        let before = self.get(name).map(HeldRef::to_owned);
         #[cfg(test)]
         self.shadow.remove(name);
         match self.base_resource(name).map(|resource| resource.shared_name().clone()) {
@@ -139,24 +181,37 @@ impl HeldSet {
 
     /// Every name the proxy holds.
     pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
-        let from_base = self.held_as_based().map(|resource| resource.shared_name());
-        let own = self.differences.iter().filter_map(|(name, held)| held.as_ref().map(|_| name));
-        from_base.chain(own)
+        self.iter().map(|(name, _)| name)
     }
 
     /// Every name the proxy holds, with what it holds.
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, Held)> {
-        let from_base =
-            self.held_as_based().map(|resource| (resource.shared_name(), Held::Sent(resource.clone())));
-        let own = self.differences.iter().filter_map(|(name, held)| Some((name, held.clone()?)));
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, HeldRef<'_>)> {
+        let resources = self.base.iter().flat_map(|base| base.resources().iter());
+        let from_base = resources
+            .filter(|resource| !self.differences.contains_key(resource.name()))
+            .map(|resource| (resource.shared_name(), HeldRef::Base(resource)));
+        let own =
+            self.differences.iter().filter_map(|(name, held)| Some((name, HeldRef::Own(held.as_ref()?))));
         from_base.chain(own)
     }
 
     /// Takes the type's resources in `snapshot` as the base, if that makes the differences
     /// fewer than the names held, and no base otherwise: what the proxy holds is unchanged.
-    /// Done once a snapshot (again after a change), so that a stream lets go of the
+    /// Done once a snapshot and after a push (`changed`), so that a stream lets go of the
     /// snapshots it synced to before.
     pub fn rebase(&mut self, snapshot: &Arc<Snapshot>, type_url: &Arc<str>, changed: bool) {
+        if let Some(base) = &self.base
+            && Arc::ptr_eq(&base.snapshot, snapshot)
+        {
+            // `insert` and `remove` keep the differences from this base as few as can be;
+            // only whether no base would take fewer entries is left to see.
+            let gone = self.differences.values().filter(|held| held.is_none()).count();
+            let held = base.resources().len() - gone + (self.differences.len() - gone);
+            if self.differences.len() >= held && held > 0 {
+                self.drop_base();
+            }
+            return;
+        }
         // Only an address to compare: a snapshot freed and another at its address only means
         // a rebase skipped, which changes no content.
         let address = Arc::as_ptr(snapshot) as usize;
@@ -165,33 +220,41 @@ impl HeldSet {
         }
         self.considered = address;
         let resources = snapshot.resources(type_url);
-        let held: Vec<(Arc<str>, Held)> = self.iter().map(|(name, held)| (name.clone(), held)).collect();
-        let same = held
-            .iter()
-            .filter(|(name, held)| resources.get(name).is_some_and(|resource| matches_base(held, resource)))
-            .count();
+        let (mut held, mut same) = (0, 0);
+        for (name, current) in self.iter() {
+            held += 1;
+            same += usize::from(resources.get(name).is_some_and(|resource| current.matches(resource)));
+        }
         // On the new base: what is held otherwise, and what the base has that is not held.
-        let on_new_base = (held.len() - same) + (resources.len() - same);
-        let (base, differences) = if on_new_base < held.len() {
-            let mut differences: HashMap<Arc<str>, Option<Held>> = held
-                .into_iter()
-                .filter(|(name, held)| {
-                    !resources.get(name).is_some_and(|resource| matches_base(held, resource))
-                })
-                .map(|(name, held)| (name, Some(held)))
-                .collect();
-            for resource in resources.iter() {
-                if !self.contains(resource.name()) {
-                    differences.insert(resource.shared_name().clone(), None);
-                }
+        let on_new_base = (held - same) + (resources.len() - same);
+        if on_new_base >= held {
+            if self.base.is_some() {
+                self.drop_base();
             }
-            let base = Base { snapshot: snapshot.clone(), type_url: type_url.clone() };
-            (Some(base), differences)
-        } else {
-            (None, held.into_iter().map(|(name, held)| (name, Some(held))).collect())
-        };
-        self.base = base;
+            return;
+        }
+        let mut differences = HashMap::with_capacity(on_new_base);
+        for (name, current) in self.iter() {
+            if !resources.get(name).is_some_and(|resource| current.matches(resource)) {
+                differences.insert(name.clone(), Some(current.to_owned()));
+            }
+        }
+        for resource in resources.iter() {
+            if !self.contains(resource.name()) {
+                differences.insert(resource.shared_name().clone(), None);
+            }
+        }
+        self.base = Some(Base { snapshot: snapshot.clone(), type_url: type_url.clone() });
         self.differences = differences;
+        self.check();
+    }
+
+    /// Keeps every name held as the stream's own.
+    fn drop_base(&mut self) {
+        let held: HashMap<_, _> =
+            self.iter().map(|(name, held)| (name.clone(), Some(held.to_owned()))).collect();
+        self.base = None;
+        self.differences = held;
         self.check();
     }
 
@@ -199,12 +262,6 @@ impl HeldSet {
     #[cfg(test)]
     pub fn own_entries(&self) -> usize {
         self.differences.len()
-    }
-
-    /// The base's resources the proxy holds as the base has them.
-    fn held_as_based(&self) -> impl Iterator<Item = &Arc<Resource>> {
-        let resources = self.base.iter().flat_map(|base| base.resources().iter());
-        resources.filter(|resource| !self.differences.contains_key(resource.name()))
     }
 
     fn base_resource(&self, name: &str) -> Option<&Arc<Resource>> {
@@ -218,7 +275,8 @@ impl HeldSet {
             let mut held: Vec<(String, String, bool)> = self
                 .iter()
                 .map(|(name, held)| {
-                    (name.to_string(), held.version().to_string(), matches!(held, Held::Sent(_)))
+                    let sent = matches!(held, HeldRef::Base(_) | HeldRef::Own(Held::Sent(_)));
+                    (name.to_string(), held.version().to_string(), sent)
                 })
                 .collect();
             let mut shadow: Vec<(String, String, bool)> = self
