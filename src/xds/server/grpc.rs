@@ -67,22 +67,12 @@ impl AdsGrpc {
     where
         B: HttpBody<Data = Bytes, Error = Status> + Unpin + Send + 'static,
     {
-        match request.uri().path() {
-            DELTA_PATH => self.open::<Delta, B>(request, connection),
-            SOTW_PATH => self.open::<Sotw, B>(request, connection),
-            _ => Status::unimplemented("").into_http(),
-        }
-    }
-
-    fn open<W: Wire, B>(
-        &self,
-        request: http::Request<B>,
-        connection: Option<&XdsConnectInfo>,
-    ) -> http::Response<tonic::body::Body>
-    where
-        B: HttpBody<Data = Bytes, Error = Status> + Unpin + Send + 'static,
-    {
         let (parts, body) = request.into_parts();
+        let open: fn(&Self, B, Peer, Option<&XdsConnectInfo>) -> _ = match parts.uri.path() {
+            DELTA_PATH => Self::open::<Delta, B>,
+            SOTW_PATH => Self::open::<Sotw, B>,
+            _ => return Status::unimplemented("").into_http(),
+        };
         let peer = match connection {
             Some(connection) => Peer {
                 address: connection.remote_addr,
@@ -97,11 +87,23 @@ impl AdsGrpc {
             },
         };
         drop(parts);
-        let requests = Requests::<_, W::Request>::new(body, self.service.max_request_bytes());
-        let responses = self.service.open::<W, _>(requests, peer, connection);
-        let mut response = http::Response::new(tonic::body::Body::new(ResponseBody::new(responses)));
+        let mut response = open(self, body, peer, connection);
         response.headers_mut().insert(http::header::CONTENT_TYPE, tonic::metadata::GRPC_CONTENT_TYPE);
         response
+    }
+
+    fn open<W: Wire, B>(
+        &self,
+        body: B,
+        peer: Peer,
+        connection: Option<&XdsConnectInfo>,
+    ) -> http::Response<tonic::body::Body>
+    where
+        B: HttpBody<Data = Bytes, Error = Status> + Unpin + Send + 'static,
+    {
+        let requests = Requests::<_, W::Request>::new(body, self.service.max_request_bytes());
+        let responses = self.service.open::<W, _>(requests, peer, connection);
+        http::Response::new(tonic::body::Body::new(ResponseBody::new(responses)))
     }
 }
 
