@@ -416,9 +416,9 @@ impl Accept for XdsConnections {
     }
 }
 
-/// Completes the handshake, reads the client's identity, and hands the connection to the server. A
-/// client refused here (no valid certificate, or one naming no fleet) costs a debug line: it
-/// never reaches a stream, and a stranger retrying must not fill the log.
+/// Completes the handshake, reads the client's identity, and hands the connection to the
+/// server. A client refused here (no valid certificate, or one naming no fleet) costs a debug
+/// line: it never reaches a stream, and a stranger retrying must not fill the log.
 async fn tls_handshake(
     accepting: Arc<Accepting>,
     tcp: TcpStream,

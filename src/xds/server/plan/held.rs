@@ -7,9 +7,10 @@
 //! and routes, more than the whole connection. Now a stream costs what its proxy differs by
 //! (resources it NACKed, or reported on reconnecting, or has yet to be sent).
 //!
-//! The base is chosen again whenever the stream records a push ([`HeldSet::rebase`]): the
-//! snapshot pushed from, or none when the proxy holds so little of it that naming what it
-//! lacks would take more entries than naming what it has (a few named resources of many).
+//! The base is chosen again whenever the stream records a push and once for each new snapshot
+//! ([`HeldSet::rebase`]): the newest snapshot, or none when the proxy holds so little of it
+//! that naming what it lacks would take as many entries as naming what it has (a few named
+//! resources of many).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -204,10 +205,12 @@ impl HeldSet {
             && Arc::ptr_eq(&base.snapshot, snapshot)
         {
             // `insert` and `remove` keep the differences from this base as few as can be;
-            // only whether no base would take fewer entries is left to see.
-            let gone = self.differences.values().filter(|held| held.is_none()).count();
-            let held = base.resources().len() - gone + (self.differences.len() - gone);
-            if self.differences.len() >= held && held > 0 {
+            // only whether no base would take as few entries is left to see.
+            let resources = base.resources();
+            let overriding = self.differences.keys().filter(|name| resources.get(name).is_some()).count();
+            let own = self.differences.values().filter(|held| held.is_some()).count();
+            let held = resources.len() - overriding + own;
+            if self.differences.len() >= held {
                 self.drop_base();
             }
             return;
@@ -366,5 +369,9 @@ mod tests {
         assert_eq!(held.own_entries(), 0, "c1, sent since it was reported, is the base's");
         held.retain(|name| name < "c5");
         assert_eq!((held.own_entries(), held.names().count()), (5, 5));
+        // Naming the 5 held takes no more entries than naming the 5 gone: the base goes.
+        held.rebase(&snapshot, &url, true);
+        assert_eq!((held.own_entries(), held.names().count()), (5, 5));
+        assert_eq!(Arc::strong_count(&snapshot), 1);
     }
 }
