@@ -1472,11 +1472,9 @@ mod tests {
         assert_eq!(recv.in_flight_data, 0);
     }
 
-    /// Patched (PATCHED.md): DATA frames a stream has not taken wait joined, in one event of
-    /// one buffer of their own, and what they took of the small-frame budget comes back whole.
-    #[test]
-    fn frames_a_stream_has_not_taken_wait_joined_in_a_buffer_of_their_own() {
-        let config = Config {
+    /// Patched (PATCHED.md): a server's settings, advertising `advertised` as its stream window.
+    fn server_config(advertised: WindowSize) -> Config {
+        Config {
             initial_max_send_streams: 0,
             local_max_buffer_size: 0,
             local_next_stream_id: 2.into(),
@@ -1486,11 +1484,18 @@ mod tests {
             local_reset_max: 0,
             remote_reset_max: 0,
             remote_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
-            advertised_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
+            advertised_init_window_sz: advertised,
             remote_max_initiated: None,
             local_max_error_reset_streams: None,
             data_frame_budget: DataFrameBudget::Configured(DEFAULT_DATA_FRAME_BUDGET),
-        };
+        }
+    }
+
+    /// Patched (PATCHED.md): DATA frames a stream has not taken wait joined, in one event of
+    /// one buffer of their own, and what they took of the small-frame budget comes back whole.
+    #[test]
+    fn frames_a_stream_has_not_taken_wait_joined_in_a_buffer_of_their_own() {
+        let config = server_config(DEFAULT_INITIAL_WINDOW_SIZE);
         let mut recv = Recv::new(peer::Dyn::Server, &config);
         let mut counts = Counts::new(peer::Dyn::Server, &config);
         let mut store = Store::new();
@@ -1536,21 +1541,7 @@ mod tests {
     fn data_beyond_the_advertised_window_is_charged_to_the_shared_budget() {
         const ADVERTISED: WindowSize = 16 * 1024;
         over_window::set_limit(40_000);
-        let config = Config {
-            initial_max_send_streams: 0,
-            local_max_buffer_size: 0,
-            local_next_stream_id: 2.into(),
-            local_push_enabled: false,
-            extended_connect_protocol_enabled: false,
-            local_reset_duration: Duration::ZERO,
-            local_reset_max: 0,
-            remote_reset_max: 0,
-            remote_init_window_sz: DEFAULT_INITIAL_WINDOW_SIZE,
-            advertised_init_window_sz: ADVERTISED,
-            remote_max_initiated: None,
-            local_max_error_reset_streams: None,
-            data_frame_budget: DataFrameBudget::Configured(DEFAULT_DATA_FRAME_BUDGET),
-        };
+        let config = server_config(ADVERTISED);
         let mut recv = Recv::new(peer::Dyn::Server, &config);
         let mut store = Store::new();
         let id = StreamId::from(1);
