@@ -29,6 +29,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -90,8 +91,8 @@ struct Args {
     changes: usize,
     /// EDS clusters in the fleet's snapshot (each proxy gets them all, and their endpoints):
     /// what a proxy holds grows with them, as a mesh's sidecars do with its Services.
-    #[arg(long, default_value_t = 10)]
-    clusters: usize,
+    #[arg(long, default_value = "10")]
+    clusters: NonZeroUsize,
     /// Seconds of idleness over which the server's CPU is measured.
     #[arg(long, default_value_t = 10)]
     idle: u64,
@@ -150,7 +151,8 @@ fn raise_open_files_limit() {
 /// Snapshot `generation`: one listener, 20 routes over `clusters` EDS clusters (10 by
 /// default) of 3 endpoints; the first route's prefix names the generation, so each generation
 /// changes one route.
-fn snapshot(generation: usize, clusters: usize) -> Snapshot {
+fn snapshot(generation: usize, clusters: NonZeroUsize) -> Snapshot {
+    let clusters = clusters.get();
     let mut builder = Snapshot::builder();
     let mut routes = vec![prefix_route(&format!("/generation-{generation}"), "cluster-0")];
     routes.extend(
