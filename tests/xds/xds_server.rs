@@ -490,51 +490,81 @@ async fn a_message_cut_short_by_the_end_of_the_request_ends_the_stream_with_inte
     plane.stop().await;
 }
 
-/// HPACK's table of what a client sends is held to 1 KiB from the connection's start
-/// (`vendor/h2`), and the server says so in its settings. A client that indexed more before it
-/// took the setting in (here: one that never acknowledges it) refers to entries the server let
-/// go, oldest first: that ends its connection (h2 answers a header block it cannot decode with
-/// GOAWAY), while the entries the server kept are where the client has them.
+/// The xDS port keeps no HPACK table of what a client sends: it advertises none and holds the
+/// decoder to none from the connection's start (`vendor/h2`). A client that indexed a header
+/// before it took the setting in (here: one that never acknowledges it) and refers to it has its
+/// connection ended (h2 answers a header block it cannot decode with GOAWAY), not its headers
+/// mixed up; one that refers only to the static table is answered.
 #[tokio::test]
-async fn the_hpack_table_of_what_a_client_sends_is_held_to_1_kib_from_the_start() {
+async fn the_xds_port_keeps_no_hpack_table_of_what_a_client_sends() {
     let plane =
         ControlPlane::start_with(any_port(), service(Arc::default()), ServeConfig::new(Transport::Plaintext))
             .await;
-    for (index, kept) in [(63u8, true), (64, false)] {
+    for (second_block_refers_to_it, answered) in [(false, true), (true, false)] {
         let mut client = TcpStream::connect(plane.address).await.expect("a connection");
         client.write_all(PREFACE).await.expect("the preface");
         client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
         let mut frames = Frames::default();
         let (_, settings) = frames.next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
-        let table_size = setting(&settings, 0x1);
-        assert_eq!(table_size, Some(1024), "the server's SETTINGS_HEADER_TABLE_SIZE");
-        // Stream 1 indexes three headers of 400 octets each (36 and a value of 364), after
-        // asking for the protocol's 4,096: the server keeps the newest two.
-        let mut block = vec![0x3f, 0xe1, 0x1f, 0x83, 0x86, 0x04, 1, b'/'];
-        for name in [b"aaaa", b"bbbb", b"cccc"] {
-            block.extend([0x40, 4]);
-            block.extend(name);
-            block.extend([0x7f, 0x80 | (237 & 0x7f), 1]);
-            block.extend([b'v'; 364]);
-        }
+        assert_eq!(setting(&settings, 0x1), Some(0), "the server's SETTINGS_HEADER_TABLE_SIZE");
+        // Stream 1 indexes a header (36 octets by HPACK's count) in the protocol's 4,096.
+        let mut block = vec![0x83, 0x86, 0x04, 1, b'/', 0x40, 4];
+        block.extend(b"aaaa");
+        block.push(4);
+        block.extend(b"vvvv");
         client.write_all(&frame(0x1, 0x5, 1, &block)).await.expect("HEADERS");
-        // Stream 3 refers to one of them: the second oldest (63) or the oldest (64).
-        client
-            .write_all(&frame(0x1, 0x5, 3, &[0x83, 0x86, 0x04, 1, b'/', 0x80 | index]))
-            .await
-            .expect("HEADERS");
+        // Stream 3 refers to it (the first dynamic index, 62), or to the static table only.
+        let mut second = vec![0x83, 0x86, 0x04, 1, b'/'];
+        if second_block_refers_to_it {
+            second.push(0x80 | 62);
+        }
+        client.write_all(&frame(0x1, 0x5, 3, &second)).await.expect("HEADERS");
         // GOAWAY, or a frame on stream 3 (its response, or its refusal: one stream at a time).
         let (kind, answer) =
             frames.next_of(&mut client, |kind, _, stream| kind == 0x7 || (stream == 3 && kind != 0x8)).await;
         let went_away = kind == 0x7;
         assert_eq!(
-            !went_away, kept,
-            "index {index}: the server answered stream 3 with a frame of type {kind} ({answer:?})"
+            !went_away, answered,
+            "referring to the indexed header: {second_block_refers_to_it}; the server answered stream 3 \
+             with a frame of type {kind} ({answer:?})"
         );
         if went_away {
             // Last stream 1, PROTOCOL_ERROR: h2's answer to a header block it cannot decode.
             assert_eq!(answer[..8], [0, 0, 0, 1, 0, 0, 0, 1], "the GOAWAY's last stream and error");
         }
     }
+    plane.stop().await;
+}
+
+/// Nor of what it sends (`vendor/h2`): its first header block lowers the table the client keeps
+/// for it to none, and the next response's block is as long as the first, where a table would
+/// have let it refer to the fields the first indexed.
+#[tokio::test]
+async fn the_xds_port_keeps_no_hpack_table_of_what_it_sends() {
+    let plane =
+        ControlPlane::start_with(any_port(), service(Arc::default()), ServeConfig::new(Transport::Plaintext))
+            .await;
+    let mut client = TcpStream::connect(plane.address).await.expect("a connection");
+    client.write_all(PREFACE).await.expect("the preface");
+    client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
+    let mut frames = Frames::default();
+    let mut blocks = Vec::new();
+    // Two streams in turn, each for a path the server does not serve: a response of headers
+    // only (`grpc-status` 12, `content-type`), on the same connection.
+    for stream in [1, 3] {
+        client.write_all(&frame(0x1, 0x5, stream, &[0x83, 0x86, 0x04, 1, b'/'])).await.expect("HEADERS");
+        let (_, block) = frames.next_of(&mut client, |kind, _, id| kind == 0x1 && id == stream).await;
+        blocks.push(block);
+    }
+    assert_eq!(blocks[0].first(), Some(&0x20), "the first block starts by lowering the table to 0: {:?}", blocks[0]);
+    // As long as the first without its size update, but for a byte of its `date` (a digit's
+    // Huffman code is 5 or 6 bits): indexed, `content-type` alone would have taken 1 byte
+    // rather than its 14.
+    assert!(
+        blocks[1].len() + 2 >= blocks[0].len(),
+        "the second response's block refers to a table: {:?} after {:?}",
+        blocks[1],
+        blocks[0]
+    );
     plane.stop().await;
 }

@@ -21,7 +21,7 @@ use tracing::debug;
 use super::accept::Connection;
 use super::grpc::AdsGrpc;
 use super::receive_budget::ReceiveBudget;
-use super::serve::MAX_HEADER_LIST_BYTES;
+use super::serve::{HPACK_TABLE_BYTES, MAX_HEADER_LIST_BYTES};
 use crate::net::ConnectionLimits;
 
 /// What every connection of a server is served with.
@@ -43,7 +43,8 @@ impl Serving {
             .max_concurrent_streams(limits.http2_max_concurrent_streams)
             .initial_connection_window_size(limits.http2_connection_window)
             .initial_stream_window_size(limits.http2_stream_window)
-            .max_header_list_size(MAX_HEADER_LIST_BYTES);
+            .max_header_list_size(MAX_HEADER_LIST_BYTES)
+            .header_table_size(HPACK_TABLE_BYTES);
         Self { http2, grpc, receive_budget }
     }
 

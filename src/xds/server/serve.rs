@@ -137,21 +137,19 @@ pub const TLS_SEND_BUFFER: usize = 4 * 1024;
 /// KiB with 1,000 connections of Envoy-sized first requests, 24.6 before a stream kept what
 /// its proxy holds as its difference from the snapshot; README, "The xDS port's memory
 /// budget") with h2 letting go of its buffers while the connection waits (vendor/h2): h2's
-/// connection and stream state and HPACK tables, rustls' session (its read buffer back to 4
+/// connection and stream state, rustls' session (its read buffer back to 4
 /// KiB), the tasks (the connection's, hyper's for the stream, the stream's), the stream's
 /// types and subscriptions, where its proxy differs from its snapshot (`plan/held.rs`), its
 /// tracker record, and the accept wrapper.
 const CONNECTION_AT_REST: usize = 26 * 1024;
-/// HPACK's dynamic table of what the client sends, at its fullest: the 1,024 bytes of entries
-/// the server advertises and holds it to from the connection's start ([`HPACK_TABLE_BYTES`])
-/// are at most 32 entries (32 bytes each at least), each a 72-byte slot of h2's, and at most
-/// 1,024 bytes of names and values. The table of what the server sends holds only
-/// `content-type` and the status codes: a status message is sent never indexed (`grpc.rs`).
-const HPACK_TABLE: usize = HPACK_TABLE_BYTES / 32 * 72 + HPACK_TABLE_BYTES;
-/// The HPACK table size `vendor/h2` advertises and keeps (the protocol's default is 4,096):
-/// Envoy's ADS request headers take 458 bytes of it (`MAX_HEADER_LIST_BYTES`); a test of the
-/// server's settings checks it (`tests/xds/xds_server.rs`).
-const HPACK_TABLE_BYTES: usize = 1024;
+/// The HPACK table size the xDS port advertises for what clients send, and holds the decoder to
+/// from the connection's start (`vendor/h2`): none. An ADS stream's headers come once, in a
+/// block of 139 bytes from Envoy, so a table saves nothing, while one of the protocol's 4,096
+/// octets is 13 KiB a connection could fill for its life. A client that indexed a header
+/// before it took the setting in and then referred to it has its connection ended; Envoy, one
+/// stream a connection, does not (`tests/xds/xds_envoy.rs`). h2 keeps no table of what the
+/// server sends either (`vendor/h2`), so neither side's is counted.
+pub const HPACK_TABLE_BYTES: u32 = 0;
 /// What h2 may hold of requests that the connection's stream has not taken (a stream waiting
 /// for its client to read its responses takes none), beyond the shared budget
 /// ([`over_window_budget`]): the [`STREAM_WINDOW`] the server advertises, in one buffer that
@@ -195,8 +193,8 @@ const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// The worst a connection costs beyond the shared budgets (what reading holds,
 /// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; what h2 holds of them
 /// beyond the window, [`over_window_budget`]; types and subscriptions, [`super::stream`]'s;
-/// NACK explanations, [`nack_budget`]): what it holds at rest, HPACK's table at its fullest,
-/// what writing holds, what h2 holds of requests not taken up to the window and what its
+/// NACK explanations, [`nack_budget`]): what it holds at rest (no HPACK table:
+/// [`HPACK_TABLE_BYTES`]), what writing holds, what h2 holds of requests not taken up to the window and what its
 /// stream adds. A request's decoded headers are not counted here: they live only while the
 /// connection's task takes them (`connection.rs`), one connection per runtime thread at once,
 /// up to 11 KiB each (http's `HeaderMap` holds a list of [`MAX_HEADER_LIST_BYTES`] in up to
@@ -204,7 +202,6 @@ const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
 pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
-    + HPACK_TABLE
     + WRITING
     + RECEIVED_NOT_TAKEN
     + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
@@ -421,7 +418,7 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (4532, 53_675));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (4831, 50_347));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,832 bytes,
         // `examples/xds_load`); from 2 GiB, that room is what bounds the cap.

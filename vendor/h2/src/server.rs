@@ -403,6 +403,11 @@ where
             codec.cap_recv_header_table_size(size as usize);
         }
 
+        // Patched (PATCHED.md): a server keeps no HPACK table of what it sends. A response's
+        // headers are a few fields, and a table the client allows (4,096 octets unless it says
+        // otherwise) would be kept for the connection's life.
+        codec.cap_send_header_table_size(0);
+
         // Send initial settings frame.
         codec
             .buffer(builder.settings.clone().into())

@@ -362,6 +362,11 @@ impl<T, B> FramedWrite<T, B> {
         self.encoder.hpack.update_max_size(val);
     }
 
+    /// Patched (PATCHED.md): see `Codec::cap_send_header_table_size`.
+    pub fn cap_header_table_size(&mut self, val: usize) {
+        self.encoder.hpack.cap_table_size(val);
+    }
+
     /// Retrieve the last data frame that has been sent
     pub fn take_last_data_frame(&mut self) -> Option<frame::Data<B>> {
         self.encoder.last_data_frame.take()

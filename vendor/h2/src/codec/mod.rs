@@ -95,6 +95,12 @@ impl<T, B> Codec<T, B> {
         self.framed_write().set_header_table_size(val)
     }
 
+    /// Patched (PATCHED.md): holds the encoder's table to `val` from now on, whatever the
+    /// peer allows; the next header block says so to the peer.
+    pub fn cap_send_header_table_size(&mut self, val: usize) {
+        self.framed_write().cap_header_table_size(val)
+    }
+
     /// Set the decoder header table size size.
     pub fn set_recv_header_table_size(&mut self, val: usize) {
         self.inner.set_header_table_size(val)

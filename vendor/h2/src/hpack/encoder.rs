@@ -47,6 +47,13 @@ impl Encoder {
         }
     }
 
+    /// Patched (PATCHED.md): holds the table to `max` from now on: the peer's settings may
+    /// lower it further, never raise it. The next block encoded says so to the peer.
+    pub fn cap_table_size(&mut self, max: usize) {
+        self.max_allowed_size = self.max_allowed_size.min(max);
+        self.update_max_size(max);
+    }
+
     /// Takes the reusable buffer for one header-block encode.
     ///
     /// The buffer is returned by `return_scratch` once the encoded block has
