@@ -108,8 +108,76 @@ pub const RECENT_DISCONNECTS: usize = 16;
 
 #[derive(Debug, Default)]
 struct Fleet {
-    streams: HashMap<StreamId, ProxyStatus>,
+    streams: HashMap<StreamId, ProxyRecord>,
     disconnects: VecDeque<Disconnect>,
+}
+
+/// A connected proxy as kept: one for every stream, so compact, and read as a [`ProxyStatus`]
+/// only when a fleet's status is asked for. Its types are a few (5 served), so a vector of
+/// exactly their number rather than a map, whose first node has room for 11 (1.3 KiB).
+#[derive(Debug)]
+struct ProxyRecord {
+    node_id: String,
+    peer: Option<SocketAddr>,
+    protocol: Protocol,
+    connected_since: SystemTime,
+    applied_version: Option<Box<str>>,
+    types: Vec<(TypeUrl, TypeRecord)>,
+}
+
+/// A type URL: the served types' are the constants', not copies.
+type TypeUrl = std::borrow::Cow<'static, str>;
+
+fn type_url_of(type_url: &str) -> TypeUrl {
+    use super::resource::type_url::*;
+    [SECRET, CLUSTER, ENDPOINT, LISTENER, ROUTE, SCOPED_ROUTE, VIRTUAL_HOST]
+        .into_iter()
+        .find(|served| *served == type_url)
+        .map_or_else(|| TypeUrl::Owned(type_url.to_owned()), TypeUrl::Borrowed)
+}
+
+/// What one proxy did with one type, as kept ([`TypeStatus`] as read).
+#[derive(Debug, Default)]
+struct TypeRecord {
+    acked_version: Option<Box<str>>,
+    last_nack: Option<Box<Nack>>,
+    rejecting: bool,
+}
+
+impl ProxyRecord {
+    fn status(&self) -> ProxyStatus {
+        ProxyStatus {
+            node_id: self.node_id.clone(),
+            peer: self.peer,
+            protocol: self.protocol,
+            connected_since: self.connected_since,
+            applied_version: self.applied_version.as_deref().map(str::to_owned),
+            types: self
+                .types
+                .iter()
+                .map(|(type_url, record)| {
+                    let status = TypeStatus {
+                        acked_version: record.acked_version.as_deref().map(str::to_owned),
+                        last_nack: record.last_nack.as_deref().cloned(),
+                        rejecting: record.rejecting,
+                    };
+                    (type_url.clone().into_owned(), status)
+                })
+                .collect(),
+        }
+    }
+
+    fn type_record(&mut self, type_url: &str) -> &mut TypeRecord {
+        let index = match self.types.iter().position(|(url, _)| url == type_url) {
+            Some(index) => index,
+            None => {
+                self.types.reserve_exact(1);
+                self.types.push((type_url_of(type_url), TypeRecord::default()));
+                self.types.len() - 1
+            }
+        };
+        &mut self.types[index].1
+    }
 }
 
 #[derive(Default)]
@@ -145,7 +213,7 @@ impl Tracker {
     pub fn fleet_status(&self, key: &FleetKey) -> FleetStatus {
         let state = self.lock();
         let Some(fleet) = state.fleets.get(key) else { return FleetStatus::default() };
-        let mut newest_by_node: BTreeMap<&str, (StreamId, &ProxyStatus)> = BTreeMap::new();
+        let mut newest_by_node: BTreeMap<&str, (StreamId, &ProxyRecord)> = BTreeMap::new();
         for (id, proxy) in &fleet.streams {
             let entry = newest_by_node.entry(&proxy.node_id).or_insert((*id, proxy));
             if *id > entry.0 {
@@ -153,7 +221,7 @@ impl Tracker {
             }
         }
         let proxies: Vec<ProxyStatus> =
-            newest_by_node.into_values().map(|(_, proxy)| proxy.clone()).collect();
+            newest_by_node.into_values().map(|(_, proxy)| proxy.status()).collect();
         let acked_version = match proxies.split_first() {
             Some((first, rest))
                 if rest.iter().all(|proxy| proxy.applied_version == first.applied_version) =>
@@ -215,13 +283,13 @@ impl Tracker {
         peer: Option<SocketAddr>,
         protocol: Protocol,
     ) {
-        let proxy = ProxyStatus {
+        let proxy = ProxyRecord {
             node_id: node_id.to_string(),
             peer,
             protocol,
             connected_since: SystemTime::now(),
             applied_version: None,
-            types: BTreeMap::new(),
+            types: Vec::new(),
         };
         let mut state = self.lock();
         state.fleets.entry(key.clone()).or_default().streams.insert(stream, proxy);
@@ -246,7 +314,9 @@ impl Tracker {
     pub(crate) fn acked(&self, key: &FleetKey, stream: StreamId, type_url: &str, version: &str) {
         self.update_type(key, stream, type_url, |status| {
             let changed = status.acked_version.as_deref() != Some(version) || status.rejecting;
-            status.acked_version = Some(version.to_string());
+            if status.acked_version.as_deref() != Some(version) {
+                status.acked_version = Some(version.into());
+            }
             status.rejecting = false;
             changed
         });
@@ -263,7 +333,7 @@ impl Tracker {
         self.update_type(key, stream, type_url, |status| {
             let nack =
                 Nack { version: version.to_string(), message: message.to_string(), at: SystemTime::now() };
-            status.last_nack = Some(nack);
+            status.last_nack = Some(Box::new(nack));
             status.rejecting = true;
             true
         });
@@ -275,7 +345,7 @@ impl Tracker {
             return;
         };
         if proxy.applied_version.as_deref() != Some(version) {
-            proxy.applied_version = Some(version.to_string());
+            proxy.applied_version = Some(version.into());
             state.changed(key);
         }
     }
@@ -285,13 +355,13 @@ impl Tracker {
         key: &FleetKey,
         stream: StreamId,
         type_url: &str,
-        update: impl FnOnce(&mut TypeStatus) -> bool,
+        update: impl FnOnce(&mut TypeRecord) -> bool,
     ) {
         let mut state = self.lock();
         let Some(proxy) = state.fleets.get_mut(key).and_then(|fleet| fleet.streams.get_mut(&stream)) else {
             return;
         };
-        if update(proxy.types.entry(type_url.to_string()).or_default()) {
+        if update(proxy.type_record(type_url)) {
             state.changed(key);
         }
     }
