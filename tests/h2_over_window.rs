@@ -16,7 +16,7 @@ use envoy_operator_testkit::h2_frame::{
     Frames, PREFACE, frame, open_post_stream, setting, unread_bodies_server,
 };
 
-/// The window the server advertises, as the xDS server's.
+/// The window the test's server advertises, under HTTP/2's default as the xDS server's.
 const ADVERTISED: u32 = 8 * 1024;
 /// Each DATA frame's payload: under HTTP/2's smallest frame limit.
 const FRAME_BYTES: usize = 15_000;
@@ -65,7 +65,11 @@ async fn serving_xds_sets_the_budget_for_its_memory_limit() {
     client.write_all(&frame(0x4, 0, 0, &[])).await.expect("SETTINGS");
     let (_, settings) =
         Frames::default().next_of(&mut client, |kind, flags, _| kind == 0x4 && flags == 0).await;
-    assert_eq!(setting(&settings, 0x4), Some(ADVERTISED), "the xDS server's SETTINGS_INITIAL_WINDOW_SIZE");
+    assert_eq!(
+        setting(&settings, 0x4),
+        Some(envoy_operator::xds::server::STREAM_WINDOW),
+        "the xDS server's SETTINGS_INITIAL_WINDOW_SIZE"
+    );
     assert_eq!(h2::server::over_window_budget(), 8 << 20, "h2's budget while the xDS server serves");
     drop(client);
     let _ = stop.send(());

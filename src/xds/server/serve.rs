@@ -118,9 +118,10 @@ pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// default of 65,535 bytes: [`over_window_budget`]). What a stream holds up to it is counted
 /// for every connection ([`RECEIVED_NOT_TAKEN`]), so it is small: Envoy's requests are a few
 /// hundred bytes but the first (61,228 bytes), which may come within the default window before
-/// Envoy acknowledges this one, and otherwise takes a window update every 4 KiB.
-pub const CONNECTION_WINDOW: u32 = 8 * 1024;
-pub const STREAM_WINDOW: u32 = 8 * 1024;
+/// Envoy acknowledges this one, and otherwise takes a window update every 2 KiB (h2 updates
+/// the window once half of it was taken).
+pub const CONNECTION_WINDOW: u32 = 4 * 1024;
+pub const STREAM_WINDOW: u32 = 4 * 1024;
 /// The largest header list a client may send, decoded, by HTTP/2's count (a field is 32 bytes
 /// and its name and value; hyper's default is 16 KiB): Envoy 1.40's ADS requests carry 458
 /// (measured: its pseudo-headers, `te`, `content-type`, `x-envoy-internal` and
@@ -133,15 +134,14 @@ pub const MAX_HEADER_BLOCK_BYTES: usize = 4 * 1024;
 /// What rustls may hold of records to send while the client does not read (its default is
 /// 64 KiB); writes go on in pieces of this size.
 pub const TLS_SEND_BUFFER: usize = 4 * 1024;
-/// What a connection holds at rest with its stream, measured (dhat, `examples/xds_load`: 23.0
-/// KiB with 1,000 connections of Envoy-sized first requests, 24.6 before a stream kept what
-/// its proxy holds as its difference from the snapshot; README, "The xDS port's memory
-/// budget") with h2 letting go of its buffers while the connection waits (vendor/h2): h2's
-/// connection and stream state, rustls' session (its read buffer back to 4
-/// KiB), the tasks (the connection's, hyper's for the stream, the stream's), the stream's
-/// types and subscriptions, where its proxy differs from its snapshot (`plan/held.rs`), its
-/// tracker record, and the accept wrapper.
-const CONNECTION_AT_REST: usize = 26 * 1024;
+/// What a connection holds at rest with its stream, measured (dhat, `examples/xds_load`: 20.5
+/// KiB with 1,000 connections of Envoy-sized first requests; 23.0 with HPACK tables and a
+/// tracker record of a map; README, "The xDS port's memory budget") with h2 letting go of its
+/// buffers while the connection waits (vendor/h2): h2's connection and stream state, rustls'
+/// session (its read buffer back to 4 KiB), the tasks (the connection's, hyper's for the
+/// stream, the stream's), the stream's types and subscriptions, where its proxy differs from
+/// its snapshot (`plan/held.rs`), its tracker record, and the accept wrapper.
+const CONNECTION_AT_REST: usize = 23 * 1024;
 /// The HPACK table size the xDS port advertises for what clients send, and holds the decoder to
 /// from the connection's start (`vendor/h2`): none. An ADS stream's headers come once, in a
 /// block of 139 bytes from Envoy, so a table saves nothing, while one of the protocol's 4,096
@@ -194,17 +194,15 @@ const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; what h2 holds of them
 /// beyond the window, [`over_window_budget`]; types and subscriptions, [`super::stream`]'s;
 /// NACK explanations, [`nack_budget`]): what it holds at rest (no HPACK table:
-/// [`HPACK_TABLE_BYTES`]), what writing holds, what h2 holds of requests not taken up to the window and what its
-/// stream adds. A request's decoded headers are not counted here: they live only while the
+/// [`HPACK_TABLE_BYTES`]), what writing holds, what h2 holds of requests not taken up to the
+/// window and what its stream adds. A request's decoded headers are not counted here: they live only while the
 /// connection's task takes them (`connection.rs`), one connection per runtime thread at once,
 /// up to 11 KiB each (http's `HeaderMap` holds a list of [`MAX_HEADER_LIST_BYTES`] in up to
 /// 10,904 bytes, measured). Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
-pub const WORST_CASE_PER_CONNECTION: usize = CONNECTION_AT_REST
-    + WRITING
-    + RECEIVED_NOT_TAKEN
-    + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
+pub const WORST_CASE_PER_CONNECTION: usize =
+    CONNECTION_AT_REST + WRITING + RECEIVED_NOT_TAKEN + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
 /// budget"), the caches, the runtime and the allocator.
 pub const RESERVED_MEMORY: u64 = 192 * 1024 * 1024;
@@ -232,7 +230,7 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
 
 /// What the subscriptions of a fleet's stream take from [`subscription_budget`]: its 4 types
 /// and a dozen names (measured with `examples/xds_load`). The cap admits no more connections
-/// than the budget has room for such streams: above about 2 GiB of limit, the shared budgets
+/// than the budget has room for such streams: above about 712 MiB of limit, the shared budgets
 /// growing with it, memory alone would admit more.
 const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_832;
 
@@ -259,8 +257,9 @@ pub fn receive_budget(memory_limit: Option<u64>) -> usize {
 /// thirty-second of it, 16 MiB at the Deployment's limit. A client may send a stream HTTP/2's
 /// default window (65,535 bytes) until it acknowledges the server's [`STREAM_WINDOW`], and
 /// Envoy's first request (61,228 bytes) may come before, so a stream slow to take it holds up
-/// to 56 KiB of excess for that while: room for 292 such streams at once, as many as the 290
-/// connections that read at once ([`reading_budget`]). A stream whose excess finds the budget
+/// to 56 KiB of excess for that while: room for 293 such streams at once, as many as the 290
+/// connections that read at once ([`reading_budget`]), and for 273 that each send all the
+/// default window allows. A stream whose excess finds the budget
 /// spent is reset (`vendor/h2`, `h2::server::set_over_window_budget`) and its client opens
 /// another.
 pub fn over_window_budget(memory_limit: Option<u64>) -> usize {
@@ -411,22 +410,24 @@ mod tests {
         // What reading holds, shared: room for 290 connections reading at once.
         assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 290));
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
-        // What streams hold beyond the advertised window, shared: room for 292 streams holding
-        // the most a client may send before it acknowledges the window.
-        assert_eq!(over_window_budget(None) / (65_535 - STREAM_WINDOW as usize), 292);
+        // What streams hold beyond the advertised window, shared: room for 273 streams holding
+        // the most a client may send before it acknowledges the window, 293 holding Envoy's
+        // first request, more than the 290 connections that read at once.
+        assert_eq!(over_window_budget(None) / (65_535 - STREAM_WINDOW as usize), 273);
+        assert_eq!(over_window_budget(None) / (61_228 - STREAM_WINDOW as usize), 293);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (4831, 50_347));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (5633, 43_179));
         // A larger limit admits more connections and has room for their streams'
         // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,832 bytes,
-        // `examples/xds_load`); from 2 GiB, that room is what bounds the cap.
-        for gib in [1u64, 2, 4, 16] {
-            let limit = Some(gib << 30);
+        // `examples/xds_load`); from about 712 MiB, that room is what bounds the cap.
+        for mib in [512u64, 700, 725, 1024, 4096, 16384] {
+            let limit = Some(mib << 20);
             let (cap, room) = (connection_cap(limit, u64::MAX), subscription_budget(limit) / 4_832);
-            assert!(room >= cap, "{gib} GiB");
-            assert_eq!(cap == room, gib >= 2, "{gib} GiB: cap {cap}, room for {room} streams");
+            assert!(room >= cap, "{mib} MiB");
+            assert_eq!(cap == room, mib >= 712, "{mib} MiB: cap {cap}, room for {room} streams");
         }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);
