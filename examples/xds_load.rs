@@ -219,11 +219,13 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut config = ServeConfig::sized_for(transport, Some(memory_limit));
     eprintln!(
-        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a receive budget of {} MiB, a budget of {} MiB for what streams hold beyond the window, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
+        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a writing budget of {} MiB ({} writing at once), a receive budget of {} MiB, a budget of {} MiB for what streams hold beyond the window, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
         memory_limit >> 20,
         config.limits.max_connections,
         config.server.reading_budget.available() >> 20,
         config.server.reading_budget.readers(),
+        config.server.writing_budget.available() >> 20,
+        config.server.writing_budget.writers(),
         config.server.receive_budget.available() >> 20,
         config.server.over_window_budget >> 20,
         subscription_budget(Some(memory_limit)) >> 20,
@@ -251,6 +253,9 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else if line == "over-window" {
             // What h2 reset for its budget of data over the advertised window (`vendor/h2`).
             println!("over-window {}", h2::server::over_window_refused());
+        } else if line == "writing-waits" {
+            // How many times a connection found the writing budget taken (`vendor/h2`).
+            println!("writing-waits {}", h2::server::write_budget_waited());
         } else if line == "profile" {
             // Dropping the profiler writes the profile: what is live now is "at t-end".
             let _written = profiler.take().map(drop);
@@ -452,6 +457,12 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(summary) = Percentiles::of(&all) {
         println!("all {} changes: {summary}", args.changes);
     }
+    writeln!(server.commands, "writing-waits")?;
+    server.commands.flush()?;
+    println!(
+        "times a connection waited for the writing budget, the sync and changes: {}",
+        server.read_answer("writing-waits")?
+    );
     print_memory(&server, "at the end");
     if let Some(file) = &args.heap_profile {
         writeln!(server.commands, "profile")?;

@@ -233,6 +233,8 @@ mod layout {
                 // Read from h2 on each scrape, so encoded after the families.
                 "xds_over_window_bytes gauge",
                 "xds_over_window_resets counter",
+                "xds_writing_bytes gauge",
+                "xds_writing_waits counter",
             ]
         );
     }

@@ -159,8 +159,9 @@ impl ControlPlaneMetrics {
 }
 
 /// h2's budget, for the process, of what streams hold of requests beyond the window their
-/// connection advertised (`vendor/h2`; the xDS server sets it: "The xDS port's memory budget"),
-/// read on each scrape: its figures are h2's, not hooks'.
+/// connection advertised, and what connections hold of the writing budget (`vendor/h2`; the xDS
+/// server sets both: "The xDS port's memory budget"), read on each scrape: its figures are
+/// h2's, not hooks'.
 #[derive(Debug)]
 struct OverWindowBudget;
 
@@ -179,6 +180,20 @@ impl Collector for OverWindowBudget {
             "xds_over_window_resets",
             "xDS streams reset (ENHANCE_YOUR_CALM) for data over the advertised window that the shared budget could not hold",
             &resets,
+        )?;
+        let writing = ConstGauge::new(i64::try_from(h2::server::write_budget_held()).unwrap_or(i64::MAX));
+        let waits = ConstCounter::new(u64::try_from(h2::server::write_budget_waited()).unwrap_or(u64::MAX));
+        encode_one(
+            &mut encoder,
+            "xds_writing_bytes",
+            "Bytes xDS connections hold of the shared writing budget while they write",
+            &writing,
+        )?;
+        encode_one(
+            &mut encoder,
+            "xds_writing_waits",
+            "Times an xDS connection found the shared writing budget taken and waited for its turn to write",
+            &waits,
         )
     }
 }
@@ -331,6 +346,8 @@ mod tests {
             // h2's figures for the process, whatever other tests hold of the budget.
             "# TYPE envoy_operator_xds_over_window_bytes gauge",
             "# TYPE envoy_operator_xds_over_window_resets counter",
+            "# TYPE envoy_operator_xds_writing_bytes gauge",
+            "# TYPE envoy_operator_xds_writing_waits counter",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }

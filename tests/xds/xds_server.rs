@@ -13,13 +13,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 use envoy_operator::xds::server::resource::type_url::CLUSTER;
 use envoy_operator::xds::server::{
     AdsConfig, AdsService, FleetKey, NoMetrics, READ_IN_FLIGHT, ReadingBudget, ServeConfig, Snapshot,
-    SnapshotCache, Transport, XdsMetrics,
+    SnapshotCache, Transport, WRITE_IN_FLIGHT, XdsMetrics,
 };
 use envoy_operator_testkit::h2_frame::{Frames, PREFACE, frame, setting};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 use futures::FutureExt;
+use h2::server::WriteBudget;
 use prost::Message;
 use support::certs::pki;
 use support::control_plane::ControlPlane;
@@ -490,6 +491,24 @@ async fn a_message_cut_short_by_the_end_of_the_request_ends_the_stream_with_inte
     plane.stop().await;
 }
 
+/// Each xDS connection writes with a share of the server's writing budget (`vendor/h2`): while
+/// the budget's only share is held, a stream's first response waits; given back, it comes.
+#[tokio::test]
+async fn an_xds_connection_writes_only_with_a_share_of_the_writing_budget() {
+    let mut config = ServeConfig::new(Transport::Plaintext);
+    config.server.writing_budget = WriteBudget::new(WRITE_IN_FLIGHT, WRITE_IN_FLIGHT);
+    let budget = config.server.writing_budget.clone();
+    let held = budget.try_take_share().expect("the budget's only share");
+    let plane = ControlPlane::start_with(any_port(), service(Arc::default()), config).await;
+    let response = tokio::spawn(first_response(channel(plane.address).await));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!response.is_finished(), "answered while the writing budget was held");
+    assert!(budget.waited() >= 1, "the connection did not wait for the writing budget");
+    drop(held);
+    assert_eq!(response.await.expect("the client's task"), Ok(1));
+    plane.stop().await;
+}
+
 /// The xDS port keeps no HPACK table of what a client sends: it advertises none and holds the
 /// decoder to none from the connection's start (`vendor/h2`). A client that indexed a header
 /// before it took the setting in (here: one that never acknowledges it) and refers to it has its
@@ -556,7 +575,12 @@ async fn the_xds_port_keeps_no_hpack_table_of_what_it_sends() {
         let (_, block) = frames.next_of(&mut client, |kind, _, id| kind == 0x1 && id == stream).await;
         blocks.push(block);
     }
-    assert_eq!(blocks[0].first(), Some(&0x20), "the first block starts by lowering the table to 0: {:?}", blocks[0]);
+    assert_eq!(
+        blocks[0].first(),
+        Some(&0x20),
+        "the first block starts by lowering the table to 0: {:?}",
+        blocks[0]
+    );
     // As long as the first without its size update, but for a byte of its `date` (a digit's
     // Huffman code is 5 or 6 bits): indexed, `content-type` alone would have taken 1 byte
     // rather than its 14.

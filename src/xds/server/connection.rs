@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::future::Ready;
 use std::sync::Arc;
 
+use h2::server::WriteBudget;
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -29,12 +30,18 @@ pub(super) struct Serving {
     http2: http2::Builder<TokioExecutor>,
     grpc: AdsGrpc,
     receive_budget: ReceiveBudget,
+    writing_budget: WriteBudget,
 }
 
 impl Serving {
     /// The ADS service under `limits`' HTTP/2 settings, request bodies charged to
-    /// `receive_budget`.
-    pub fn new(grpc: AdsGrpc, limits: &ConnectionLimits, receive_budget: ReceiveBudget) -> Self {
+    /// `receive_budget`, and each connection's writing to `writing_budget`.
+    pub fn new(
+        grpc: AdsGrpc,
+        limits: &ConnectionLimits,
+        receive_budget: ReceiveBudget,
+        writing_budget: WriteBudget,
+    ) -> Self {
         let mut http2 = http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
@@ -45,7 +52,7 @@ impl Serving {
             .initial_stream_window_size(limits.http2_stream_window)
             .max_header_list_size(MAX_HEADER_LIST_BYTES)
             .header_table_size(HPACK_TABLE_BYTES);
-        Self { http2, grpc, receive_budget }
+        Self { http2, grpc, receive_budget, writing_budget }
     }
 
     /// Serves `connection` to its end; once `closing` is cancelled, closes it gracefully.
@@ -57,7 +64,10 @@ impl Serving {
             receive_budget: self.receive_budget.clone(),
             connection: connection.info().clone(),
         };
-        let served = self.http2.serve_connection(TokioIo::new(connection), service);
+        // h2 builds the connection here, taking the budget it writes with (`vendor/h2`).
+        let served = h2::server::with_write_budget(&self.writing_budget, || {
+            self.http2.serve_connection(TokioIo::new(connection), service)
+        });
         tokio::pin!(served);
         let result = tokio::select! {
             result = served.as_mut() => result,

@@ -102,8 +102,8 @@ pub use resource::{Reference, Resource, XdsResource};
 pub use serve::{
     CONNECTION_WINDOW, DEFAULT_MEMORY_LIMIT, Grpc, MAX_STREAMS_PER_CONNECTION, READ_IN_FLIGHT,
     RECEIVE_BUDGET, RESERVED_MEMORY, STREAM_WINDOW, ServeConfig, ServeError, Transport,
-    WORST_CASE_PER_CONNECTION, connection_cap, memory_limit, nack_budget, open_files_limit,
-    over_window_budget, reading_budget, receive_budget, serve, subscription_budget,
+    WORST_CASE_PER_CONNECTION, WRITE_IN_FLIGHT, connection_cap, memory_limit, nack_budget, open_files_limit,
+    over_window_budget, reading_budget, receive_budget, serve, subscription_budget, writing_budget,
 };
 pub use service::{AdsConfig, AdsService, AdsServiceBuilder, MAX_REQUEST_BYTES, ResponseStream};
 pub use snapshot::{Describe, Snapshot, SnapshotBuilder, SnapshotError, TypeResources};

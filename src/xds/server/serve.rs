@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use h2::server::WriteBudget;
 use rustls::server::ResolvesServerCert;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -59,6 +60,8 @@ pub struct Grpc {
     /// Bytes the transport may hold of what clients send while it reads it, all connections
     /// together ([`ReadingBudget`]).
     pub reading_budget: ReadingBudget,
+    /// Bytes connections may hold while they write, all together ([`writing_budget`]).
+    pub writing_budget: WriteBudget,
     /// Bytes streams may hold of requests not taken beyond the window the server advertises,
     /// all connections together ([`over_window_budget`]).
     pub over_window_budget: usize,
@@ -98,6 +101,7 @@ impl ServeConfig {
                 transport,
                 receive_budget: ReceiveBudget::new(receive_budget(memory_limit)),
                 reading_budget: ReadingBudget::new(reading_budget(memory_limit)),
+                writing_budget: WriteBudget::new(writing_budget(memory_limit), WRITE_IN_FLIGHT),
                 over_window_budget: over_window_budget(memory_limit),
             },
         }
@@ -158,13 +162,17 @@ pub const HPACK_TABLE_BYTES: u32 = 0;
 /// may send HTTP/2's default, 65,535 bytes (and Envoy's first request may come before: the
 /// server must take it); the excess is the shared budget's.
 const RECEIVED_NOT_TAKEN: usize = STREAM_WINDOW as usize + 4 * 248;
-/// What writing holds while a client does not read, until the keepalive ends its connection:
-/// h2's write buffer (4 KiB, allocated when a frame is buffered and let go once written:
-/// `vendor/h2`), grown by at most the largest frame the server writes, a stream's trailers
+/// What a connection holds while it writes, counted in the writing budget ([`writing_budget`],
+/// `h2::server::WriteBudget`) while it writes rather than for every connection, since one that
+/// has written and flushed everything holds none of it (`vendor/h2` lets its write buffer go
+/// then, and rustls has sent every record): h2's write buffer (4 KiB, allocated when a frame
+/// is buffered), grown by at most the largest frame the server writes, a stream's trailers
 /// ([`super::grpc::MAX_TRAILERS_FRAME_BYTES`]; a response's DATA over h2's chain threshold is
-/// written from its own buffer, not copied into it);
-/// and records to send ([`TLS_SEND_BUFFER`], and a record's header and tag).
-const WRITING: usize = H2_WRITE_BUFFER + super::grpc::MAX_TRAILERS_FRAME_BYTES + TLS_SEND_BUFFER + 5 + 17;
+/// written from its own buffer, not copied into it), and records to send ([`TLS_SEND_BUFFER`],
+/// and a record's header and tag). A connection whose client does not read holds it until the
+/// keepalive ends the connection.
+pub const WRITE_IN_FLIGHT: usize =
+    H2_WRITE_BUFFER + super::grpc::MAX_TRAILERS_FRAME_BYTES + TLS_SEND_BUFFER + 5 + 17;
 /// h2's write buffer as `vendor/h2` reserves it.
 const H2_WRITE_BUFFER: usize = 4 * 1024;
 /// What reading holds of what a client sends, counted in the reading budget
@@ -191,18 +199,18 @@ const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
 /// them, 2 KiB for all of them (a NACK of a type never sent is not kept).
 const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// The worst a connection costs beyond the shared budgets (what reading holds,
-/// [`READ_IN_FLIGHT`]; requests being received, [`RECEIVE_BUDGET`]; what h2 holds of them
-/// beyond the window, [`over_window_budget`]; types and subscriptions, [`super::stream`]'s;
-/// NACK explanations, [`nack_budget`]): what it holds at rest (no HPACK table:
-/// [`HPACK_TABLE_BYTES`]), what writing holds, what h2 holds of requests not taken up to the
-/// window and what its stream adds. A request's decoded headers are not counted here: they live only while the
+/// [`READ_IN_FLIGHT`]; what writing holds, [`WRITE_IN_FLIGHT`]; requests being received,
+/// [`RECEIVE_BUDGET`]; what h2 holds of them beyond the window, [`over_window_budget`]; types
+/// and subscriptions, [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds at rest (no HPACK table:
+/// [`HPACK_TABLE_BYTES`]), what h2 holds of requests not taken up to the window and what its
+/// stream adds. A request's decoded headers are not counted here: they live only while the
 /// connection's task takes them (`connection.rs`), one connection per runtime thread at once,
 /// up to 11 KiB each (http's `HeaderMap` holds a list of [`MAX_HEADER_LIST_BYTES`] in up to
 /// 10,904 bytes, measured). Not counted: the responses a client that stops
 /// reading leaves in the connection (one per type of each stream: a type's next response waits
 /// for its ACK), which are its fleet's snapshot, the operator's data, not the client's.
 pub const WORST_CASE_PER_CONNECTION: usize =
-    CONNECTION_AT_REST + WRITING + RECEIVED_NOT_TAKEN + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
+    CONNECTION_AT_REST + RECEIVED_NOT_TAKEN + MAX_STREAMS_PER_CONNECTION as usize * STREAM_STATE;
 /// Memory left to everything but the xDS port: the webhook's worst case (README, "Memory
 /// budget"), the caches, the runtime and the allocator.
 pub const RESERVED_MEMORY: u64 = 192 * 1024 * 1024;
@@ -218,6 +226,7 @@ const RESERVED_FILES: u64 = 1024;
 pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize {
     let for_xds = memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT).saturating_sub(RESERVED_MEMORY);
     let shared = (reading_budget(memory_limit)
+        + writing_budget(memory_limit)
         + receive_budget(memory_limit)
         + over_window_budget(memory_limit)
         + subscription_budget(memory_limit)
@@ -230,8 +239,8 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
 
 /// What the subscriptions of a fleet's stream take from [`subscription_budget`]: its 4 types
 /// and a dozen names (measured with `examples/xds_load`). The cap admits no more connections
-/// than the budget has room for such streams: above about 712 MiB of limit, the shared budgets
-/// growing with it, memory alone would admit more.
+/// than the budget has room for such streams: from about 497 MiB of limit (the Deployment's 512
+/// among them), the shared budgets growing with it, memory alone would admit more.
 const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_832;
 
 /// What reading may hold of what clients send, all connections together, under `memory_limit`
@@ -240,6 +249,14 @@ const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_832;
 /// for the milliseconds a request takes to arrive, and one that finds the budget taken waits
 /// its turn.
 pub fn reading_budget(memory_limit: Option<u64>) -> usize {
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
+}
+
+/// What writing may hold, all connections together, under `memory_limit` (512 MiB assumed
+/// without one): a thirty-second of it, 16 MiB at the Deployment's limit, room for 1,463
+/// connections writing at once ([`WRITE_IN_FLIGHT`] each). A connection writes for the
+/// moments its socket takes a response, and one that finds the budget taken waits its turn.
+pub fn writing_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
 
@@ -353,6 +370,7 @@ pub async fn serve(
         service.with_shutdown(streams_end.clone()).into_grpc(),
         &config.limits,
         config.server.receive_budget.clone(),
+        config.server.writing_budget.clone(),
     ));
     let mut incoming = connections.connections;
     // Each connection on a task of its own, waited for on shutdown.
@@ -401,6 +419,7 @@ mod tests {
     fn the_default_cap_fits_every_connection_at_its_worst_in_what_the_limit_leaves_xds() {
         let cap = connection_cap(None, u64::MAX) as u64;
         let shared = (reading_budget(None)
+            + writing_budget(None)
             + receive_budget(None)
             + over_window_budget(None)
             + subscription_budget(None)
@@ -409,6 +428,10 @@ mod tests {
         assert_eq!(nack_budget(None), super::super::stream::NACK_BUDGET);
         // What reading holds, shared: room for 290 connections reading at once.
         assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 290));
+        // What writing holds, shared: room for 1,463 connections writing at once.
+        let writing = ServeConfig::sized_for(Transport::Plaintext, None).server.writing_budget;
+        assert_eq!((writing.available(), writing.writers()), (16 << 20, 1463));
+        assert_eq!(writing_budget(None) / WRITE_IN_FLIGHT, 1463);
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
         // What streams hold beyond the advertised window, shared: room for 273 streams holding
         // the most a client may send before it acknowledges the window, 293 holding Envoy's
@@ -417,17 +440,19 @@ mod tests {
         assert_eq!(over_window_budget(None) / (61_228 - STREAM_WINDOW as usize), 293);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
-        assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
-        // The figure README gives ("The xDS port's memory budget").
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (5633, 43_179));
+        assert!(cap * worst <= for_xds, "every connection at its worst fits");
+        // The figures README gives ("The xDS port's memory budget"): memory alone would admit
+        // 7,142; the subscription budget has room for 6,944 fleet streams.
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (6944, 31_712));
+        assert_eq!(for_xds / worst, 7142);
         // A larger limit admits more connections and has room for their streams'
         // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,832 bytes,
-        // `examples/xds_load`); from about 712 MiB, that room is what bounds the cap.
-        for mib in [512u64, 700, 725, 1024, 4096, 16384] {
+        // `examples/xds_load`); from about 497 MiB, that room is what bounds the cap.
+        for mib in [256u64, 480, 512, 1024, 4096, 16384] {
             let limit = Some(mib << 20);
             let (cap, room) = (connection_cap(limit, u64::MAX), subscription_budget(limit) / 4_832);
             assert!(room >= cap, "{mib} MiB");
-            assert_eq!(cap == room, mib >= 712, "{mib} MiB: cap {cap}, room for {room} streams");
+            assert_eq!(cap == room, mib >= 497, "{mib} MiB: cap {cap}, room for {room} streams");
         }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);

@@ -647,6 +647,29 @@ pub fn set_over_window_budget(bytes: usize) {
     proto::over_window::set_limit(bytes);
 }
 
+/// Patched (PATCHED.md): bytes that connections may hold while they write, all together, and
+/// each connection's share of it: a connection built with it ([`with_write_budget`]) reserves
+/// its share before it buffers a frame, waits its turn where the budget is taken, and gives
+/// it back once it has written and flushed everything it buffered.
+pub use crate::codec::write_budget::{WriteBudget, WriteShare};
+
+/// Patched (PATCHED.md): runs `build`, the HTTP/2 connections it builds on this thread (such
+/// as hyper's `serve_connection`) drawing on `budget` for their writing.
+pub fn with_write_budget<R>(budget: &WriteBudget, build: impl FnOnce() -> R) -> R {
+    crate::codec::write_budget::with(budget, build)
+}
+
+/// Patched (PATCHED.md): bytes connections hold now of every [`WriteBudget`] of the process.
+pub fn write_budget_held() -> usize {
+    crate::codec::write_budget::held()
+}
+
+/// Patched (PATCHED.md): how many times, since the process began, a connection found its
+/// [`WriteBudget`] taken and waited for its share.
+pub fn write_budget_waited() -> usize {
+    crate::codec::write_budget::waited()
+}
+
 /// Patched (PATCHED.md): what streams hold now of [`set_over_window_budget`]'s budget.
 pub fn over_window_held() -> usize {
     proto::over_window::held()

@@ -1,3 +1,4 @@
+use crate::codec::write_budget::Writing;
 use crate::codec::UserError;
 use crate::codec::UserError::*;
 use crate::frame::{self, Frame, FrameSize};
@@ -26,6 +27,11 @@ pub struct FramedWrite<T, B> {
     final_flush_done: bool,
 
     encoder: Encoder<B>,
+
+    /// Patched (PATCHED.md): the connection's share of a write budget, where it was built with
+    /// one (`server::with_write_budget`): held from before a frame is buffered until
+    /// everything buffered was written and the I/O flushed.
+    writing: Option<Writing>,
 }
 
 #[derive(Debug)]
@@ -92,6 +98,7 @@ where
         FramedWrite {
             inner,
             final_flush_done: false,
+            writing: Writing::of_connection_being_built(),
             encoder: Encoder {
                 hpack: hpack::Encoder::default(),
                 // Patched (PATCHED.md): allocated when a frame is buffered, let go once
@@ -118,6 +125,12 @@ where
             if !self.encoder.has_capacity() {
                 return Poll::Pending;
             }
+        }
+
+        // Patched (PATCHED.md): the next frame may allocate the write buffer; its share of
+        // the budget comes first.
+        if let Some(writing) = &mut self.writing {
+            ready!(writing.poll_reserved(cx));
         }
 
         Poll::Ready(Ok(()))
@@ -175,6 +188,12 @@ where
         tracing::trace!("flushing buffer");
         // Flush the upstream
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+
+        // Patched (PATCHED.md): written and flushed, so the write buffer was let go and the
+        // I/O holds none of it: the share goes back.
+        if let Some(writing) = &mut self.writing {
+            writing.release();
+        }
 
         Poll::Ready(Ok(()))
     }

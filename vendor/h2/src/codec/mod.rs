@@ -1,6 +1,7 @@
 mod error;
 mod framed_read;
 mod framed_write;
+pub(crate) mod write_budget;
 
 pub use self::error::{SendError, UserError};
 
