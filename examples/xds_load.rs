@@ -239,6 +239,7 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let subscriptions = service.clone();
     let server = tokio::spawn(serve(listener, service, config, async move {
         let _ = stop_rx.await;
     }));
@@ -253,6 +254,9 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else if line == "over-window" {
             // What h2 reset for its budget of data over the advertised window (`vendor/h2`).
             println!("over-window {}", h2::server::over_window_refused());
+        } else if line == "subscriptions" {
+            // What the streams' subscriptions take of the subscription budget.
+            println!("subscriptions {}", subscriptions.subscriptions_held());
         } else if line == "writing-waits" {
             // How many times a connection found the writing budget taken (`vendor/h2`).
             println!("writing-waits {}", h2::server::write_budget_waited());
@@ -430,6 +434,13 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "streams reset for want of the budget of data over the advertised window: {}",
         server.read_answer("over-window")?
+    );
+    writeln!(server.commands, "subscriptions")?;
+    server.commands.flush()?;
+    let subscribed: usize = server.read_answer("subscriptions")?.parse()?;
+    println!(
+        "the streams' subscriptions take {subscribed} bytes of the subscription budget, {} a stream",
+        subscribed / streams.max(1)
     );
 
     let ticks = clock_ticks_per_second();

@@ -53,7 +53,7 @@ use super::tracker::Protocol;
 // the client's, so they are charged against a per-stream byte budget (and the service's,
 // `SubscriptionBudget`, shared by all its streams): their length plus
 // `ENTRY_OVERHEAD_BYTES` each, an estimate of the set and map entries (and the `Arc` header)
-// that hold them. Each type a stream requests is charged too (`TYPE_STATE_BYTES`), so what a
+// that hold them. Each type a stream requests is charged too (`type_state_bytes`), so what a
 // client makes a stream hold is in these budgets, not in each connection's. Everything else a
 // stream holds is the server's (resources of the snapshot, shared with every stream) or
 // bounded by those names.
@@ -62,11 +62,19 @@ use super::tracker::Protocol;
 pub(crate) const MAX_TYPES: usize = 32;
 /// Bytes of a type URL (Envoy's are under 80).
 pub(crate) const MAX_TYPE_URL_BYTES: usize = 256;
-/// What one type of a stream takes beside its subscribed names, charged to the stream's
-/// budget (and the service's) when the type is first requested: its boxed [`TypeState`], its
-/// entry in the stream's map (nodes half full at worst), its type URL (at most
-/// [`MAX_TYPE_URL_BYTES`]) and its nonces. Checked against the types' sizes by a test.
-pub(crate) const TYPE_STATE_BYTES: usize = 832;
+/// What one type of a stream takes beside its subscribed names and its type URL, charged to
+/// the stream's budget (and the service's) when the type is first requested: its boxed
+/// [`TypeState`], its entry in the stream's map (nodes half full at worst), its type URL's
+/// allocation header and its nonces. Checked against the types' sizes by a test.
+pub(crate) const TYPE_STATE_BYTES: usize = 576;
+
+/// What a type of `type_url` takes beside its subscribed names: [`TYPE_STATE_BYTES`] and the
+/// URL (at most [`MAX_TYPE_URL_BYTES`]; Envoy's are 50 to 65 bytes), as long as it is rather
+/// than as long as it could be.
+pub(crate) fn type_state_bytes(type_url: &str) -> usize {
+    TYPE_STATE_BYTES + type_url.len()
+}
+
 /// Bytes of a resource name, or of a version a reconnecting proxy reports. The operator's
 /// names are at most 133 bytes (`namespace/service/port`), its versions 16.
 pub(crate) const MAX_NAME_BYTES: usize = 1024;
@@ -256,14 +264,13 @@ pub(crate) struct TypeState {
     answered: bool,
     /// Delta: requested names already reported as not existing.
     reported_absent: HashSet<Arc<str>>,
-    /// What this type takes of the stream's budget: [`TYPE_STATE_BYTES`] and its subscription.
+    /// What this type takes of the stream's budget: [`type_state_bytes`] and its subscription.
     charged: usize,
 }
 
 impl TypeState {
     fn new(type_url: Arc<str>) -> Self {
         Self {
-            type_url,
             requested: false,
             wildcard: false,
             named_explicitly: false,
@@ -274,7 +281,8 @@ impl TypeState {
             rejected: HashMap::new(),
             answered: false,
             reported_absent: HashSet::new(),
-            charged: TYPE_STATE_BYTES,
+            charged: type_state_bytes(&type_url),
+            type_url,
         }
     }
 
@@ -294,7 +302,7 @@ impl TypeState {
         // Duplicates count twice here, so the check errs on the side of refusing.
         let cost: usize = names.iter().filter(|name| *name != "*").map(|name| name_cost(name)).sum();
         let others = share.bytes() - self.charged;
-        share.reserve(others + TYPE_STATE_BYTES + cost)?;
+        share.reserve(others + type_state_bytes(&self.type_url) + cost)?;
         self.requested = true;
         self.named_explicitly |= !names.is_empty();
         self.wildcard = !self.named_explicitly || names.iter().any(|name| name == "*");
@@ -302,7 +310,8 @@ impl TypeState {
         for name in names.difference(&self.names) {
             forget_for_resend(&mut self.held, name);
         }
-        let charged = TYPE_STATE_BYTES + names.iter().map(|name| name_cost(name)).sum::<usize>();
+        let charged =
+            type_state_bytes(&self.type_url) + names.iter().map(|name| name_cost(name)).sum::<usize>();
         share.shrink_to(others + charged);
         self.charged = charged;
         self.names = names;
@@ -631,7 +640,7 @@ impl StreamState {
             if self.types.len() >= MAX_TYPES {
                 return Err(PlanError::TooManyTypes);
             }
-            self.subscribed.reserve(self.subscribed.bytes() + TYPE_STATE_BYTES)?;
+            self.subscribed.reserve(self.subscribed.bytes() + type_state_bytes(type_url))?;
         }
         let state: &mut TypeState = self.types.entry(key).or_insert_with(|| Box::new(TypeState::new(url)));
         Ok(TypeEntry { state, subscribed: &mut self.subscribed })
@@ -752,9 +761,10 @@ mod sizes {
     #[test]
     fn a_type_takes_at_most_what_the_connection_budget_counts() {
         // The map's entry (key and box pointer) twice for half-full nodes, the boxes' and the
-        // type URL's allocations, two nonces of 20 digits.
+        // type URL's allocations (its header: `type_state_bytes` adds its length), two nonces
+        // of 20 digits.
         let entry = std::mem::size_of::<(u8, Arc<str>)>() + std::mem::size_of::<Box<TypeState>>();
-        let url = 2 * std::mem::size_of::<usize>() + MAX_TYPE_URL_BYTES;
+        let url = 2 * std::mem::size_of::<usize>();
         let nonces = 2 * 20;
         let worst = std::mem::size_of::<TypeState>() + 2 * entry + url + nonces;
         assert!(worst <= TYPE_STATE_BYTES, "a type takes up to {worst} bytes, over {TYPE_STATE_BYTES}");

@@ -249,10 +249,11 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
 }
 
 /// What the subscriptions of a fleet's stream take from [`subscription_budget`]: its 4 types
-/// and a dozen names (measured with `examples/xds_load`). The cap admits no more connections
-/// than the budget has room for such streams: from about 576 MiB of limit, the shared budgets
-/// growing with it, memory alone would admit more.
-const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_832;
+/// (576 bytes each and its type URL) and a dozen names (measured with `examples/xds_load`,
+/// which prints it). The cap admits no more connections than the budget has room for such
+/// streams: from about 792 MiB of limit, the shared budgets growing with it, memory alone
+/// would admit more.
+const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_038;
 
 /// What reading may hold of what clients send, all connections together, under `memory_limit`
 /// (512 MiB assumed without one): a thirty-second of it, 16 MiB at the Deployment's limit,
@@ -297,7 +298,7 @@ pub fn over_window_budget(memory_limit: Option<u64>) -> usize {
 /// What every stream's subscriptions together may take under `memory_limit` (512 MiB assumed
 /// without one): a sixteenth of it, 32 MiB at the Deployment's limit. In proportion, so that a
 /// larger limit, which admits more connections ([`connection_cap`]), also has room for their
-/// streams' subscriptions: a fixed 32 MiB holds about 6,900 streams of a fleet's four types
+/// streams' subscriptions: a fixed 32 MiB holds about 8,300 streams of a fleet's four types
 /// and a dozen names.
 pub fn subscription_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 16).unwrap_or(usize::MAX)
@@ -453,17 +454,18 @@ mod tests {
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
         // The figures README gives ("The xDS port's memory budget"): memory admits 6,325; the
-        // subscription budget has room for 6,944 fleet streams.
+        // subscription budget has room for 8,309 fleet streams.
         assert_eq!((cap, WORST_CASE_PER_CONNECTION), (6325, 35_808));
-        assert_eq!(subscription_budget(None) / 4_832, 6944);
+        assert_eq!(subscription_budget(None) / FLEET_STREAM_SUBSCRIPTIONS, 8309);
         // A larger limit admits more connections and has room for their streams'
-        // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,832 bytes,
-        // `examples/xds_load`); from about 576 MiB, that room is what bounds the cap.
-        for mib in [256u64, 512, 560, 600, 1024, 4096, 16384] {
+        // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,038 bytes,
+        // `examples/xds_load`); from about 792 MiB, that room is what bounds the cap.
+        for mib in [256u64, 512, 780, 800, 1024, 4096, 16384] {
             let limit = Some(mib << 20);
-            let (cap, room) = (connection_cap(limit, u64::MAX), subscription_budget(limit) / 4_832);
+            let (cap, room) =
+                (connection_cap(limit, u64::MAX), subscription_budget(limit) / FLEET_STREAM_SUBSCRIPTIONS);
             assert!(room >= cap, "{mib} MiB");
-            assert_eq!(cap == room, mib >= 576, "{mib} MiB: cap {cap}, room for {room} streams");
+            assert_eq!(cap == room, mib >= 792, "{mib} MiB: cap {cap}, room for {room} streams");
         }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);

@@ -196,6 +196,12 @@ impl AdsService {
         &self.shared.tracker
     }
 
+    /// Bytes the streams' subscriptions take now of the service's budget (their types and
+    /// names: [`AdsConfig::subscription_budget`]).
+    pub fn subscriptions_held(&self) -> usize {
+        self.shared.subscriptions.used()
+    }
+
     /// The gRPC service, e.g. to add to a tonic router next to other services. [`super::serve`]
     /// uses it too, and also ends every stream when it shuts down.
     /// Requests over [`AdsConfig::max_request_bytes`] are refused from their 5-byte header.

@@ -42,7 +42,7 @@ use super::super::stream::{SUBSCRIPTION_BUDGET, Wire};
 use super::super::tracker::Protocol;
 use super::{
     ENTRY_OVERHEAD_BYTES, MAX_NAME_BYTES, MAX_SUBSCRIBED_BYTES, MAX_TYPE_URL_BYTES, MAX_TYPES, StreamState,
-    SubscriptionBudget, TYPE_STATE_BYTES, name_cost,
+    SubscriptionBudget, name_cost, type_state_bytes,
 };
 
 /// Runs one stream over `input` (see the module's documentation), panicking if the stream
@@ -225,7 +225,7 @@ fn check_limits(state: &StreamState, budget: &SubscriptionBudget) {
         );
         if state.protocol == Protocol::StateOfTheWorld {
             assert_eq!(
-                TYPE_STATE_BYTES + names,
+                type_state_bytes(&type_state.type_url) + names,
                 type_state.charged,
                 "a state-of-the-world type is charged exactly: itself and its names"
             );

@@ -16,7 +16,7 @@ use super::cache::FleetKey;
 use super::metrics::{NoMetrics, XdsMetrics};
 use super::plan::{
     ENTRY_OVERHEAD_BYTES, MAX_NAME_BYTES, MAX_SUBSCRIBED_BYTES, MAX_TYPE_URL_BYTES, PlanError, StreamState,
-    SubscriptionBudget, TYPE_STATE_BYTES,
+    SubscriptionBudget, type_state_bytes,
 };
 use super::resource::type_url::{CLUSTER, ENDPOINT, ROUTE};
 use super::service::AdsConfig;
@@ -265,7 +265,8 @@ async fn delta_subscriptions_over_the_stream_budget_end_it_with_resource_exhaust
     let status = envoy.failure().await;
     assert_eq!(status.code(), Code::ResourceExhausted);
     // Each of its 3 types is charged too.
-    let needed = (batches + 1) * BATCH + 3 * TYPE_STATE_BYTES;
+    let types = type_state_bytes(CLUSTER) + type_state_bytes(ENDPOINT) + type_state_bytes(ROUTE);
+    let needed = (batches + 1) * BATCH + types;
     assert_eq!(
         status.message(),
         format!(
@@ -349,9 +350,10 @@ fn streams_share_the_servers_subscription_budget_and_give_it_back_when_they_end(
         Err(PlanError::ServerSubscriptionsFull { limit: 3 * BATCH })
     );
     // Each stream's type is charged when first requested, whatever its names.
-    assert_eq!(budget.used(), 2 * BATCH + 2 * TYPE_STATE_BYTES);
+    let endpoints = type_state_bytes(ENDPOINT);
+    assert_eq!(budget.used(), 2 * BATCH + 2 * endpoints);
     drop(first);
-    assert_eq!(budget.used(), TYPE_STATE_BYTES);
+    assert_eq!(budget.used(), endpoints);
     assert_eq!(subscribe(&mut second, "second-"), Ok(()));
-    assert_eq!(budget.used(), 2 * BATCH + TYPE_STATE_BYTES);
+    assert_eq!(budget.used(), 2 * BATCH + endpoints);
 }
