@@ -219,7 +219,7 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut config = ServeConfig::sized_for(transport, Some(memory_limit));
     eprintln!(
-        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a writing budget of {} MiB ({} writing at once), a receive budget of {} MiB, a budget of {} MiB for what streams hold beyond the window, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
+        "the server, sized for a memory limit of {} MiB: a cap of {} connections, a reading budget of {} MiB ({} connections reading at once), a writing budget of {} MiB ({} writing at once), a receive budget of {} MiB, a budget of {} MiB for what streams hold of requests not taken, a subscription budget of {} MiB, a NACK explanations budget of {} MiB",
         memory_limit >> 20,
         config.limits.max_connections,
         config.server.reading_budget.available() >> 20,
@@ -252,7 +252,7 @@ async fn run_server(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             let version = cache.set(FLEET, snapshot(generation.trim().parse()?, args.clusters));
             println!("version {version}");
         } else if line == "over-window" {
-            // What h2 reset for its budget of data over the advertised window (`vendor/h2`).
+            // What h2 reset for its budget of requests not taken (`vendor/h2`).
             println!("over-window {}", h2::server::over_window_refused());
         } else if line == "subscriptions" {
             // What the streams' subscriptions take of the subscription budget.
@@ -432,7 +432,7 @@ async fn run_load(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     writeln!(server.commands, "over-window")?;
     server.commands.flush()?;
     println!(
-        "streams reset for want of the budget of data over the advertised window: {}",
+        "streams reset for want of the budget of requests not taken: {}",
         server.read_answer("over-window")?
     );
     writeln!(server.commands, "subscriptions")?;

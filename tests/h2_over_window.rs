@@ -71,6 +71,7 @@ async fn serving_xds_sets_the_budget_for_its_memory_limit() {
         "the xDS server's SETTINGS_INITIAL_WINDOW_SIZE"
     );
     assert_eq!(h2::server::over_window_budget(), 8 << 20, "h2's budget while the xDS server serves");
+    assert_eq!(h2::server::over_window_allowance(), 0, "all that xDS streams hold not taken is charged");
     drop(client);
     let _ = stop.send(());
     server.await.expect("the server's task").expect("served");
@@ -81,6 +82,8 @@ async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_proc
     let _alone = ONE_AT_A_TIME.lock().await;
     const BUDGET: usize = 80_000;
     h2::server::set_over_window_budget(BUDGET);
+    // Up to the advertised window, a stream holds without drawing on the budget.
+    h2::server::set_over_window_allowance(usize::MAX);
     let (address, mut bodies) = unread_bodies_server(Some(ADVERTISED)).await;
 
     // Four frames not read: 60,000 bytes in one buffer of exactly that, 51,808 over the window.
@@ -132,4 +135,25 @@ async fn what_a_stream_holds_beyond_the_advertised_window_is_charged_to_the_proc
     send_data(&mut third, 4).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(h2::server::over_window_held(), 0, "a server advertising the default window or more");
+}
+
+/// With an allowance of 0, as the xDS server sets it, all that a stream holds not taken is the
+/// budget's, the part within the advertised window too; taken, it comes back.
+#[tokio::test]
+async fn with_no_allowance_all_a_stream_holds_not_taken_is_charged() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    h2::server::set_over_window_budget(1 << 20);
+    h2::server::set_over_window_allowance(0);
+    held_comes_to(0, "before any stream").await;
+    let (address, mut bodies) = unread_bodies_server(Some(ADVERTISED)).await;
+    let mut client = open_post_stream(address).await;
+    let mut body = bodies.recv().await.expect("the request's body");
+    // Within the advertised window: one frame of 4,000 bytes, all of it charged.
+    client.write_all(&frame(0x0, 0, 1, &[7; 4_000])).await.expect("DATA");
+    held_comes_to(4_000, "after 4,000 bytes unread").await;
+    let taken = body.frame().await.expect("a frame").expect("no error").into_data().expect("DATA");
+    assert_eq!(taken.len(), 4_000, "what the read of the body took");
+    held_comes_to(0, "once the body was taken").await;
+    drop(client);
+    h2::server::set_over_window_allowance(usize::MAX);
 }

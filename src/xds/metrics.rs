@@ -158,10 +158,10 @@ impl ControlPlaneMetrics {
     }
 }
 
-/// h2's budget, for the process, of what streams hold of requests beyond the window their
-/// connection advertised, and what connections hold of the writing budget (`vendor/h2`; the xDS
-/// server sets both: "The xDS port's memory budget"), read on each scrape: its figures are
-/// h2's, not hooks'.
+/// h2's budget, for the process, of what streams hold of requests not taken (the xDS port's,
+/// which advertises a window under HTTP/2's default, all of it), and what connections hold of
+/// the writing budget (`vendor/h2`; the xDS server sets both: "The xDS port's memory budget"),
+/// read on each scrape: its figures are h2's, not hooks'.
 #[derive(Debug)]
 struct OverWindowBudget;
 
@@ -172,13 +172,13 @@ impl Collector for OverWindowBudget {
         encode_one(
             &mut encoder,
             "xds_over_window_bytes",
-            "Bytes xDS streams hold of requests they have not taken beyond the window the server advertises, sent before the client acknowledged it (a shared budget)",
+            "Bytes xDS streams hold of requests they have not taken (a shared budget)",
             &held,
         )?;
         encode_one(
             &mut encoder,
             "xds_over_window_resets",
-            "xDS streams reset (ENHANCE_YOUR_CALM) for data over the advertised window that the shared budget could not hold",
+            "xDS streams reset (ENHANCE_YOUR_CALM) for request data not taken that the shared budget could not hold",
             &resets,
         )?;
         let writing = ConstGauge::new(i64::try_from(h2::server::write_budget_held()).unwrap_or(i64::MAX));

@@ -62,8 +62,8 @@ pub struct Grpc {
     pub reading_budget: ReadingBudget,
     /// Bytes connections may hold while they write, all together ([`writing_budget`]).
     pub writing_budget: WriteBudget,
-    /// Bytes streams may hold of requests not taken beyond the window the server advertises,
-    /// all connections together ([`over_window_budget`]).
+    /// Bytes streams may hold of requests not taken, all connections together
+    /// ([`over_window_budget`]).
     pub over_window_budget: usize,
 }
 
@@ -119,11 +119,11 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 1;
 pub const RECEIVE_BUDGET: usize = 16 * 1024 * 1024;
 /// HTTP/2 flow control: how much a client may send before the server reads it, per connection
 /// and per stream, once the client has acknowledged the server's settings (before, HTTP/2's
-/// default of 65,535 bytes: [`over_window_budget`]). What a stream holds up to it is counted
-/// for every connection ([`RECEIVED_NOT_TAKEN`]), so it is small: Envoy's requests are a few
-/// hundred bytes but the first (61,228 bytes), which may come within the default window before
-/// Envoy acknowledges this one, and otherwise takes a window update every 2 KiB (h2 updates
-/// the window once half of it was taken).
+/// default of 65,535 bytes). What a stream holds of it not taken is the shared budget's
+/// ([`over_window_budget`]), so it is small to let few streams hold much of that: Envoy's
+/// requests are a few hundred bytes but the first (61,228 bytes), which may come within the
+/// default window before Envoy acknowledges this one, and otherwise takes a window update every
+/// 2 KiB (h2 updates the window once half of it was taken).
 pub const CONNECTION_WINDOW: u32 = 4 * 1024;
 pub const STREAM_WINDOW: u32 = 4 * 1024;
 /// The largest header list a client may send, decoded, by HTTP/2's count (a field is 32 bytes
@@ -162,14 +162,11 @@ const KERNEL_PER_CONNECTION: usize = 4 * 1024;
 /// stream a connection, does not (`tests/xds/xds_envoy.rs`). h2 keeps no table of what the
 /// server sends either (`vendor/h2`), so neither side's is counted.
 pub const HPACK_TABLE_BYTES: u32 = 0;
-/// What h2 may hold of requests that the connection's stream has not taken (a stream waiting
-/// for its client to read its responses takes none), beyond the shared budget
-/// ([`over_window_budget`]): the [`STREAM_WINDOW`] the server advertises, in one buffer that
-/// never outgrows the window (`vendor/h2`), and the 4 slots of h2's buffer of received frames
-/// that a first frame reserves (248 bytes each). Before the client acknowledges the window it
-/// may send HTTP/2's default, 65,535 bytes (and Envoy's first request may come before: the
-/// server must take it); the excess is the shared budget's.
-const RECEIVED_NOT_TAKEN: usize = STREAM_WINDOW as usize + 4 * 248;
+/// What h2 holds of requests that the connection's stream has not taken (a stream waiting for
+/// its client to read its responses takes none), beyond the shared budget, which has all of
+/// the data itself ([`over_window_budget`]): the 4 slots of h2's buffer of received frames that
+/// a first frame reserves (248 bytes each).
+const RECEIVED_NOT_TAKEN: usize = 4 * 248;
 /// What a connection holds while it writes, counted in the writing budget ([`writing_budget`],
 /// `h2::server::WriteBudget`) while it writes rather than for every connection, since one that
 /// has written and flushed everything holds none of it (`vendor/h2` lets its write buffer go
@@ -208,10 +205,10 @@ const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
 const STREAM_STATE: usize = 1024 + 2 * 1024;
 /// The worst a connection costs beyond the shared budgets (what reading holds,
 /// [`READ_IN_FLIGHT`]; what writing holds, [`WRITE_IN_FLIGHT`]; requests being received,
-/// [`RECEIVE_BUDGET`]; what h2 holds of them beyond the window, [`over_window_budget`]; types
+/// [`RECEIVE_BUDGET`]; what h2 holds of them not taken, [`over_window_budget`]; types
 /// and subscriptions, [`super::stream`]'s; NACK explanations, [`nack_budget`]): what it holds
-/// at rest (no HPACK table: [`HPACK_TABLE_BYTES`]), what the kernel holds for it, what h2
-/// holds of requests not taken up to the window and what its stream adds. A request's decoded
+/// at rest (no HPACK table: [`HPACK_TABLE_BYTES`]), what the kernel holds for it, h2's slots
+/// for requests not taken ([`RECEIVED_NOT_TAKEN`]) and what its stream adds. A request's decoded
 /// headers are not counted here: they live only while the connection's task takes them
 /// (`connection.rs`), one connection per runtime thread at once, up to 11 KiB each (http's
 /// `HeaderMap` holds a list of [`MAX_HEADER_LIST_BYTES`] in up to 10,904 bytes, measured).
@@ -251,7 +248,7 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
 /// What the subscriptions of a fleet's stream take from [`subscription_budget`]: its 4 types
 /// (576 bytes each and its type URL) and a dozen names (measured with `examples/xds_load`,
 /// which prints it). The cap admits no more connections than the budget has room for such
-/// streams: from about 792 MiB of limit, the shared budgets growing with it, memory alone
+/// streams: from about 628 MiB of limit, the shared budgets growing with it, memory alone
 /// would admit more.
 const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_038;
 
@@ -281,16 +278,16 @@ pub fn receive_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
 
-/// What streams may hold of requests they have not taken beyond the window the server
-/// advertises, all connections together, under `memory_limit` (512 MiB assumed without one): a
-/// thirty-second of it, 16 MiB at the Deployment's limit. A client may send a stream HTTP/2's
-/// default window (65,535 bytes) until it acknowledges the server's [`STREAM_WINDOW`], and
-/// Envoy's first request (61,228 bytes) may come before, so a stream slow to take it holds up
-/// to 56 KiB of excess for that while: room for 293 such streams at once, as many as the 290
-/// connections that read at once ([`reading_budget`]), and for 273 that each send all the
-/// default window allows. A stream whose excess finds the budget
-/// spent is reset (`vendor/h2`, `h2::server::set_over_window_budget`) and its client opens
-/// another.
+/// What streams may hold of requests they have not taken, all connections together, under
+/// `memory_limit` (512 MiB assumed without one): a thirty-second of it, 16 MiB at the
+/// Deployment's limit. A stream holds what came of a request until its task takes it
+/// (milliseconds, unless its client does not read its responses), up to the window the server
+/// advertises ([`STREAM_WINDOW`]), or HTTP/2's default (65,535 bytes) until the client
+/// acknowledges it, and Envoy's first request (61,228 bytes) may come before: room for 274 such
+/// requests not taken at once, 256 streams holding all the default window allows. A stream
+/// whose data finds the budget spent is reset (`vendor/h2`, `h2::server::set_over_window_budget`,
+/// with no allowance: `set_over_window_allowance(0)`) and its client opens another; none was in
+/// `examples/xds_load`'s syncs of 7,142 and 10,000 proxies.
 pub fn over_window_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
@@ -370,6 +367,9 @@ pub async fn serve(
     // h2's, for the process: only a connection advertising a window under HTTP/2's default,
     // as this one does, draws on it (the webhook's advertises more).
     h2::server::set_over_window_budget(config.server.over_window_budget);
+    // All that streams hold of requests not taken is the budget's, not only what is beyond the
+    // window: counted for every connection, it would be the window's size each.
+    h2::server::set_over_window_allowance(0);
     let connections = incoming(
         listener,
         handshake,
@@ -445,27 +445,27 @@ mod tests {
         assert_eq!((writing.available(), writing.writers()), (16 << 20, 1463));
         assert_eq!(writing_budget(None) / WRITE_IN_FLIGHT, 1463);
         assert_eq!(subscription_budget(None), super::super::stream::SUBSCRIPTION_BUDGET);
-        // What streams hold beyond the advertised window, shared: room for 273 streams holding
-        // the most a client may send before it acknowledges the window, 293 holding Envoy's
-        // first request, more than the 290 connections that read at once.
-        assert_eq!(over_window_budget(None) / (65_535 - STREAM_WINDOW as usize), 273);
-        assert_eq!(over_window_budget(None) / (61_228 - STREAM_WINDOW as usize), 293);
+        // What streams hold of requests not taken, shared: room for 256 streams holding the most
+        // a client may send before it acknowledges the window, 274 holding Envoy's first
+        // request.
+        assert_eq!(over_window_budget(None) / 65_535, 256);
+        assert_eq!(over_window_budget(None) / 61_228, 274);
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
-        // The figures README gives ("The xDS port's memory budget"): memory admits 6,325; the
+        // The figures README gives ("The xDS port's memory budget"): memory admits 7,142; the
         // subscription budget has room for 8,309 fleet streams.
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (6325, 35_808));
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (7142, 31_712));
         assert_eq!(subscription_budget(None) / FLEET_STREAM_SUBSCRIPTIONS, 8309);
         // A larger limit admits more connections and has room for their streams'
         // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,038 bytes,
-        // `examples/xds_load`); from about 792 MiB, that room is what bounds the cap.
-        for mib in [256u64, 512, 780, 800, 1024, 4096, 16384] {
+        // `examples/xds_load`); from about 628 MiB, that room is what bounds the cap.
+        for mib in [256u64, 512, 620, 640, 1024, 4096, 16384] {
             let limit = Some(mib << 20);
             let (cap, room) =
                 (connection_cap(limit, u64::MAX), subscription_budget(limit) / FLEET_STREAM_SUBSCRIPTIONS);
             assert!(room >= cap, "{mib} MiB");
-            assert_eq!(cap == room, mib >= 792, "{mib} MiB: cap {cap}, room for {room} streams");
+            assert_eq!(cap == room, mib >= 628, "{mib} MiB: cap {cap}, room for {room} streams");
         }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);

@@ -659,6 +659,20 @@ pub fn with_write_budget<R>(budget: &WriteBudget, build: impl FnOnce() -> R) -> 
     crate::codec::write_budget::with(budget, build)
 }
 
+/// Patched (PATCHED.md): what a stream of a connection advertising less than HTTP/2's default
+/// window holds of DATA not taken before it draws on [`set_over_window_budget`]'s budget, where
+/// that is less than the window its connection advertised (0: all of it is charged). The
+/// advertised window until set; the last call wins.
+pub fn set_over_window_allowance(bytes: usize) {
+    proto::over_window::set_allowance(bytes);
+}
+
+/// Patched (PATCHED.md): the allowance [`set_over_window_allowance`] set, `usize::MAX` (the
+/// advertised window) before.
+pub fn over_window_allowance() -> usize {
+    proto::over_window::allowance()
+}
+
 /// Patched (PATCHED.md): bytes connections hold now of every [`WriteBudget`] of the process.
 pub fn write_budget_held() -> usize {
     crate::codec::write_budget::held()

@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+static ALLOWANCE: AtomicUsize = AtomicUsize::new(usize::MAX);
 static HELD: AtomicUsize = AtomicUsize::new(0);
 static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
@@ -28,6 +29,24 @@ pub(crate) fn set_limit(bytes: usize) {
 /// The budget as set, `usize::MAX` where it was not.
 pub(crate) fn limit() -> usize {
     LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets what a stream of a connection advertising less than the default window holds of DATA
+/// not taken before it draws on the budget, where that is less than the window it advertised
+/// (the last call wins; the advertised window before the first).
+pub(crate) fn set_allowance(bytes: usize) {
+    ALLOWANCE.store(bytes, Ordering::Relaxed);
+}
+
+/// The allowance as set, `usize::MAX` (the advertised window) where it was not.
+pub(crate) fn allowance() -> usize {
+    ALLOWANCE.load(Ordering::Relaxed)
+}
+
+/// What a stream holds of DATA not taken before it draws on the budget, where its connection
+/// advertised `advertised` (less than the protocol's default: otherwise it never does).
+pub(crate) fn free_up_to(advertised: usize) -> usize {
+    advertised.min(ALLOWANCE.load(Ordering::Relaxed))
 }
 
 /// What streams hold of it now.

@@ -915,13 +915,19 @@ impl Recv {
         room: usize,
     ) -> Result<over_window::Charge, Error> {
         let advertised = self.advertised_window_sz as usize;
+        // A connection advertising the default window or more never draws on the budget.
+        let free = if advertised >= DEFAULT_INITIAL_WINDOW_SIZE as usize {
+            advertised
+        } else {
+            over_window::free_up_to(advertised)
+        };
         let (capacity, charged) = match stream.pending_recv.back_mut(&mut self.buffer) {
             Some(Event::Data(waiting)) => {
                 (waiting.capacity_after(more, room), waiting.over_window.bytes())
             }
             _ => (more, 0),
         };
-        let excess = capacity.saturating_sub(advertised).saturating_sub(charged);
+        let excess = capacity.saturating_sub(free).saturating_sub(charged);
         over_window::Charge::take(excess).ok_or_else(|| {
             tracing::debug!(
                 "recv_data: {} bytes over the advertised window, more than the budget has left; stream={:?}",
