@@ -12,8 +12,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use hyper::body::Incoming;
-use hyper::server::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
@@ -180,16 +180,10 @@ where
     let service = Tracked { app: shared.app.clone(), activity: activity.clone() };
     let io = TokioIo::new(io);
     if http2 {
-        let mut builder = http2::Builder::new(TokioExecutor::new());
+        let mut builder = limits.http2_server();
         builder
-            .timer(TokioTimer::new())
-            .max_concurrent_streams(limits.http2_max_concurrent_streams)
-            .initial_stream_window_size(limits.http2_stream_window)
-            .initial_connection_window_size(limits.http2_connection_window)
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
-            .max_send_buf_size(limits.max_header_bytes.max(64 * 1024))
-            .keep_alive_interval(limits.http2_keep_alive_interval)
-            .keep_alive_timeout(limits.http2_keep_alive_timeout);
+            .max_send_buf_size(limits.max_header_bytes.max(64 * 1024));
         let policy = Policy {
             http2: true,
             idle: limits.http2_idle_timeout,

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
 /// Bounds on the connections of one server.
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
@@ -64,5 +67,19 @@ impl ConnectionLimits {
     /// The operations port: Prometheus and the kubelet's probes, a few connections at a time.
     pub fn operations() -> Self {
         Self { max_connections: 32, ..Self::webhook() }
+    }
+
+    /// hyper's HTTP/2 server under these limits' streams, windows and keepalive; each port adds
+    /// its header bounds.
+    pub(crate) fn http2_server(&self) -> http2::Builder<TokioExecutor> {
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(self.http2_max_concurrent_streams)
+            .initial_stream_window_size(self.http2_stream_window)
+            .initial_connection_window_size(self.http2_connection_window)
+            .keep_alive_interval(self.http2_keep_alive_interval)
+            .keep_alive_timeout(self.http2_keep_alive_timeout);
+        builder
     }
 }

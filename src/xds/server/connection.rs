@@ -15,7 +15,7 @@ use std::sync::Arc;
 use h2::server::WriteBudget;
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
@@ -42,16 +42,8 @@ impl Serving {
         receive_budget: ReceiveBudget,
         writing_budget: WriteBudget,
     ) -> Self {
-        let mut http2 = http2::Builder::new(TokioExecutor::new());
-        http2
-            .timer(TokioTimer::new())
-            .keep_alive_interval(limits.http2_keep_alive_interval)
-            .keep_alive_timeout(limits.http2_keep_alive_timeout)
-            .max_concurrent_streams(limits.http2_max_concurrent_streams)
-            .initial_connection_window_size(limits.http2_connection_window)
-            .initial_stream_window_size(limits.http2_stream_window)
-            .max_header_list_size(MAX_HEADER_LIST_BYTES)
-            .header_table_size(HPACK_TABLE_BYTES);
+        let mut http2 = limits.http2_server();
+        http2.max_header_list_size(MAX_HEADER_LIST_BYTES).header_table_size(HPACK_TABLE_BYTES);
         Self { http2, grpc, receive_budget, writing_budget }
     }
 

@@ -99,19 +99,19 @@ pub(crate) fn waited() -> usize {
 /// A connection's share, while it holds it.
 #[derive(Debug)]
 struct Share {
-    _permit: OwnedSemaphorePermit,
+    permit: OwnedSemaphorePermit,
 }
 
 impl Share {
     fn new(permit: OwnedSemaphorePermit) -> Self {
         HELD.fetch_add(permit.num_permits(), Ordering::Relaxed);
-        Share { _permit: permit }
+        Share { permit }
     }
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
-        HELD.fetch_sub(self._permit.num_permits(), Ordering::Relaxed);
+        HELD.fetch_sub(self.permit.num_permits(), Ordering::Relaxed);
     }
 }
 

@@ -930,7 +930,7 @@ impl Recv {
         let excess = capacity.saturating_sub(free).saturating_sub(charged);
         over_window::Charge::take(excess).ok_or_else(|| {
             tracing::debug!(
-                "recv_data: {} bytes over the advertised window, more than the budget has left; stream={:?}",
+                "recv_data: {} bytes not taken beyond the allowance, more than the budget has left; stream={:?}",
                 excess,
                 stream.id
             );
