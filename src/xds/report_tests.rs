@@ -220,10 +220,17 @@ async fn the_replicas_reports_make_the_fleets_xds_status() {
     // application in its pod holds the listener's port. The fleet is not held to it: the
     // condition stays True and names the sidecar and why, and an event tells it once.
     b.tracker.acked(&key, StreamId(1), type_url::CLUSTER, &v2);
-    a.tracker.connected(&key, StreamId(3), "app-7d-x", None, Protocol::Delta);
     for (replica, stream) in [(&a, 1), (&a, 2), (&b, 1)] {
         replica.tracker.applied(&key, StreamId(stream), &v2);
     }
+    // Both replicas report that before the sidecar comes: were the sidecar's rejection
+    // reported first, the fleet would be seen rejecting for a poll, with both rejections.
+    let applied = format!("all 3 connected proxies applied version {v2}");
+    api.wait_for("the new version applied", GUARD, |api| {
+        accepted(api, EDGE).is_some_and(|(_, _, message)| message == applied)
+    })
+    .await;
+    a.tracker.connected(&key, StreamId(3), "app-7d-x", None, Protocol::Delta);
     let bind = "Error adding/updating listener(s) http: cannot bind '0.0.0.0:8080': Address already in use";
     a.tracker.nacked(&key, StreamId(3), type_url::LISTENER, &v2, bind);
     api.wait_for("the sidecar's rejection named", GUARD, |api| {
