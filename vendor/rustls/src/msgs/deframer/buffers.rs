@@ -205,9 +205,28 @@ impl DeframerVecBuffer {
         // we get a message with a length field out of range here,
         // we do a zero length read.  That looks like an EOF to
         // the next layer up, which is fine.
-        let new_bytes = rd.read(&mut self.buf[self.used..])?;
+        let new_bytes = match rd.read(&mut self.buf[self.used..]) {
+            Ok(new_bytes) => new_bytes,
+            Err(err) => {
+                self.release_if_empty();
+                return Err(err);
+            }
+        };
         self.used += new_bytes;
+        if new_bytes == 0 {
+            self.release_if_empty();
+        }
         Ok(new_bytes)
+    }
+
+    /// Patched (PATCHED.md): a connection that found nothing to read (the socket would block,
+    /// failed or ended) with no record in part holds no read buffer. Unpatched, the buffer stays
+    /// at `READ_SIZE` (4 KiB) for the connection's life, though it is empty whenever the peer
+    /// is not sending; the next read reserves it again (`prepare_read`).
+    fn release_if_empty(&mut self) {
+        if self.used == 0 {
+            self.buf = Vec::new();
+        }
     }
 
     /// Resize the internal `buf` if necessary for reading more bytes.
