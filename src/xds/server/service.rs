@@ -16,7 +16,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 use futures::Stream;
-use tokio::sync::mpsc;
+use futures::StreamExt;
+use futures::channel::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
@@ -163,7 +164,7 @@ impl<T> Stream for ResponseStream<T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        this.rx.poll_recv(cx).map(|reply| {
+        this.rx.poll_next_unpin(cx).map(|reply| {
             reply.map(|reply| match *reply {
                 Reply::Push(push) => Ok((this.response)(push, this.shared.control_plane.as_ref())),
                 Reply::End(status) => Err(status),
@@ -255,7 +256,8 @@ impl AdsService {
     where
         S: Stream<Item = Result<W::Request, Status>> + Unpin + Send + 'static,
     {
-        let (tx, rx) = mpsc::channel(self.shared.response_buffer);
+        // `futures`' channel has room for one more than its buffer for each sender (one).
+        let (tx, rx) = mpsc::channel(self.shared.response_buffer - 1);
         let context = StreamContext {
             id: StreamId(self.shared.next_stream.fetch_add(1, Ordering::Relaxed)),
             peer: peer.address,

@@ -14,8 +14,10 @@ use envoy_operator_core::bounded;
 use envoy_operator_core::fleet::report::{MAX_MESSAGE_CHARS, MAX_NODE_CHARS};
 use envoy_operator_core::identity::FleetIdentity;
 use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
+use futures::SinkExt;
+use futures::channel::mpsc;
+use futures::future::Either;
 use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use tracing::{debug, info, warn};
@@ -173,44 +175,72 @@ pub(crate) enum Reply {
     End(Status),
 }
 
-pub(crate) async fn run<W, S>(context: StreamContext, requests: S, tx: mpsc::Sender<Box<Reply>>)
+/// Runs the stream to its end. The status ending it is sent once everything the stream held
+/// (its state, the decoder with a half-received message) was freed, even if the client never
+/// reads it.
+///
+/// One future owns it all, and what it waits on only once (the first request, its deadline's
+/// timer) waits boxed: the task's future is what a stream holds for its life, so it should not
+/// keep room for the arguments twice (an `async fn` awaiting another keeps both its own and
+/// the callee's copies) or for a timer long gone.
+pub(crate) async fn run<W, S>(context: StreamContext, mut requests: S, tx: mpsc::Sender<Box<Reply>>)
 where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
 {
-    let outbox = Outbox { tx, shutdown: context.shutdown.clone() };
-    // The status is sent once `serve` has returned, so everything the stream held (its state,
-    // the decoder with a half-received message) is freed even if the client never reads it.
-    if let Some(status) = serve::<W, S>(&context, requests, &outbox).await {
+    let mut outbox = Outbox { tx, shutdown: context.shutdown.clone() };
+    let started = Instant::now();
+    let ended = match Box::pin(first_request::<W, S>(&context, &mut requests)).await {
+        Ok(first) => serve::<W, S>(&context, started, first, &mut requests, &mut outbox).await,
+        Err(ended) => ended,
+    };
+    drop(requests);
+    if let Some(status) = ended {
         outbox.close(status).await;
     }
 }
 
-/// Serves the stream until it ends, with the status to end it with (none: the client left or
-/// the fleet's cache went away).
-async fn serve<W, S>(context: &StreamContext, mut requests: S, outbox: &Outbox) -> Option<Status>
+/// The stream's first whole request: until then the stream is nobody's, and a client that
+/// opens it and sends nothing, or half a message, is not kept waiting for. `Err` with the
+/// status ending the stream (none: the client left).
+async fn first_request<W, S>(
+    context: &StreamContext,
+    requests: &mut S,
+) -> Result<Box<W::Request>, Option<Status>>
 where
     W: Wire,
     S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
 {
-    let started = Instant::now();
     let first_request_timeout = context.shared.first_request_timeout;
-    // Until its first whole request the stream is nobody's: a client that opens it and sends
-    // nothing, or half a message, is not kept waiting for.
-    let first = tokio::select! {
-        _ = context.shutdown.cancelled() => return Some(shutting_down()),
+    tokio::select! {
+        _ = context.shutdown.cancelled() => Err(Some(shutting_down())),
         request = tokio::time::timeout(first_request_timeout, requests.next()) => match request {
-            Ok(Some(Ok(request))) => Box::new(request),
-            Ok(None) => return None,
-            Ok(Some(Err(status))) => return Some(refused_before_authorization(context, status)),
+            Ok(Some(Ok(request))) => Ok(Box::new(request)),
+            Ok(None) => Err(None),
+            Ok(Some(Err(status))) => Err(Some(refused_before_authorization(context, status))),
             Err(_) => {
                 let status = Status::deadline_exceeded(format!(
                     "no whole request within {first_request_timeout:?} of the stream's start"
                 ));
-                return Some(refused_before_authorization(context, status));
+                Err(Some(refused_before_authorization(context, status)))
             }
         },
-    };
+    }
+}
+
+/// Serves the stream from its first request until it ends, with the status to end it with
+/// (none: the client left or the fleet's cache went away).
+async fn serve<W, S>(
+    context: &StreamContext,
+    started: Instant,
+    first: Box<W::Request>,
+    requests: &mut S,
+    outbox: &mut Outbox,
+) -> Option<Status>
+where
+    W: Wire,
+    S: Stream<Item = Result<W::Request, Status>> + Unpin + Send,
+{
     let (key, node_id) = match authorize::<W>(context, &first) {
         Ok(identity) => identity,
         Err(status) => {
@@ -302,7 +332,10 @@ fn authorize<W: Wire>(context: &StreamContext, first: &W::Request) -> Result<(Fl
     Ok((key, bounded::truncate(&node.id, MAX_NODE_CHARS).into_owned()))
 }
 
-/// The response side of a stream: sends give up when the server shuts down.
+/// The response side of a stream: sends give up when the server shuts down. A channel of
+/// `futures`' rather than tokio's: tokio's takes 800 bytes a stream (its fields padded to
+/// cache lines, and a first block of 32 slots), `futures`' about 250 at rest, and a stream
+/// keeps one for its life.
 struct Outbox {
     tx: mpsc::Sender<Box<Reply>>,
     shutdown: CancellationToken,
@@ -310,21 +343,34 @@ struct Outbox {
 
 impl Outbox {
     /// Whether the response was queued (false: the client is gone or the server stopping).
-    async fn send(&self, push: Push) -> bool {
+    /// Queued at once unless the queue is full: only then is there a wait, boxed, so the
+    /// stream's future keeps no room for one while it waits for requests.
+    fn send(&mut self, push: Push) -> impl Future<Output = bool> + '_ {
+        match self.tx.try_send(Box::new(Reply::Push(push))) {
+            Ok(()) => Either::Left(std::future::ready(true)),
+            Err(full) if full.is_full() => Either::Right(Box::pin(self.send_when_room(full.into_inner()))),
+            Err(_) => Either::Left(std::future::ready(false)),
+        }
+    }
+
+    async fn send_when_room(&mut self, reply: Box<Reply>) -> bool {
         tokio::select! {
-            sent = self.tx.send(Box::new(Reply::Push(push))) => sent.is_ok(),
+            sent = self.tx.send(reply) => sent.is_ok(),
             _ = self.shutdown.cancelled() => false,
         }
     }
 
     /// Ends the stream with `status`, once the client has taken the responses queued before
-    /// it; shutting down does not wait for a client that does not read.
-    async fn close(&self, status: Status) {
-        tokio::select! {
-            biased;
-            _ = self.tx.send(Box::new(Reply::End(status))) => {}
-            _ = self.shutdown.cancelled() => {}
-        }
+    /// it; shutting down does not wait for a client that does not read. Boxed: it happens once.
+    async fn close(&mut self, status: Status) {
+        Box::pin(async {
+            tokio::select! {
+                biased;
+                _ = self.tx.send(Box::new(Reply::End(status))) => {}
+                _ = self.shutdown.cancelled() => {}
+            }
+        })
+        .await
     }
 }
 
