@@ -9,14 +9,17 @@
 //! streams each held its headers, up to 11 KiB decoded, until its task got its turn.
 
 use std::convert::Infallible;
-use std::future::Ready;
+use std::future::{Future, Ready};
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use h2::server::WriteBudget;
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
 
 use super::accept::Connection;
@@ -49,7 +52,15 @@ impl Serving {
 
     /// Serves `connection` to its end; once `closing` is cancelled, closes it gracefully.
     /// Shared rather than cloned: the connection's task holds this for its life.
-    pub async fn serve(self: Arc<Self>, connection: Connection, closing: CancellationToken) {
+    ///
+    /// The HTTP/2 connection is built before the returned future, which owns only it: the
+    /// task's future is what a connection holds for its life, and an `async fn` would keep room
+    /// for its arguments (the connection, 352 bytes) beside the HTTP/2 connection they go into.
+    pub fn serve(
+        self: Arc<Self>,
+        connection: Connection,
+        closing: CancellationToken,
+    ) -> impl Future<Output = ()> {
         let peer = connection.info().remote_addr;
         let service = Streams {
             grpc: self.grpc.clone(),
@@ -60,17 +71,31 @@ impl Serving {
         let served = h2::server::with_write_budget(&self.writing_budget, || {
             self.http2.serve_connection(TokioIo::new(connection), service)
         });
-        tokio::pin!(served);
-        let result = tokio::select! {
-            result = served.as_mut() => result,
-            () = closing.cancelled() => {
-                served.as_mut().graceful_shutdown();
-                served.await
-            }
-        };
-        if let Err(error) = result {
-            debug!(peer = peer.map(tracing::field::display), %error, "xDS connection ended");
+        Served { served, closing: Box::pin(closing.cancelled_owned()), closed: false, peer }
+    }
+}
+
+/// A connection being served: once `closing` is cancelled, it is closed gracefully.
+struct Served {
+    served: http2::Connection<TokioIo<Connection>, Streams, TokioExecutor>,
+    closing: Pin<Box<WaitForCancellationFutureOwned>>,
+    closed: bool,
+    peer: Option<SocketAddr>,
+}
+
+impl Future for Served {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if !this.closed && this.closing.as_mut().poll(cx).is_ready() {
+            this.closed = true;
+            Pin::new(&mut this.served).graceful_shutdown();
         }
+        if let Err(error) = ready!(Pin::new(&mut this.served).poll(cx)) {
+            debug!(peer = this.peer.map(tracing::field::display), %error, "xDS connection ended");
+        }
+        Poll::Ready(())
     }
 }
 
