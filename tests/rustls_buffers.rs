@@ -62,7 +62,8 @@ fn a_connection_whose_peer_is_quiet_holds_no_read_buffer_and_keeps_a_record_in_p
 
 /// A client and a server connection that completed their handshake over in-memory pipes.
 fn connected_pair() -> (ClientConnection, ServerConnection) {
-    let certified = rcgen::generate_simple_self_signed(vec!["xds.example".to_owned()]).expect("a certificate");
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["xds.example".to_owned()]).expect("a certificate");
     let certificate = CertificateDer::from(certified.cert.der().to_vec());
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -79,8 +80,9 @@ fn connected_pair() -> (ClientConnection, ServerConnection) {
         .expect("TLS versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let mut client = ClientConnection::new(Arc::new(client_config), "xds.example".try_into().expect("a name"))
-        .expect("a client");
+    let mut client =
+        ClientConnection::new(Arc::new(client_config), "xds.example".try_into().expect("a name"))
+            .expect("a client");
     let mut server = ServerConnection::new(Arc::new(server_config)).expect("a server");
     for _ in 0..10 {
         if !client.is_handshaking() && !server.is_handshaking() {
