@@ -138,14 +138,16 @@ pub const MAX_HEADER_BLOCK_BYTES: usize = 4 * 1024;
 /// What rustls may hold of records to send while the client does not read (its default is
 /// 64 KiB); writes go on in pieces of this size.
 pub const TLS_SEND_BUFFER: usize = 4 * 1024;
-/// What a connection holds at rest with its stream, measured (dhat, `examples/xds_load`: 20.5
-/// KiB with 1,000 connections of Envoy-sized first requests; 23.0 with HPACK tables and a
-/// tracker record of a map; README, "The xDS port's memory budget") with h2 letting go of its
-/// buffers while the connection waits (vendor/h2): h2's connection and stream state, rustls'
-/// session (its read buffer back to 4 KiB), the tasks (the connection's, hyper's for the
-/// stream, the stream's), the stream's types and subscriptions, where its proxy differs from
-/// its snapshot (`plan/held.rs`), its tracker record, and the accept wrapper.
-const CONNECTION_AT_REST: usize = 23 * 1024;
+/// What a connection holds at rest with its stream beyond the shared budgets, measured (dhat,
+/// `examples/xds_load`: 12.0 KiB with 1,000 connections of Envoy-sized first requests, of
+/// 14.8 KiB live, the rest the stream's types and subscribed names, which the subscription
+/// budget has; README, "The xDS port's memory budget"), with a thousand bytes for the
+/// allocator's own: h2's connection and stream state with its buffers let go while the
+/// connection waits (vendor/h2), rustls' session without a read buffer (vendor/rustls), the
+/// tasks (the connection's, hyper's for the stream, the stream's) and the stream's response
+/// queue, where its proxy differs from its snapshot (`plan/held.rs`), its tracker record, and
+/// the accept wrapper.
+const CONNECTION_AT_REST: usize = 13 * 1024;
 /// What the kernel holds for a connection and charges to the process's memory cgroup: its
 /// socket's inode, file, dentry and epoll entry (1,344 bytes by their slab objects; measured
 /// 1.5 KiB a connection charged to a cgroup v1 with `examples/xds_load`) and, where the kernel
@@ -188,17 +190,18 @@ const H2_WRITE_BUFFER: usize = 4 * 1024;
 ///   connection ends beyond [`MAX_HEADER_BLOCK_BYTES`], `framing.rs`; h2 itself would keep up
 ///   to 6 frames of 16 KiB), and HPACK's scratch buffer for a Huffman-coded string while it is
 ///   decoded (8/5 of the block at most; `vendor/h2` keeps none between strings);
-/// - rustls: a TLS record being received (18,437 bytes at most, 14,341 more than the 4 KiB it
-///   keeps at rest), and the plaintext of one record that h2 has not read (16 KiB: h2 reads no
-///   more while it cannot write).
-pub const READ_IN_FLIGHT: usize = 16 * 1024 + 9 + MAX_HEADER_BLOCK_BYTES + HPACK_SCRATCH + 14_341 + 16 * 1024;
+/// - rustls: a TLS record being received (18,437 bytes at most, in a buffer it holds only while
+///   it reads: vendor/rustls), and the plaintext of one record that h2 has not read (16 KiB: h2
+///   reads no more while it cannot write).
+pub const READ_IN_FLIGHT: usize = 16 * 1024 + 9 + MAX_HEADER_BLOCK_BYTES + HPACK_SCRATCH + 18_437 + 16 * 1024;
 /// HPACK's scratch for the longest Huffman-coded string a header block can hold.
 const HPACK_SCRATCH: usize = MAX_HEADER_BLOCK_BYTES * 8 / 5 + 1;
 /// What a stream adds to what it holds at rest, beyond the shared budgets (its types and
 /// subscribed names: `SUBSCRIPTION_BUDGET`; a request being received: [`RECEIVE_BUDGET`];
 /// Envoy's NACK explanations: [`nack_budget`]): its queue's responses while the client does not
 /// take them (a type's next waits for its ACK, so one for each of the 5 types served, each a
-/// boxed `Push` of references to the snapshot's resources until the connection encodes it),
+/// boxed `Push`, 152 bytes, of references to the snapshot's resources until the connection
+/// encodes it, and the queue's node for it, 16),
 /// and what a client can add to its record in the tracker for each type served: the ACKed and
 /// NACKed versions, a NACK's note when its explanation is not kept, and the entries holding
 /// them, 2 KiB for all of them (a NACK of a type never sent is not kept).
@@ -248,13 +251,13 @@ pub fn connection_cap(memory_limit: Option<u64>, open_files_limit: u64) -> usize
 /// What the subscriptions of a fleet's stream take from [`subscription_budget`]: its 4 types
 /// (576 bytes each and its type URL) and a dozen names (measured with `examples/xds_load`,
 /// which prints it). The cap admits no more connections than the budget has room for such
-/// streams: from about 628 MiB of limit, the shared budgets growing with it, memory alone
+/// streams: from about 525 MiB of limit, the shared budgets growing with it, memory alone
 /// would admit more.
 const FLEET_STREAM_SUBSCRIPTIONS: usize = 4_038;
 
 /// What reading may hold of what clients send, all connections together, under `memory_limit`
 /// (512 MiB assumed without one): a thirty-second of it, 16 MiB at the Deployment's limit,
-/// room for 290 connections reading at once ([`READ_IN_FLIGHT`] each). A connection reads
+/// room for 271 connections reading at once ([`READ_IN_FLIGHT`] each). A connection reads
 /// for the milliseconds a request takes to arrive, and one that finds the budget taken waits
 /// its turn.
 pub fn reading_budget(memory_limit: Option<u64>) -> usize {
@@ -287,18 +290,19 @@ pub fn receive_budget(memory_limit: Option<u64>) -> usize {
 /// requests not taken at once, 256 streams holding all the default window allows. A stream
 /// whose data finds the budget spent is reset (`vendor/h2`, `h2::server::set_over_window_budget`,
 /// with no allowance: `set_over_window_allowance(0)`) and its client opens another; none was in
-/// `examples/xds_load`'s syncs of 7,142 and 10,000 proxies.
+/// `examples/xds_load`'s sync of 10,000 proxies at the Deployment's limit.
 pub fn over_window_budget(memory_limit: Option<u64>) -> usize {
     usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 32).unwrap_or(usize::MAX)
 }
 
 /// What every stream's subscriptions together may take under `memory_limit` (512 MiB assumed
-/// without one): a sixteenth of it, 32 MiB at the Deployment's limit. In proportion, so that a
-/// larger limit, which admits more connections ([`connection_cap`]), also has room for their
-/// streams' subscriptions: a fixed 32 MiB holds about 8,300 streams of a fleet's four types
-/// and a dozen names.
+/// without one): five sixty-fourths of it, 40 MiB at the Deployment's limit, room for the
+/// subscriptions of a fleet's stream (four types and a dozen names) on every connection memory
+/// admits there (10,387 such streams, 10,157 connections). In proportion, so that a larger
+/// limit, which admits more connections ([`connection_cap`]), also has room for their streams'
+/// subscriptions.
 pub fn subscription_budget(memory_limit: Option<u64>) -> usize {
-    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 16).unwrap_or(usize::MAX)
+    usize::try_from(memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) / 64 * 5).unwrap_or(usize::MAX)
 }
 
 /// What the tracker may keep of Envoy's NACK explanations, all streams together, under
@@ -438,8 +442,8 @@ mod tests {
             + nack_budget(None)) as u64;
         assert_eq!(receive_budget(None), RECEIVE_BUDGET);
         assert_eq!(nack_budget(None), super::super::stream::NACK_BUDGET);
-        // What reading holds, shared: room for 290 connections reading at once.
-        assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 290));
+        // What reading holds, shared: room for 271 connections reading at once.
+        assert_eq!((reading_budget(None), reading_budget(None) / READ_IN_FLIGHT), (16 << 20, 271));
         // What writing holds, shared: room for 1,463 connections writing at once.
         let writing = ServeConfig::sized_for(Transport::Plaintext, None).server.writing_budget;
         assert_eq!((writing.available(), writing.writers()), (16 << 20, 1463));
@@ -453,19 +457,19 @@ mod tests {
         let for_xds = DEFAULT_MEMORY_LIMIT - RESERVED_MEMORY - shared;
         let worst = WORST_CASE_PER_CONNECTION as u64;
         assert!(cap * worst <= for_xds && (cap + 1) * worst > for_xds);
-        // The figures README gives ("The xDS port's memory budget"): memory admits 7,142; the
-        // subscription budget has room for 8,309 fleet streams.
-        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (7142, 31_712));
-        assert_eq!(subscription_budget(None) / FLEET_STREAM_SUBSCRIPTIONS, 8309);
+        // The figures README gives ("The xDS port's memory budget"): memory admits 10,157; the
+        // subscription budget has room for 10,387 fleet streams.
+        assert_eq!((cap, WORST_CASE_PER_CONNECTION), (10_157, 21_472));
+        assert_eq!(subscription_budget(None) / FLEET_STREAM_SUBSCRIPTIONS, 10_387);
         // A larger limit admits more connections and has room for their streams'
         // subscriptions (a fleet's stream of 4 types and a dozen names takes 4,038 bytes,
-        // `examples/xds_load`); from about 628 MiB, that room is what bounds the cap.
-        for mib in [256u64, 512, 620, 640, 1024, 4096, 16384] {
+        // `examples/xds_load`); from about 525 MiB, that room is what bounds the cap.
+        for mib in [256u64, 512, 524, 526, 640, 1024, 4096, 16384] {
             let limit = Some(mib << 20);
             let (cap, room) =
                 (connection_cap(limit, u64::MAX), subscription_budget(limit) / FLEET_STREAM_SUBSCRIPTIONS);
             assert!(room >= cap, "{mib} MiB");
-            assert_eq!(cap == room, mib >= 628, "{mib} MiB: cap {cap}, room for {room} streams");
+            assert_eq!(cap == room, mib >= 525, "{mib} MiB: cap {cap}, room for {room} streams");
         }
         // The open files limit bounds it too.
         assert_eq!(connection_cap(None, 1024 + 100), 100);

@@ -56,7 +56,7 @@ pub struct AdsConfig {
     /// deadline, since an ADS stream idles between changes; half of one holds at most
     /// `max_request_bytes`.
     pub first_request_timeout: Duration,
-    /// Bytes every stream's subscriptions together may take (32 MiB by default, the share of
+    /// Bytes every stream's subscriptions together may take (40 MiB by default, the share of
     /// the Deployment's 512 MiB; [`super::subscription_budget`] gives a memory limit's).
     pub subscription_budget: usize,
     /// Bytes of Envoy's NACK explanations every stream together may have kept (8 MiB by

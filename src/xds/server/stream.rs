@@ -33,7 +33,7 @@ use super::tracker::{Protocol, StreamId, Tracker};
 /// Deployment's memory limit: a stream whose subscriptions would take more ends with
 /// `RESOURCE_EXHAUSTED` (each stream also has its own cap, [`super::plan`]'s). Another limit
 /// gets its share ([`super::serve::subscription_budget`]).
-pub(crate) const SUBSCRIPTION_BUDGET: usize = 32 * 1024 * 1024;
+pub(crate) const SUBSCRIPTION_BUDGET: usize = 40 * 1024 * 1024;
 
 /// A request the server cannot honour; the stream ends with the matching gRPC status.
 #[derive(Debug, thiserror::Error)]
