@@ -14,7 +14,6 @@ use envoy_operator_core::bounded;
 use envoy_operator_core::fleet::report::{MAX_MESSAGE_CHARS, MAX_NODE_CHARS};
 use envoy_operator_core::identity::FleetIdentity;
 use envoy_types::pb::envoy::config::core::v3::{ControlPlane, Node};
-use futures::SinkExt;
 use futures::channel::mpsc;
 use futures::future::Either;
 use futures::{Stream, StreamExt};
@@ -354,23 +353,29 @@ impl Outbox {
     }
 
     async fn send_when_room(&mut self, reply: Box<Reply>) -> bool {
-        tokio::select! {
-            sent = self.tx.send(reply) => sent.is_ok(),
-            _ = self.shutdown.cancelled() => false,
-        }
+        self.room().await && self.tx.start_send(reply).is_ok()
     }
 
     /// Ends the stream with `status`, once the client has taken the responses queued before
     /// it; shutting down does not wait for a client that does not read. Boxed: it happens once.
     async fn close(&mut self, status: Status) {
         Box::pin(async {
-            tokio::select! {
-                biased;
-                _ = self.tx.send(Box::new(Reply::End(status))) => {}
-                _ = self.shutdown.cancelled() => {}
+            if self.room().await {
+                let _ = self.tx.start_send(Box::new(Reply::End(status)));
             }
         })
         .await
+    }
+
+    /// Waits for room in the queue (false: the client is gone or the server stopping). Not
+    /// `SinkExt::send`, whose flush would also wait for room after the reply is queued.
+    async fn room(&mut self) -> bool {
+        let tx = &mut self.tx;
+        tokio::select! {
+            biased;
+            ready = std::future::poll_fn(|cx| tx.poll_ready(cx)) => ready.is_ok(),
+            _ = self.shutdown.cancelled() => false,
+        }
     }
 }
 

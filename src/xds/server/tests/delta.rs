@@ -14,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tonic::Code;
 
 use super::cache::FleetKey;
-use super::metrics::XdsMetrics;
+use super::metrics::{NoMetrics, XdsMetrics};
 use super::resource::type_url::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use super::service::AdsConfig;
 use super::tracker::Protocol;
 use super::{
-    Client, FLEET, Fixture, OTHER_FLEET, decode, fixture, fixture_with, nack_detail, node, snapshot,
-    two_clusters_routing_to,
+    Client, FLEET, Fixture, OTHER_FLEET, decode, fixture, fixture_configured, fixture_with, nack_detail,
+    node, snapshot, two_clusters_routing_to,
 };
 use envoy_operator_testkit::xds::resources::{prefix_route, regex_route};
 
@@ -446,6 +447,38 @@ async fn a_proxy_that_stops_reading_holds_up_nobody() {
     // All the stuck proxy has waiting for it: its one unanswered response.
     assert_eq!(stuck.next().await.type_url, CLUSTER);
     stuck.assert_silent().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_queue_is_full_sends_once_its_client_takes_a_response() {
+    let config = AdsConfig { response_buffer: 1, ..AdsConfig::default() };
+    let fixture = fixture_configured(Arc::new(NoMetrics), config);
+    fixture.cache.set(FLEET, two_clusters_routing_to("a"));
+
+    // The clusters fill the queue; the endpoints, planned before the client reads, wait.
+    let mut envoy = open(&fixture);
+    envoy.send(hello(CLUSTER, "pod-0", FLEET));
+    envoy.send(subscribe(ENDPOINT, &["a", "b"]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(envoy.next().await.type_url, CLUSTER);
+    assert_eq!(envoy.next().await.type_url, ENDPOINT);
+
+    // A stream waiting for room ends when the server stops: what was queued is delivered, and
+    // the status that would not fit is not waited for.
+    let shutdown = CancellationToken::new();
+    let service = fixture.service.with_shutdown(shutdown.clone());
+    let mut waiting = Client::open(|requests| service.open_delta(requests, None));
+    waiting.send(hello(CLUSTER, "pod-1", FLEET));
+    waiting.send(subscribe(ENDPOINT, &["a", "b"]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    shutdown.cancel();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        fleet_status(&fixture).proxies.iter().all(|proxy| proxy.node_id != "pod-1"),
+        "the stream waiting for room ended with the server"
+    );
+    assert_eq!(waiting.next().await.type_url, CLUSTER);
+    waiting.assert_ended().await;
 }
 
 /// Counts the metrics hooks' calls.
